@@ -1,0 +1,119 @@
+//! What the engine asks of its runtime, and what a caller is told to do.
+
+use crate::flusher::WbReason;
+use crate::ids::{DeviceId, FileId, IoId, TaskId};
+use crate::time::Instant;
+use crate::wbt::WbtClass;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoDir {
+    Read,
+    Write,
+}
+
+/// One request for the runtime to perform and later report with
+/// [`crate::Engine::io_complete`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoRequest {
+    pub id: IoId,
+    pub device: DeviceId,
+    pub file: FileId,
+    pub dir: IoDir,
+    pub first_page: u64,
+    pub pages: u32,
+    /// For writes: the class wbt admitted it under.
+    pub class: Option<WbtClass>,
+    /// For writes: why it was written.
+    pub reason: Option<WbReason>,
+}
+
+/// Something the runtime must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Perform this I/O.
+    Submit(IoRequest),
+    /// This task's wait may be over: call `resume` for it.
+    Wake(TaskId),
+}
+
+/// Why a caller is made to wait. Every wait carries one and is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StallReason {
+    /// balance_dirty_pages: too much dirty memory for this writer's device.
+    DirtyThrottle,
+    /// Modifying a page under writeback on a device that needs stable pages.
+    StablePage,
+    /// The cache budget is full of dirty or in-flight pages; waiting for reclaim.
+    Memory,
+    /// Waiting for a cache-miss read from the device.
+    ReadIo,
+    /// fsync / sync waiting for its writes.
+    Sync,
+}
+
+impl StallReason {
+    pub const ALL: [StallReason; 5] = [
+        StallReason::DirtyThrottle,
+        StallReason::StablePage,
+        StallReason::Memory,
+        StallReason::ReadIo,
+        StallReason::Sync,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StallReason::DirtyThrottle => "dirty_throttle",
+            StallReason::StablePage => "stable_page",
+            StallReason::Memory => "memory",
+            StallReason::ReadIo => "read_io",
+            StallReason::Sync => "sync",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for StallReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A wait imposed on a caller: sleep until `until`, or until a
+/// [`Action::Wake`] for the task if `wakeable`, then call `resume`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    pub reason: StallReason,
+    pub until: Instant,
+    pub wakeable: bool,
+}
+
+/// The state of a caller's operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The operation finished.
+    Done,
+    /// The caller must wait, then call `resume`.
+    Sleep(Stall),
+}
+
+/// A device I/O failure, as the runtime reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoErrorKind {
+    /// EIO: the device failed the request.
+    Io,
+    /// ENOSPC: no space left.
+    NoSpace,
+}
+
+impl fmt::Display for IoErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IoErrorKind::Io => f.write_str("I/O error (EIO)"),
+            IoErrorKind::NoSpace => f.write_str("no space left on device (ENOSPC)"),
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! IO-less dirty throttling of one writer (Linux's balance_dirty_pages
+//! since 3.2). A writer never writes back itself; it sleeps in short
+//! pauses sized so that it dirties at `dirty_ratelimit * pos_ratio`.
+//!
+//! - Below the freerun ceiling nobody sleeps; the writer looks again after
+//!   about sqrt(thresh - dirty) more pages.
+//! - Above it, the pause is the time the pages dirtied since the last pause
+//!   should have taken at the task's rate, minus the time that already
+//!   passed (think time), bounded by `max_pause` (≤ 200 ms).
+//! - Pauses shorter than `min_pause` are not taken; the debt is carried.
+
+use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
+
+/// Linux's MAX_PAUSE: no single throttle pause is longer.
+pub const MAX_PAUSE_NS: u64 = 200 * NS_PER_MS;
+/// Linux's DIRTY_POLL_THRESH (128 KiB): the smallest useful batch of pages between checks.
+pub const DIRTY_POLL_THRESH: u64 = 32;
+/// Pages a new task may dirty before its first check.
+pub const INITIAL_DIRTIED_PAUSE: u64 = 32;
+/// Our cap on pages between checks (16 MiB), which bounds how far one task
+/// can overshoot the hard limit. Linux has no explicit cap; its values
+/// stay below this at realistic bandwidths.
+pub const MAX_DIRTIED_PAUSE: u64 = 4096;
+
+/// Per-task throttle state (Linux keeps it in task_struct).
+#[derive(Clone, Debug)]
+pub struct TaskDirty {
+    /// Pages dirtied since the last check.
+    pub nr_dirtied: u64,
+    /// Check again after this many pages.
+    pub nr_dirtied_pause: u64,
+    /// Virtual time of the end of the last pause; think time is measured from it.
+    pub dirty_paused_when: Option<Instant>,
+}
+
+impl Default for TaskDirty {
+    fn default() -> Self {
+        TaskDirty {
+            nr_dirtied: 0,
+            nr_dirtied_pause: INITIAL_DIRTIED_PAUSE,
+            dirty_paused_when: None,
+        }
+    }
+}
+
+/// The longest pause for a context: about 1/8 of the time its device needs
+/// to write the context's dirty pages, so the pool never runs dry while the
+/// writer sleeps; never above 200 ms.
+pub fn wb_max_pause(avg_write_bw: u64, wb_dirty: u64) -> u64 {
+    let t = wb_dirty as u128 * NS_PER_SEC as u128 / (8 * (avg_write_bw as u128 + 1));
+    (NS_PER_MS + t.min(u64::MAX as u128) as u64).min(MAX_PAUSE_NS)
+}
+
+/// The shortest pause worth taking, and how many pages to dirty before the
+/// next check (Linux's wb_min_pause). Aims for pauses near max_pause / 2 with
+/// at least DIRTY_POLL_THRESH pages in between.
+pub fn wb_min_pause(
+    avg_write_bw: u64,
+    dirty_ratelimit: u64,
+    task_ratelimit: u64,
+    max_pause_ns: u64,
+) -> (u64, u64) {
+    let hi = avg_write_bw.max(1).ilog2() as u64;
+    let lo = dirty_ratelimit.max(1).ilog2() as u64;
+    let mut t = max_pause_ns / 2;
+    // When the rate limit is far below the bandwidth, there are probably
+    // other dirtiers (or think time): allow longer pauses, ~10 ms per power of 2.
+    if hi > lo {
+        t += (hi - lo) * 10 * NS_PER_MS;
+    }
+    t = t.min(NS_PER_MS + max_pause_ns / 2);
+    let pages_in = |rate: u64, t: u64| (rate as u128 * t as u128 / NS_PER_SEC as u128) as u64;
+    let mut pages = pages_in(dirty_ratelimit, t);
+    if pages < DIRTY_POLL_THRESH {
+        t = max_pause_ns;
+        pages = pages_in(dirty_ratelimit, t);
+        if pages > DIRTY_POLL_THRESH {
+            pages = DIRTY_POLL_THRESH;
+            t = NS_PER_SEC * DIRTY_POLL_THRESH / dirty_ratelimit.max(1);
+        }
+    }
+    let pause = NS_PER_SEC as u128 * pages as u128 / (task_ratelimit as u128 + 1);
+    if pause > max_pause_ns as u128 {
+        t = max_pause_ns;
+        pages = pages_in(task_ratelimit, t);
+    }
+    let pages = pages.clamp(1, MAX_DIRTIED_PAUSE);
+    let min_pause = if pages >= DIRTY_POLL_THRESH { NS_PER_MS + t / 2 } else { t };
+    (min_pause, pages)
+}
+
+/// Everything one decision needs about the writer's context.
+#[derive(Clone, Copy, Debug)]
+pub struct ThrottleInput {
+    /// Pages per second at pos_ratio 1.
+    pub dirty_ratelimit: u64,
+    pub pos_ratio: f64,
+    pub avg_write_bw: u64,
+    pub wb_dirty: u64,
+}
+
+/// What the writer must do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Throttle {
+    /// Carry on; the debt (if any) is remembered.
+    Proceed,
+    /// Sleep this long. `again`: over the hard limit, look again afterwards.
+    Pause { pause_ns: u64, again: bool },
+}
+
+/// The freerun case: nothing to do; check again after `poll_pages`.
+pub fn freerun(task: &mut TaskDirty, now: Instant, poll_pages: u64) {
+    task.dirty_paused_when = Some(now);
+    task.nr_dirtied = 0;
+    task.nr_dirtied_pause = poll_pages.clamp(1, MAX_DIRTIED_PAUSE);
+}
+
+/// One pass of balance_dirty_pages above the freerun ceiling.
+pub fn throttle(task: &mut TaskDirty, now: Instant, input: ThrottleInput) -> Throttle {
+    assert!(input.pos_ratio >= 0.0);
+    let pages_dirtied = task.nr_dirtied;
+    let task_ratelimit = (input.dirty_ratelimit as f64 * input.pos_ratio) as u64;
+    let max_pause = wb_max_pause(input.avg_write_bw, input.wb_dirty);
+    let (min_pause, nr_dirtied_pause) =
+        wb_min_pause(input.avg_write_bw, input.dirty_ratelimit, task_ratelimit, max_pause);
+
+    if task_ratelimit == 0 {
+        // At or over the hard limit: sleep the longest pause and look again.
+        task.dirty_paused_when = Some(now + max_pause);
+        task.nr_dirtied = 0;
+        task.nr_dirtied_pause = nr_dirtied_pause;
+        return Throttle::Pause { pause_ns: max_pause, again: true };
+    }
+    let period = (NS_PER_SEC as u128 * pages_dirtied as u128 / task_ratelimit as u128) as i128;
+    let mut pause = period;
+    if let Some(when) = task.dirty_paused_when {
+        pause -= now.as_ns() as i128 - when.as_ns() as i128;
+    }
+    if pause < min_pause as i128 {
+        // Too short to be worth a sleep. Under a second of think time is
+        // compensated in later periods; more than that resets (a light dirtier).
+        if pause < -(NS_PER_SEC as i128) {
+            task.dirty_paused_when = Some(now);
+            task.nr_dirtied = 0;
+        } else if period > 0 {
+            let when = task.dirty_paused_when.unwrap_or(now);
+            task.dirty_paused_when = Some(when + period as u64);
+            task.nr_dirtied = 0;
+        } else if task.nr_dirtied_pause <= pages_dirtied {
+            task.nr_dirtied_pause = (task.nr_dirtied_pause + pages_dirtied).min(MAX_DIRTIED_PAUSE);
+        }
+        return Throttle::Proceed;
+    }
+    let mut wake = now;
+    let mut pause = pause as u64;
+    if pause > max_pause {
+        // The rate dropped sharply: take max_pause now and count part of the
+        // rest as already served, so the next period is not inflated.
+        wake = wake + (pause - max_pause).min(max_pause);
+        pause = max_pause;
+    }
+    task.dirty_paused_when = Some(wake + pause);
+    task.nr_dirtied = 0;
+    task.nr_dirtied_pause = nr_dirtied_pause;
+    assert!(pause <= MAX_PAUSE_NS);
+    Throttle::Pause { pause_ns: pause, again: false }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_pause_bounds() {
+        assert_eq!(wb_max_pause(25_600, 0), NS_PER_MS);
+        assert_eq!(wb_max_pause(1, 1 << 30), MAX_PAUSE_NS);
+        // 2560 pages/s, 2560 dirty: 1/8 s = 125 ms (+1 ms).
+        let p = wb_max_pause(2560, 2560);
+        assert!((p as i64 - 126 * NS_PER_MS as i64).abs() < NS_PER_MS as i64, "{p}");
+    }
+
+    #[test]
+    fn pause_matches_rate() {
+        let mut task = TaskDirty::default();
+        let now = Instant(10 * NS_PER_SEC);
+        task.dirty_paused_when = Some(now);
+        task.nr_dirtied = 256;
+        let input = ThrottleInput {
+            dirty_ratelimit: 2560,
+            pos_ratio: 1.0,
+            avg_write_bw: 2560,
+            wb_dirty: 50_000,
+        };
+        // 256 pages at 2560 pages/s = 100 ms, none of it already served.
+        assert_eq!(
+            throttle(&mut task, now, input),
+            Throttle::Pause { pause_ns: 100 * NS_PER_MS, again: false }
+        );
+        assert_eq!(task.dirty_paused_when, Some(now + 100 * NS_PER_MS));
+        assert_eq!(task.nr_dirtied, 0);
+    }
+
+    #[test]
+    fn think_time_is_credited() {
+        let mut task = TaskDirty::default();
+        let now = Instant(10 * NS_PER_SEC);
+        task.dirty_paused_when = Some(now - 90 * NS_PER_MS);
+        task.nr_dirtied = 256;
+        let input = ThrottleInput {
+            dirty_ratelimit: 2560,
+            pos_ratio: 1.0,
+            avg_write_bw: 2560,
+            wb_dirty: 50_000,
+        };
+        assert_eq!(throttle(&mut task, now, input), Throttle::Proceed, "10 ms left < min_pause");
+        assert_eq!(task.dirty_paused_when, Some(now - 90 * NS_PER_MS + 100 * NS_PER_MS));
+    }
+
+    #[test]
+    fn pauses_never_exceed_bound() {
+        let mut task = TaskDirty::default();
+        task.nr_dirtied = 100_000;
+        let input = ThrottleInput {
+            dirty_ratelimit: 1000,
+            pos_ratio: 0.01,
+            avg_write_bw: 10,
+            wb_dirty: 1 << 30,
+        };
+        match throttle(&mut task, Instant(NS_PER_SEC), input) {
+            Throttle::Pause { pause_ns, again } => {
+                assert_eq!(pause_ns, MAX_PAUSE_NS);
+                assert!(!again);
+            }
+            other => panic!("{other:?}"),
+        }
+        let over = ThrottleInput { pos_ratio: 0.0, ..input };
+        assert_eq!(
+            throttle(&mut task, Instant(NS_PER_SEC), over),
+            Throttle::Pause { pause_ns: MAX_PAUSE_NS, again: true }
+        );
+    }
+
+    #[test]
+    fn min_pause_aims_for_batches() {
+        let (min_pause, pages) = wb_min_pause(25_600, 25_600, 25_600, MAX_PAUSE_NS);
+        assert!(pages >= DIRTY_POLL_THRESH);
+        assert!(min_pause <= MAX_PAUSE_NS / 2 + 2 * NS_PER_MS);
+    }
+}

@@ -1,0 +1,378 @@
+//! Knobs, with Linux's names and meanings. Every knob is set from text
+//! (scenario files, `--set`, and later sysfs-style files all go through
+//! [`Config::set`] / [`DeviceConfig::set`]) and validated there, so a bad
+//! value is rejected before it changes anything.
+
+use crate::units::{parse_bytes, UnitError};
+use std::fmt;
+
+/// Linux's default `dirty_ratio`, percent of the cache budget.
+pub const DEFAULT_DIRTY_RATIO: u32 = 20;
+/// Linux's default `dirty_background_ratio`.
+pub const DEFAULT_DIRTY_BACKGROUND_RATIO: u32 = 10;
+/// Linux's default `dirty_expire_centisecs` (30 s).
+pub const DEFAULT_DIRTY_EXPIRE_CENTISECS: u32 = 3000;
+/// Linux's default `dirty_writeback_centisecs` (5 s).
+pub const DEFAULT_DIRTY_WRITEBACK_CENTISECS: u32 = 500;
+/// Default cache budget.
+pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
+/// The smallest cache budget we accept: below this the thresholds round to nothing.
+pub const MIN_MEMORY_BYTES: u64 = 4 << 20;
+/// The largest cache budget we accept (the page table uses u32 page counts per file).
+pub const MAX_MEMORY_BYTES: u64 = 1 << 44;
+
+/// How writers are throttled when too much memory is dirty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirtyThrottle {
+    /// Linux since 3.2: IO-less, proportional pauses, per-device shares.
+    IoLess,
+    /// Linux before the per-device fix (2007): one global limit; a throttled
+    /// writer waits until its own device writes a chunk or the global dirty
+    /// count falls below the limit. Kept to show the pathology.
+    Global2007,
+}
+
+impl DirtyThrottle {
+    pub fn name(self) -> &'static str {
+        match self {
+            DirtyThrottle::IoLess => "io-less",
+            DirtyThrottle::Global2007 => "global-2007",
+        }
+    }
+}
+
+/// What to do when a page under writeback is modified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StableWrites {
+    /// Modify in place; the device does not checksum data in flight.
+    None,
+    /// Wait for the writeback to finish before modifying (Linux's stable pages).
+    Wait,
+    /// Copy the page for the I/O so the writer never waits (bounce snapshot).
+    Snapshot,
+}
+
+impl StableWrites {
+    pub fn name(self) -> &'static str {
+        match self {
+            StableWrites::None => "none",
+            StableWrites::Wait => "wait",
+            StableWrites::Snapshot => "snapshot",
+        }
+    }
+}
+
+/// A knob value that was rejected; nothing was changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KnobError {
+    /// No knob by that name.
+    Unknown { knob: String, known: &'static [&'static str] },
+    /// The value does not parse or is out of range.
+    Invalid { knob: String, value: String, reason: String },
+}
+
+impl fmt::Display for KnobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KnobError::Unknown { knob, known } => {
+                write!(f, "unknown knob '{knob}' (known: {})", known.join(", "))
+            }
+            KnobError::Invalid { knob, value, reason } => {
+                write!(f, "invalid value '{value}' for {knob}: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for KnobError {}
+
+fn invalid(knob: &str, value: &str, reason: impl Into<String>) -> KnobError {
+    KnobError::Invalid {
+        knob: knob.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_int<T: std::str::FromStr>(knob: &str, value: &str, min: T, max: T) -> Result<T, KnobError>
+where
+    T: PartialOrd + fmt::Display + Copy,
+{
+    let parsed: T = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(knob, value, "not an integer"))?;
+    if parsed < min || parsed > max {
+        return Err(invalid(knob, value, format!("must be between {min} and {max}")));
+    }
+    Ok(parsed)
+}
+
+fn parse_size(knob: &str, value: &str, min: u64, max: u64) -> Result<u64, KnobError> {
+    let bytes = parse_bytes(value).map_err(|UnitError(e)| invalid(knob, value, e))?;
+    if bytes != 0 && (bytes < min || bytes > max) {
+        return Err(invalid(
+            knob,
+            value,
+            format!("must be 0 or between {min} and {max} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn parse_bool(knob: &str, value: &str) -> Result<bool, KnobError> {
+    match value.trim() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(invalid(knob, value, "expected 0/1, true/false or on/off")),
+    }
+}
+
+/// Cache-wide knobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The cache budget: clean + dirty + writeback pages never exceed it.
+    pub memory_bytes: u64,
+    pub dirty_ratio: u32,
+    pub dirty_background_ratio: u32,
+    /// When non-zero, overrides `dirty_ratio`.
+    pub dirty_bytes: u64,
+    /// When non-zero, overrides `dirty_background_ratio`.
+    pub dirty_background_bytes: u64,
+    pub dirty_expire_centisecs: u32,
+    /// Period of kupdate-style writeback; 0 disables it.
+    pub dirty_writeback_centisecs: u32,
+    pub dirty_throttle: DirtyThrottle,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            dirty_ratio: DEFAULT_DIRTY_RATIO,
+            dirty_background_ratio: DEFAULT_DIRTY_BACKGROUND_RATIO,
+            dirty_bytes: 0,
+            dirty_background_bytes: 0,
+            dirty_expire_centisecs: DEFAULT_DIRTY_EXPIRE_CENTISECS,
+            dirty_writeback_centisecs: DEFAULT_DIRTY_WRITEBACK_CENTISECS,
+            dirty_throttle: DirtyThrottle::IoLess,
+        }
+    }
+}
+
+impl Config {
+    pub const KNOBS: &'static [&'static str] = &[
+        "memory",
+        "dirty_ratio",
+        "dirty_background_ratio",
+        "dirty_bytes",
+        "dirty_background_bytes",
+        "dirty_expire_centisecs",
+        "dirty_writeback_centisecs",
+        "dirty_throttle",
+    ];
+
+    /// Sets one knob from text. On error nothing changes.
+    pub fn set(&mut self, knob: &str, value: &str) -> Result<(), KnobError> {
+        match knob {
+            "memory" => {
+                let bytes = parse_bytes(value).map_err(|UnitError(e)| invalid(knob, value, e))?;
+                if !(MIN_MEMORY_BYTES..=MAX_MEMORY_BYTES).contains(&bytes) {
+                    return Err(invalid(knob, value, "must be between 4MiB and 16TiB"));
+                }
+                self.memory_bytes = bytes;
+            }
+            "dirty_ratio" => self.dirty_ratio = parse_int(knob, value, 1, 100)?,
+            "dirty_background_ratio" => self.dirty_background_ratio = parse_int(knob, value, 0, 100)?,
+            "dirty_bytes" => self.dirty_bytes = parse_size(knob, value, 2 * 4096, MAX_MEMORY_BYTES)?,
+            "dirty_background_bytes" => {
+                self.dirty_background_bytes = parse_size(knob, value, 4096, MAX_MEMORY_BYTES)?
+            }
+            "dirty_expire_centisecs" => {
+                self.dirty_expire_centisecs = parse_int(knob, value, 1, 8_640_000)?
+            }
+            "dirty_writeback_centisecs" => {
+                self.dirty_writeback_centisecs = parse_int(knob, value, 0, 8_640_000)?
+            }
+            "dirty_throttle" => {
+                self.dirty_throttle = match value.trim() {
+                    "io-less" => DirtyThrottle::IoLess,
+                    "global-2007" => DirtyThrottle::Global2007,
+                    _ => return Err(invalid(knob, value, "expected 'io-less' or 'global-2007'")),
+                }
+            }
+            _ => {
+                return Err(KnobError::Unknown {
+                    knob: knob.to_string(),
+                    known: Self::KNOBS,
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one knob back as text, in the form `set` accepts.
+    pub fn get(&self, knob: &str) -> Option<String> {
+        Some(match knob {
+            "memory" => self.memory_bytes.to_string(),
+            "dirty_ratio" => self.dirty_ratio.to_string(),
+            "dirty_background_ratio" => self.dirty_background_ratio.to_string(),
+            "dirty_bytes" => self.dirty_bytes.to_string(),
+            "dirty_background_bytes" => self.dirty_background_bytes.to_string(),
+            "dirty_expire_centisecs" => self.dirty_expire_centisecs.to_string(),
+            "dirty_writeback_centisecs" => self.dirty_writeback_centisecs.to_string(),
+            "dirty_throttle" => self.dirty_throttle.name().to_string(),
+            _ => return None,
+        })
+    }
+}
+
+/// Per-device knobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceConfig {
+    /// blk-wbt latency target: -1 auto, 0 off, N microseconds.
+    pub wbt_lat_usec: i64,
+    pub stable_writes: StableWrites,
+    /// Percent of the dirty limit this device is guaranteed.
+    pub min_ratio: u32,
+    /// Percent of the dirty limit this device may use at most.
+    pub max_ratio: u32,
+    /// Throttle on this device's own share even below the global freerun.
+    pub strict_limit: bool,
+    /// Commands the device itself queues (NCQ depth); wbt scales from it.
+    pub queue_depth: u32,
+    /// Requests the block layer lets be outstanding (tags); a submitter past it waits.
+    pub nr_requests: u32,
+    pub read_ahead_kb: u32,
+    /// Largest single request.
+    pub max_sectors_kb: u32,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            wbt_lat_usec: -1,
+            stable_writes: StableWrites::None,
+            min_ratio: 0,
+            max_ratio: 100,
+            strict_limit: false,
+            queue_depth: 32,
+            nr_requests: 128,
+            read_ahead_kb: 128,
+            max_sectors_kb: 512,
+        }
+    }
+}
+
+impl DeviceConfig {
+    pub const KNOBS: &'static [&'static str] = &[
+        "wbt_lat_usec",
+        "stable_writes",
+        "min_ratio",
+        "max_ratio",
+        "strict_limit",
+        "queue_depth",
+        "nr_requests",
+        "read_ahead_kb",
+        "max_sectors_kb",
+    ];
+
+    /// Sets one knob from text. On error nothing changes.
+    pub fn set(&mut self, knob: &str, value: &str) -> Result<(), KnobError> {
+        let mut next = self.clone();
+        match knob {
+            "wbt_lat_usec" => next.wbt_lat_usec = parse_int(knob, value, -1, 10_000_000)?,
+            "stable_writes" => {
+                next.stable_writes = match value.trim() {
+                    "none" => StableWrites::None,
+                    "wait" => StableWrites::Wait,
+                    "snapshot" => StableWrites::Snapshot,
+                    _ => return Err(invalid(knob, value, "expected none, wait or snapshot")),
+                }
+            }
+            "min_ratio" => next.min_ratio = parse_int(knob, value, 0, 100)?,
+            "max_ratio" => next.max_ratio = parse_int(knob, value, 0, 100)?,
+            "strict_limit" => next.strict_limit = parse_bool(knob, value)?,
+            "queue_depth" => next.queue_depth = parse_int(knob, value, 1, 4096)?,
+            "nr_requests" => next.nr_requests = parse_int(knob, value, 1, 65_536)?,
+            "read_ahead_kb" => next.read_ahead_kb = parse_int(knob, value, 0, 65_536)?,
+            "max_sectors_kb" => {
+                let kb: u32 = parse_int(knob, value, 4, 65_536)?;
+                if kb % 4 != 0 {
+                    return Err(invalid(knob, value, "must be a multiple of 4 (whole pages)"));
+                }
+                next.max_sectors_kb = kb;
+            }
+            _ => {
+                return Err(KnobError::Unknown {
+                    knob: knob.to_string(),
+                    known: Self::KNOBS,
+                })
+            }
+        }
+        if next.min_ratio > next.max_ratio {
+            return Err(invalid(
+                knob,
+                value,
+                format!(
+                    "min_ratio ({}) may not exceed max_ratio ({})",
+                    next.min_ratio, next.max_ratio
+                ),
+            ));
+        }
+        *self = next;
+        Ok(())
+    }
+
+    /// Reads one knob back as text, in the form `set` accepts.
+    pub fn get(&self, knob: &str) -> Option<String> {
+        Some(match knob {
+            "wbt_lat_usec" => self.wbt_lat_usec.to_string(),
+            "stable_writes" => self.stable_writes.name().to_string(),
+            "min_ratio" => self.min_ratio.to_string(),
+            "max_ratio" => self.max_ratio.to_string(),
+            "strict_limit" => u8::from(self.strict_limit).to_string(),
+            "queue_depth" => self.queue_depth.to_string(),
+            "nr_requests" => self.nr_requests.to_string(),
+            "read_ahead_kb" => self.read_ahead_kb.to_string(),
+            "max_sectors_kb" => self.max_sectors_kb.to_string(),
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_change_nothing() {
+        let mut config = Config::default();
+        assert!(config.set("dirty_ratio", "150").is_err());
+        assert!(config.set("dirty_ratio", "x").is_err());
+        assert!(config.set("memory", "1KiB").is_err());
+        assert!(matches!(config.set("nope", "1"), Err(KnobError::Unknown { .. })));
+        assert_eq!(config, Config::default());
+
+        let mut device = DeviceConfig::default();
+        assert!(device.set("min_ratio", "101").is_err());
+        assert!(device.set("max_sectors_kb", "6").is_err());
+        device.set("max_ratio", "10").unwrap();
+        let before = device.clone();
+        assert!(device.set("min_ratio", "20").is_err());
+        assert_eq!(device, before);
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut device = DeviceConfig::default();
+        for knob in DeviceConfig::KNOBS {
+            let value = device.get(knob).unwrap();
+            device.set(knob, &value).unwrap();
+        }
+        assert_eq!(device, DeviceConfig::default());
+        let mut config = Config::default();
+        config.set("dirty_throttle", "global-2007").unwrap();
+        assert_eq!(config.get("dirty_throttle").unwrap(), "global-2007");
+    }
+}

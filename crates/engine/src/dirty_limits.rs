@@ -1,0 +1,106 @@
+//! Dirty thresholds, as Linux's domain_dirty_limits() and __wb_calc_thresh():
+//! a global threshold and background threshold from the cache budget, and
+//! each writeback context's share of them from its recent writeout share.
+
+use crate::config::Config;
+use crate::ids::PAGE_SIZE;
+
+/// The global thresholds, in pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlobalThresh {
+    pub thresh: u64,
+    pub bg_thresh: u64,
+}
+
+/// Linux's domain_dirty_limits for the global domain; `avail` is the cache
+/// budget in pages (all of it is "dirtyable": free or file pages).
+pub fn domain_dirty_limits(config: &Config, avail: u64) -> GlobalThresh {
+    let pages = |bytes: u64| bytes.div_ceil(PAGE_SIZE).min(avail);
+    let mut thresh = if config.dirty_bytes > 0 {
+        pages(config.dirty_bytes)
+    } else {
+        avail * config.dirty_ratio as u64 / 100
+    };
+    thresh = thresh.max(2);
+    let mut bg_thresh = if config.dirty_background_bytes > 0 {
+        pages(config.dirty_background_bytes)
+    } else {
+        avail * config.dirty_background_ratio as u64 / 100
+    };
+    // A background threshold at or above the hard one would never leave
+    // room for background writeback to act first.
+    if bg_thresh >= thresh {
+        bg_thresh = thresh / 2;
+    }
+    GlobalThresh { thresh, bg_thresh }
+}
+
+/// Below this many dirty pages nobody is throttled at all.
+pub fn dirty_freerun_ceiling(thresh: u64, bg_thresh: u64) -> u64 {
+    (thresh + bg_thresh) / 2
+}
+
+/// Pages a task may dirty before looking again while in freerun: about the
+/// square root of the distance to the threshold, so checks get denser as
+/// the threshold nears.
+pub fn dirty_poll_interval(dirty: u64, thresh: u64) -> u64 {
+    if thresh > dirty {
+        1u64 << ((thresh - dirty).ilog2() / 2)
+    } else {
+        1
+    }
+}
+
+/// A writeback context's share of `thresh` (Linux's __wb_calc_thresh):
+/// its writeout fraction of what is left after every context's guaranteed
+/// minimum, plus its own minimum, capped by its maximum.
+pub fn wb_calc_thresh(
+    thresh: u64,
+    numerator: u64,
+    denominator: u64,
+    min_ratio: u32,
+    max_ratio: u32,
+    sum_min_ratio: u32,
+) -> u64 {
+    assert!(denominator > 0);
+    assert!(min_ratio <= max_ratio && max_ratio <= 100 && sum_min_ratio <= 100);
+    let shared = thresh as u128 * (100 - sum_min_ratio) as u128 / 100;
+    let mut wb_thresh = (shared * numerator as u128 / denominator as u128) as u64;
+    wb_thresh += thresh * min_ratio as u64 / 100;
+    wb_thresh.min(thresh * max_ratio as u64 / 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_and_bytes() {
+        let config = Config::default();
+        let g = domain_dirty_limits(&config, 100_000);
+        assert_eq!(g, GlobalThresh { thresh: 20_000, bg_thresh: 10_000 });
+        let mut config = Config::default();
+        config.set("dirty_bytes", "40MiB").unwrap();
+        config.set("dirty_background_bytes", "80MiB").unwrap();
+        let g = domain_dirty_limits(&config, 100_000);
+        assert_eq!(g, GlobalThresh { thresh: 10_240, bg_thresh: 5_120 }, "bg >= thresh halves");
+        assert_eq!(dirty_freerun_ceiling(g.thresh, g.bg_thresh), 7_680);
+    }
+
+    #[test]
+    fn poll_interval_is_sqrt_of_room() {
+        assert_eq!(dirty_poll_interval(0, 1 << 20), 1 << 10);
+        assert_eq!(dirty_poll_interval(100, 100), 1);
+        assert_eq!(dirty_poll_interval(0, 10_000), 64);
+    }
+
+    #[test]
+    fn shares() {
+        // Half the writeout: half the threshold.
+        assert_eq!(wb_calc_thresh(1000, 1, 2, 0, 100, 0), 500);
+        // A device with min_ratio 10 and no writeout still gets 10 %.
+        assert_eq!(wb_calc_thresh(1000, 0, 1, 10, 100, 10), 100);
+        // max_ratio caps a device that does all the writeout.
+        assert_eq!(wb_calc_thresh(1000, 1, 1, 0, 30, 0), 300);
+    }
+}

@@ -1,0 +1,42 @@
+//! Errors returned to callers of the engine.
+
+use crate::action::IoErrorKind;
+use crate::ids::{HandleId, TaskId};
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The handle does not exist (never opened or already closed).
+    BadHandle(HandleId),
+    /// The task does not exist.
+    BadTask(TaskId),
+    /// The task already has an operation in progress; finish it with `resume`.
+    Busy(TaskId),
+    /// `resume` was called but the task has nothing in progress.
+    NothingToResume(TaskId),
+    /// The byte range does not fit in a file.
+    OutOfRange { offset: u64, len: u64 },
+    /// Write-back of this file's data failed since the handle last synced.
+    WriteBack(IoErrorKind),
+    /// A read from the device failed.
+    Read(IoErrorKind),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::BadHandle(h) => write!(f, "no open file handle {}", h.0),
+            EngineError::BadTask(t) => write!(f, "no task {}", t.0),
+            EngineError::Busy(t) => write!(f, "task {} already has an operation in progress", t.0),
+            EngineError::NothingToResume(t) => write!(f, "task {} has nothing to resume", t.0),
+            EngineError::OutOfRange { offset, len } => {
+                write!(f, "range of {len} bytes at offset {offset} is beyond the largest file size")
+            }
+            EngineError::WriteBack(e) => write!(f, "writing back data failed: {e}"),
+            EngineError::Read(e) => write!(f, "reading from the device failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}

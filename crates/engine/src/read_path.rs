@@ -1,0 +1,96 @@
+//! The read path: cached pages are copied out; a miss reads from the
+//! device, with readahead for sequential readers.
+
+use crate::action::{Stall, StallReason, Step};
+use crate::engine::{Engine, Op, WaitKey, EVENT_WAIT_MAX_NS};
+use crate::error::EngineError;
+use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
+use crate::page_cache::{PG_READING, PG_REFERENCED};
+use crate::time::Instant;
+
+impl Engine {
+    /// Reads `len` bytes at `offset` (short at end of file).
+    pub fn read(&mut self, now: Instant, task: TaskId, handle: HandleId, offset: u64, len: u64) -> Result<Step, EngineError> {
+        self.handle(handle)?;
+        Self::page_range(offset, len)?;
+        self.begin(task, Op::Read { handle, offset, len, error: None })?;
+        self.continue_read(now, task)
+    }
+
+    fn read_wait(&mut self, now: Instant, task: TaskId, reason: StallReason, key: WaitKey) -> Result<Step, EngineError> {
+        let stall = Stall {
+            reason,
+            until: now + EVENT_WAIT_MAX_NS,
+            wakeable: true,
+        };
+        Ok(self.stall(task, now, stall, Some(key)))
+    }
+
+    pub(crate) fn continue_read(&mut self, now: Instant, task: TaskId) -> Result<Step, EngineError> {
+        let Op::Read { handle, offset, len, .. } = self.tasks[task.index()].op.clone() else {
+            unreachable!("continue_read on a task that is not reading");
+        };
+        let file = self.handle(handle)?.file;
+        let end = (offset + len).min(self.files[file.index()].size);
+        if offset >= end {
+            return self.finish(task, Ok(Step::Done));
+        }
+        let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        let mut missing = None;
+        for p in first..last {
+            match self.files[file.index()].pages.get_mut(&p) {
+                None => {
+                    missing = Some(p);
+                    break;
+                }
+                Some(flags) if *flags & PG_READING != 0 => {
+                    return self.read_wait(now, task, StallReason::ReadIo, WaitKey::FileIo(file));
+                }
+                Some(flags) => *flags |= PG_REFERENCED,
+            }
+        }
+        let Some(p) = missing else {
+            self.tasks[task.index()].last_read = Some((file, last));
+            return self.finish(task, Ok(Step::Done));
+        };
+        if let Some(e) = self.files[file.index()].read_error.take() {
+            return self.finish(task, Err(EngineError::Read(e)));
+        }
+        let want = self.readahead_pages(task, file, first, p, last);
+        if !self.reserve(now, want) && !self.reserve(now, 1) {
+            return self.read_wait(now, task, StallReason::Memory, WaitKey::Memory);
+        }
+        let room = self.memory_pages - self.nr_cached;
+        let pages = self.absent_run(file, p, want.min(room));
+        for q in p..p + pages {
+            self.insert_page(file, q, PG_READING);
+        }
+        self.submit_read(now, file, p, pages);
+        self.read_wait(now, task, StallReason::ReadIo, WaitKey::FileIo(file))
+    }
+
+    /// How many pages to read at a miss on page `p`: the rest of the request,
+    /// or the readahead window for a sequential reader (one that starts at
+    /// the beginning of the file or where it last stopped).
+    fn readahead_pages(&self, task: TaskId, file: FileId, first: PageIndex, p: PageIndex, last: PageIndex) -> u64 {
+        let f = &self.files[file.index()];
+        let dev = &self.devices[f.device.index()].config;
+        let sequential = first == 0 || self.tasks[task.index()].last_read == Some((file, first));
+        let mut want = last - p;
+        if sequential {
+            want = want.max(dev.read_ahead_kb as u64 / 4);
+        }
+        let file_pages = f.size.div_ceil(PAGE_SIZE);
+        want.min(file_pages - p).min(dev.max_sectors_kb as u64 / 4).max(1)
+    }
+
+    /// Length of the run of uncached pages from `start`, at most `max`.
+    fn absent_run(&self, file: FileId, start: PageIndex, max: u64) -> u64 {
+        let f = &self.files[file.index()];
+        let mut n = 0;
+        while n < max && f.flags(start + n).is_none() {
+            n += 1;
+        }
+        n.max(1)
+    }
+}

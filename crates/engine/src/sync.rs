@@ -1,0 +1,217 @@
+//! fsync and sync with Linux's integrity semantics: write what was dirty
+//! when the call began (tagged up front, so a writer that keeps dirtying
+//! cannot livelock us), then wait for every write of those files issued up
+//! to the point our own writing finished, and report write-back errors.
+
+use crate::action::{Stall, StallReason, Step};
+use crate::engine::{Engine, Op, WaitKey, EVENT_WAIT_MAX_NS};
+use crate::error::EngineError;
+use crate::flusher::WbReason;
+use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
+use crate::page_cache::{PG_DIRTY, PG_WRITEBACK};
+use crate::time::Instant;
+use crate::wbt::WbtClass;
+
+#[derive(Debug)]
+pub(crate) struct SyncFile {
+    pub file: FileId,
+    /// Pages dirty at the start, in order; `next` is the first not yet handled.
+    pub pages: Vec<PageIndex>,
+    pub next: usize,
+    pub err_seq_start: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct SyncOp {
+    pub task: TaskId,
+    pub handle: Option<HandleId>,
+    pub files: Vec<SyncFile>,
+    /// Set once all tagged pages are issued: wait for writes up to this id.
+    pub barrier: Option<IoId>,
+}
+
+impl Engine {
+    /// Makes the file's data durable (fsync). Reports a write-back error
+    /// this handle has not seen yet.
+    pub fn fsync(&mut self, now: Instant, task: TaskId, handle: HandleId) -> Result<Step, EngineError> {
+        let file = self.handle(handle)?.file;
+        self.start_sync(now, task, Some(handle), vec![file])
+    }
+
+    /// Writes back and waits for every file (sync).
+    pub fn sync(&mut self, now: Instant, task: TaskId) -> Result<Step, EngineError> {
+        let files = (0..self.files.len() as u32)
+            .map(FileId)
+            .filter(|f| {
+                let f = &self.files[f.index()];
+                !f.dirty.is_empty() || !f.inflight_writes.is_empty()
+            })
+            .collect();
+        self.start_sync(now, task, None, files)
+    }
+
+    fn start_sync(&mut self, now: Instant, task: TaskId, handle: Option<HandleId>, files: Vec<FileId>) -> Result<Step, EngineError> {
+        let id = self.next_sync;
+        self.begin(task, Op::Sync { op: id })?;
+        self.next_sync += 1;
+        let mut devices: Vec<DeviceId> = Vec::new();
+        let files = files
+            .into_iter()
+            .map(|file| {
+                let f = &self.files[file.index()];
+                if !devices.contains(&f.device) {
+                    devices.push(f.device);
+                }
+                SyncFile {
+                    file,
+                    pages: f.dirty.iter().copied().collect(),
+                    next: 0,
+                    err_seq_start: f.err_seq,
+                }
+            })
+            .collect();
+        self.syncs.insert(id, SyncOp { task, handle, files, barrier: None });
+        for device in devices {
+            self.pump(now, device);
+        }
+        self.continue_sync(now, task, id)
+    }
+
+    pub(crate) fn continue_sync(&mut self, now: Instant, task: TaskId, id: u64) -> Result<Step, EngineError> {
+        if !self.sync_done(id) {
+            let stall = Stall {
+                reason: StallReason::Sync,
+                until: now + EVENT_WAIT_MAX_NS,
+                wakeable: true,
+            };
+            return Ok(self.stall(task, now, stall, Some(WaitKey::Sync(id))));
+        }
+        let op = self.syncs.remove(&id).expect("sync op exists");
+        let result = self.sync_result(&op);
+        self.finish(task, result.map(|()| Step::Done))
+    }
+
+    fn sync_done(&self, id: u64) -> bool {
+        let op = &self.syncs[&id];
+        let Some(barrier) = op.barrier else { return false };
+        op.files.iter().all(|sf| {
+            self.files[sf.file.index()]
+                .inflight_writes
+                .first()
+                .is_none_or(|&first| first > barrier)
+        })
+    }
+
+    fn sync_result(&mut self, op: &SyncOp) -> Result<(), EngineError> {
+        if let Some(handle) = op.handle {
+            // errseq: report each error once per handle.
+            let file = self.handle(handle)?.file;
+            let (seq, err) = {
+                let f = &self.files[file.index()];
+                (f.err_seq, f.last_err)
+            };
+            let h = self.handles[handle.index()].as_mut().expect("checked");
+            if h.err_seen != seq {
+                h.err_seen = seq;
+                return Err(EngineError::WriteBack(err.expect("an error was recorded")));
+            }
+            return Ok(());
+        }
+        for sf in &op.files {
+            let f = &self.files[sf.file.index()];
+            if f.err_seq != sf.err_seq_start {
+                return Err(EngineError::WriteBack(f.last_err.expect("an error was recorded")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Wakes sync callers whose writes are all done.
+    pub(crate) fn check_syncs(&mut self) {
+        let done: Vec<u64> = self.syncs.keys().copied().filter(|&id| self.sync_done(id)).collect();
+        for id in done {
+            self.wake(WaitKey::Sync(id));
+        }
+    }
+
+    /// Issues integrity writes for sync ops on `device`. Returns true if one was issued.
+    pub(crate) fn pump_syncs(&mut self, now: Instant, device: DeviceId) -> bool {
+        let ids: Vec<u64> = self.syncs.keys().copied().collect();
+        for id in ids {
+            if self.syncs[&id].barrier.is_some() {
+                continue;
+            }
+            match self.sync_next(device, id) {
+                SyncNext::Write(file, start, pages) => {
+                    let recent = self.recent_dirty_sleep(device, now);
+                    let wbt = &mut self.devices[device.index()].wbt;
+                    if !wbt.may_issue(WbtClass::Sync, now, recent) {
+                        wbt.note_refused();
+                        return false;
+                    }
+                    let req = self.start_writeback(file, start, pages, WbtClass::Sync, WbReason::Sync);
+                    self.issue(now, req, true);
+                    return true;
+                }
+                SyncNext::Blocked => {}
+                SyncNext::Finished => {
+                    // Everything tagged is issued: from here on only wait.
+                    let barrier = IoId(self.next_io - 1);
+                    self.syncs.get_mut(&id).expect("exists").barrier = Some(barrier);
+                    if self.sync_done(id) {
+                        self.wake(WaitKey::Sync(id));
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// The next run of tagged pages to write for sync op `id` on `device`.
+    fn sync_next(&mut self, device: DeviceId, id: u64) -> SyncNext {
+        let max_pages = self.devices[device.index()].config.max_sectors_kb as u64 / 4;
+        let op = self.syncs.get_mut(&id).expect("exists");
+        let mut all_done = true;
+        for sf in op.files.iter_mut() {
+            let f = &self.files[sf.file.index()];
+            // Skip tagged pages that are no longer dirty: someone wrote them,
+            // and the barrier makes us wait for that write.
+            while sf.next < sf.pages.len() && f.flags(sf.pages[sf.next]).is_none_or(|fl| fl & PG_DIRTY == 0) {
+                sf.next += 1;
+            }
+            if sf.next == sf.pages.len() {
+                continue;
+            }
+            all_done = false;
+            if f.device != device {
+                continue;
+            }
+            let start = sf.pages[sf.next];
+            if f.flags(start).is_some_and(|fl| fl & PG_WRITEBACK != 0) {
+                // Dirty again while under writeback: wait for that write first.
+                return SyncNext::Blocked;
+            }
+            let mut n = 1;
+            while n < max_pages
+                && sf.next + (n as usize) < sf.pages.len()
+                && sf.pages[sf.next + n as usize] == start + n
+                && f.flags(start + n).is_some_and(|fl| fl & PG_DIRTY != 0 && fl & PG_WRITEBACK == 0)
+            {
+                n += 1;
+            }
+            sf.next += n as usize;
+            return SyncNext::Write(sf.file, start, n);
+        }
+        if all_done {
+            SyncNext::Finished
+        } else {
+            SyncNext::Blocked
+        }
+    }
+}
+
+enum SyncNext {
+    Write(FileId, PageIndex, u64),
+    Blocked,
+    Finished,
+}

@@ -1,0 +1,50 @@
+//! Time as the engine sees it: a monotonic count of nanoseconds passed in by
+//! the runtime. The engine never reads a clock.
+
+use std::fmt;
+use std::ops::{Add, Sub};
+
+/// A point in time, in nanoseconds since an arbitrary epoch chosen by the runtime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(pub u64);
+
+pub const NS_PER_US: u64 = 1_000;
+pub const NS_PER_MS: u64 = 1_000_000;
+pub const NS_PER_SEC: u64 = 1_000_000_000;
+
+impl Instant {
+    pub const ZERO: Instant = Instant(0);
+
+    pub fn as_ns(self) -> u64 {
+        self.0
+    }
+
+    /// Nanoseconds from `earlier` to `self`, zero if `earlier` is later.
+    pub fn since_ns(self, earlier: Instant) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / NS_PER_SEC as f64
+    }
+}
+
+impl Add<u64> for Instant {
+    type Output = Instant;
+    fn add(self, ns: u64) -> Instant {
+        Instant(self.0.saturating_add(ns))
+    }
+}
+
+impl Sub<u64> for Instant {
+    type Output = Instant;
+    fn sub(self, ns: u64) -> Instant {
+        Instant(self.0.saturating_sub(ns))
+    }
+}
+
+impl fmt::Display for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.6}s", self.as_secs_f64())
+    }
+}
