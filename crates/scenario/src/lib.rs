@@ -1,0 +1,1 @@
+//! Scenario files (TOML) shared by `wb sim` and `wb run`.

@@ -1,0 +1,55 @@
+//! Device models: what a disk does with the requests the engine issues.
+//! A model receives requests in its host queue (FIFO, at most the engine's
+//! `nr_requests` at a time), dispatches them to its internal queue
+//! (`queue_depth` commands, NCQ), and services them in virtual time.
+
+use crate::rng::Rng;
+use std::collections::BTreeMap;
+use wb_engine::Instant;
+
+/// A request as the device sees it: a byte range on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevRequest {
+    pub id: u64,
+    pub write: bool,
+    /// Byte offset on the device.
+    pub offset: u64,
+    pub len: u64,
+}
+
+pub trait DeviceModel {
+    /// The model's name (hdd, sata-ssd, nvme, usb-stick).
+    fn kind(&self) -> &'static str;
+    /// Capacity in bytes; requests lie within it.
+    fn capacity(&self) -> u64;
+    /// Accepts a request at `now` into the host queue.
+    fn submit(&mut self, now: Instant, req: DevRequest);
+    /// The earliest time a request completes, if any is in service.
+    fn next_completion(&self) -> Option<Instant>;
+    /// Removes and returns the ids of requests completed at or before `now`,
+    /// in completion order, and starts service of whatever can start.
+    fn complete(&mut self, now: Instant) -> Vec<u64>;
+    /// Median latency of an isolated 4 KiB random read on the idle device.
+    fn idle_read_latency_ns(&self) -> u64;
+    /// Total time the device was busy (anything in service), for utilisation.
+    fn busy_ns(&self, now: Instant) -> u64;
+}
+
+/// The device models by name.
+pub const MODELS: &[&str] = &["hdd", "sata-ssd", "nvme", "usb-stick"];
+
+/// Checks a model name and its parameter overrides without building it.
+pub fn validate(model: &str, params: &BTreeMap<String, String>) -> Result<(), String> {
+    build(model, params, Rng::new(0), 64).map(|_| ())
+}
+
+/// Builds a model. `queue_depth` is the device's internal queue (NCQ) depth.
+pub fn build(
+    model: &str,
+    params: &BTreeMap<String, String>,
+    rng: Rng,
+    queue_depth: u32,
+) -> Result<Box<dyn DeviceModel>, String> {
+    let _ = (params, rng, queue_depth);
+    Err(format!("unknown device model '{model}' (known: {})", MODELS.join(", ")))
+}
