@@ -14,6 +14,7 @@ mod dirty_throttle;
 mod engine;
 mod error;
 mod flusher;
+mod invariants;
 mod ids;
 mod page_cache;
 mod position_ratio;

@@ -36,15 +36,19 @@ impl Engine {
         }
     }
 
-    /// Periodic writeback: contexts with files dirty for longer than
-    /// dirty_expire_centisecs write them.
+    /// The flusher's periodic wake-up (Linux's wb_workfn on its timer):
+    /// contexts with files dirty for longer than dirty_expire_centisecs
+    /// write them, and contexts over the background threshold resume
+    /// background writeback that no writer kicked.
     pub(crate) fn kick_kupdate(&mut self, now: Instant) {
         let expire_ns = self.config.dirty_expire_centisecs as u64 * 10 * crate::time::NS_PER_MS;
         for w in 0..self.wbs.len() {
+            let over_bg = self.wbs[w].dirty > 0 && self.over_bg_thresh(WbId(w as u32));
             let wb = &mut self.wbs[w];
             let expired = wb.dirty_files.first().is_some_and(|&(t, _)| now.since_ns(t) >= expire_ns);
-            if expired {
-                wb.flusher.kupdate_due = true;
+            wb.flusher.kupdate_due |= expired;
+            wb.flusher.background_kicked |= over_bg;
+            if expired || over_bg {
                 let device = wb.device;
                 self.pump(now, device);
             }
