@@ -142,13 +142,15 @@ impl Engine {
                 continue;
             }
             match self.sync_next(device, id) {
-                SyncNext::Write(file, start, pages) => {
+                SyncNext::Write { slot, file, start, pages } => {
                     let recent = self.recent_dirty_sleep(device, now);
                     let wbt = &mut self.devices[device.index()].wbt;
                     if !wbt.may_issue(WbtClass::Sync, now, recent) {
                         wbt.note_refused();
                         return false;
                     }
+                    // Only now are the pages taken off the op's list.
+                    self.syncs.get_mut(&id).expect("exists").files[slot].next += pages as usize;
                     let req = self.start_writeback(file, start, pages, WbtClass::Sync, WbReason::Sync);
                     self.issue(now, req, true);
                     return true;
@@ -172,7 +174,7 @@ impl Engine {
         let max_pages = self.devices[device.index()].config.max_sectors_kb as u64 / 4;
         let op = self.syncs.get_mut(&id).expect("exists");
         let mut all_done = true;
-        for sf in op.files.iter_mut() {
+        for (slot, sf) in op.files.iter_mut().enumerate() {
             let f = &self.files[sf.file.index()];
             // Skip tagged pages that are no longer dirty: someone wrote them,
             // and the barrier makes us wait for that write.
@@ -199,8 +201,7 @@ impl Engine {
             {
                 n += 1;
             }
-            sf.next += n as usize;
-            return SyncNext::Write(sf.file, start, n);
+            return SyncNext::Write { slot, file: sf.file, start, pages: n };
         }
         if all_done {
             SyncNext::Finished
@@ -211,7 +212,8 @@ impl Engine {
 }
 
 enum SyncNext {
-    Write(FileId, PageIndex, u64),
+    /// Write `pages` pages from `start` of the op's file at `slot`.
+    Write { slot: usize, file: FileId, start: PageIndex, pages: u64 },
     Blocked,
     Finished,
 }

@@ -1,4 +1,8 @@
 //! `wb-sim`: the writeback engine on virtual time against device models.
 
 pub mod device;
+pub mod layout;
+pub mod report;
+pub mod runner;
+pub mod workload;
 pub mod rng;

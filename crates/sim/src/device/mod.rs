@@ -3,6 +3,13 @@
 //! `nr_requests` at a time), dispatches them to its internal queue
 //! (`queue_depth` commands, NCQ), and services them in virtual time.
 
+pub mod common;
+pub mod flash;
+pub mod hdd;
+pub mod params;
+#[cfg(test)]
+mod tests;
+
 use crate::rng::Rng;
 use std::collections::BTreeMap;
 use wb_engine::Instant;
@@ -50,6 +57,17 @@ pub fn build(
     rng: Rng,
     queue_depth: u32,
 ) -> Result<Box<dyn DeviceModel>, String> {
-    let _ = (params, rng, queue_depth);
-    Err(format!("unknown device model '{model}' (known: {})", MODELS.join(", ")))
+    if queue_depth == 0 {
+        return Err(format!("{model}: queue depth must be at least 1"));
+    }
+    if model == "hdd" {
+        return Ok(Box::new(hdd::Hdd::build(params, rng, queue_depth)?));
+    }
+    match flash::build(model, params, rng, queue_depth) {
+        Some(built) => Ok(Box::new(built?)),
+        None => Err(format!(
+            "unknown device model '{model}' (known: {})",
+            MODELS.join(", ")
+        )),
+    }
 }

@@ -1,0 +1,108 @@
+//! The report for people: fio-style per job, then the engine.
+
+use std::fmt::Write;
+use wb_sim::report::{JobReport, LatencySummary, RunReport};
+
+fn lat_line(label: &str, l: &LatencySummary) -> String {
+    // Microseconds below 10 ms, milliseconds above, as fio does.
+    let (unit, div) = if l.max >= 10_000.0 { ("msec", 1000.0) } else { ("usec", 1.0) };
+    format!(
+        "    {label} lat ({unit}): p50={:.2} p90={:.2} p99={:.2} p99.9={:.2} p99.99={:.2} max={:.2}\n",
+        l.p50 / div,
+        l.p90 / div,
+        l.p99 / div,
+        l.p99_9 / div,
+        l.p99_99 / div,
+        l.max / div
+    )
+}
+
+fn job(out: &mut String, j: &JobReport) {
+    let op = if j.kind == "reader" { "read" } else { "write" };
+    let _ = writeln!(out, "{} ({} on {}):", j.name, j.kind, j.device);
+    let _ = writeln!(
+        out,
+        "  {op}: IOPS={:.0}, BW={:.1}MiB/s ({:.1}MiB in {:.2}s){}",
+        j.iops,
+        j.bw_mib_s,
+        j.bytes as f64 / (1024.0 * 1024.0),
+        j.elapsed_s,
+        if j.errors > 0 { format!(", {} errors", j.errors) } else { String::new() }
+    );
+    out.push_str(&lat_line(op, &j.lat_us));
+    if j.syncs > 0 {
+        out.push_str(&lat_line(&format!("sync ({} calls)", j.syncs), &j.sync_lat_us));
+    }
+}
+
+pub fn render(r: &RunReport) -> String {
+    let mut out = String::new();
+    let speed = if r.wall_time_s > 0.0 { r.sim_time_s / r.wall_time_s } else { 0.0 };
+    let _ = writeln!(
+        out,
+        "scenario {} (seed {}): {:.2}s simulated in {:.2}s of wall time ({:.0}x real time)\n",
+        r.scenario, r.seed, r.sim_time_s, r.wall_time_s, speed
+    );
+    for j in &r.jobs {
+        job(&mut out, j);
+    }
+    let e = &r.engine;
+    let _ = writeln!(out, "\nengine:");
+    let _ = writeln!(
+        out,
+        "  memory {:.0}MiB, dirty thresh {:.0}MiB, background thresh {:.0}MiB",
+        e.memory_mib, e.thresh_mib, e.bg_thresh_mib
+    );
+    let _ = writeln!(
+        out,
+        "  peaks: dirty {:.1}MiB, writeback {:.1}MiB, cached {:.1}MiB; dirtied {:.1}MiB, written {:.1}MiB",
+        e.dirty_peak_mib, e.writeback_peak_mib, e.cached_peak_mib, e.dirtied_mib, e.written_mib
+    );
+    let stalls: Vec<String> = e
+        .stalls
+        .iter()
+        .filter(|s| s.count > 0)
+        .map(|s| format!("{} {} (total {:.1}ms, max {:.1}ms)", s.reason, s.count, s.total_ms, s.max_ms))
+        .collect();
+    let _ = writeln!(out, "  stalls: {}", if stalls.is_empty() { "none".to_string() } else { stalls.join("; ") });
+    let reasons: Vec<String> = e
+        .written_by_reason_mib
+        .iter()
+        .filter(|(_, m)| *m > 0.0)
+        .map(|(r, m)| format!("{r} {m:.1}MiB"))
+        .collect();
+    let _ = writeln!(out, "  written by reason: {}", reasons.join(", "));
+    for d in &e.devices {
+        let wbt = if d.wbt_enabled {
+            format!(
+                "wbt target {:.2}ms, max depth {}..{} ({} down, {} up)",
+                d.wbt_target_us / 1000.0,
+                d.wbt_max_depth_min,
+                d.wbt_max_depth_max,
+                d.wbt_scale_downs,
+                d.wbt_scale_ups
+            )
+        } else {
+            "wbt off".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "  device {} ({}): util {:.1}%, {} reads ({:.1}MiB), {} writes ({:.1}MiB), in flight peak {}, {}",
+            d.name,
+            d.model,
+            d.utilization * 100.0,
+            d.reads,
+            d.read_mib,
+            d.writes,
+            d.written_mib,
+            d.inflight_peak,
+            wbt
+        );
+        let _ = writeln!(
+            out,
+            "    writers throttled: {} pauses, total {:.1}ms, max {:.1}ms",
+            d.throttle_pauses, d.throttle_total_ms, d.throttle_max_ms
+        );
+    }
+    out
+}

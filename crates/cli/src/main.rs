@@ -1,0 +1,40 @@
+//! `wb`: the command line of the writeback engine.
+
+mod human;
+mod progress;
+mod sim_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit code for bad input (scenario files, knob values, arguments).
+pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code for a failure while running.
+pub const EXIT_FAILURE: u8 = 1;
+
+#[derive(Parser)]
+#[command(
+    name = "wb",
+    version,
+    about = "A userspace writeback engine: buffered I/O whose background work never wrecks foreground latency",
+    long_about = "A userspace writeback engine: buffered I/O whose background work never wrecks \
+                  foreground latency. `wb sim` runs a scenario on the deterministic simulator \
+                  (virtual time, device models); see scenarios/ for the published experiments."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario on the deterministic simulator (virtual time, device models).
+    Sim(sim_cmd::SimArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Sim(args) => sim_cmd::run(args),
+    }
+}

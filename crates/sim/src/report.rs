@@ -1,0 +1,209 @@
+//! What a run reports: per job fio-style throughput and latency
+//! percentiles, and the engine's statistics. Same shape for `wb sim` and
+//! `wb run`.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use wb_engine::{StallReason, Stats, WbReason, PAGE_SIZE};
+
+/// Latencies are recorded in nanoseconds, up to an hour, 3 significant digits.
+pub const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
+
+/// A latency histogram.
+#[derive(Clone, Debug)]
+pub struct Latency {
+    hist: Histogram<u64>,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            hist: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3).expect("valid histogram bounds"),
+        }
+    }
+}
+
+impl Latency {
+    pub fn record(&mut self, ns: u64) {
+        self.hist.saturating_record(ns.clamp(1, LATENCY_MAX_NS));
+    }
+
+    pub fn count(&self) -> u64 {
+        self.hist.len()
+    }
+
+    pub fn summary(&self) -> LatencySummary {
+        let us = |q: f64| {
+            if self.hist.is_empty() {
+                0.0
+            } else {
+                self.hist.value_at_quantile(q) as f64 / 1000.0
+            }
+        };
+        LatencySummary {
+            p50: us(0.50),
+            p90: us(0.90),
+            p99: us(0.99),
+            p99_9: us(0.999),
+            p99_99: us(0.9999),
+            max: if self.hist.is_empty() { 0.0 } else { self.hist.max() as f64 / 1000.0 },
+        }
+    }
+}
+
+/// Percentiles in microseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct LatencySummary {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub p99_99: f64,
+    pub max: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct JobReport {
+    pub name: String,
+    pub kind: String,
+    pub device: String,
+    pub ops: u64,
+    pub bytes: u64,
+    pub elapsed_s: f64,
+    pub iops: f64,
+    pub bw_mib_s: f64,
+    /// Latency of the job's main operation (write or read).
+    pub lat_us: LatencySummary,
+    /// fsync/sync calls and their latency, if the job made any.
+    pub syncs: u64,
+    pub sync_lat_us: LatencySummary,
+    /// Operations that returned an error.
+    pub errors: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StallReport {
+    pub reason: String,
+    pub count: u64,
+    pub total_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DeviceReport {
+    pub name: String,
+    pub model: String,
+    pub utilization: f64,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_mib: f64,
+    pub written_mib: f64,
+    pub wbt_enabled: bool,
+    pub wbt_target_us: f64,
+    pub wbt_max_depth_min: u32,
+    pub wbt_max_depth_max: u32,
+    pub wbt_scale_downs: u64,
+    pub wbt_scale_ups: u64,
+    pub inflight_peak: u32,
+    pub throttle_pauses: u64,
+    pub throttle_total_ms: f64,
+    pub throttle_max_ms: f64,
+    pub write_errors: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EngineReport {
+    pub memory_mib: f64,
+    pub thresh_mib: f64,
+    pub bg_thresh_mib: f64,
+    pub dirty_peak_mib: f64,
+    pub writeback_peak_mib: f64,
+    pub cached_peak_mib: f64,
+    pub dirtied_mib: f64,
+    pub written_mib: f64,
+    pub written_by_reason_mib: Vec<(String, f64)>,
+    pub stalls: Vec<StallReport>,
+    pub devices: Vec<DeviceReport>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunReport {
+    pub scenario: String,
+    pub seed: u64,
+    pub sim_time_s: f64,
+    pub wall_time_s: f64,
+    pub jobs: Vec<JobReport>,
+    pub engine: EngineReport,
+}
+
+fn mib(pages: u64) -> f64 {
+    (pages * PAGE_SIZE) as f64 / (1024.0 * 1024.0)
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Per-device facts the engine does not know (model name, utilisation).
+pub struct DeviceFacts {
+    pub model: String,
+    pub utilization: f64,
+}
+
+impl EngineReport {
+    pub fn new(stats: &Stats, facts: &[DeviceFacts]) -> EngineReport {
+        let stalls = StallReason::ALL
+            .iter()
+            .map(|&r| {
+                let s = stats.stall(r);
+                StallReport {
+                    reason: r.name().to_string(),
+                    count: s.count,
+                    total_ms: ms(s.total_ns),
+                    max_ms: ms(s.max_ns),
+                }
+            })
+            .collect();
+        let devices = stats
+            .devices
+            .iter()
+            .zip(facts)
+            .map(|(d, f)| DeviceReport {
+                name: d.name.clone(),
+                model: f.model.clone(),
+                utilization: f.utilization,
+                reads: d.reads,
+                writes: d.writes,
+                read_mib: mib(d.pages_read),
+                written_mib: mib(d.pages_written),
+                wbt_enabled: d.wbt_enabled,
+                wbt_target_us: d.wbt_target_ns as f64 / 1000.0,
+                wbt_max_depth_min: d.wbt_max_depth_min,
+                wbt_max_depth_max: d.wbt_max_depth_max,
+                wbt_scale_downs: d.wbt_scale_downs,
+                wbt_scale_ups: d.wbt_scale_ups,
+                inflight_peak: d.inflight_peak,
+                throttle_pauses: d.throttle.count,
+                throttle_total_ms: ms(d.throttle.total_ns),
+                throttle_max_ms: ms(d.throttle.max_ns),
+                write_errors: d.write_errors,
+            })
+            .collect();
+        EngineReport {
+            memory_mib: mib(stats.memory_pages),
+            thresh_mib: mib(stats.thresh_pages),
+            bg_thresh_mib: mib(stats.bg_thresh_pages),
+            dirty_peak_mib: mib(stats.dirty_peak_pages),
+            writeback_peak_mib: mib(stats.writeback_peak_pages),
+            cached_peak_mib: mib(stats.cached_peak_pages),
+            dirtied_mib: mib(stats.dirtied_pages),
+            written_mib: mib(stats.written_pages),
+            written_by_reason_mib: WbReason::ALL
+                .iter()
+                .map(|r| (r.name().to_string(), mib(stats.written_by_reason[r.index()])))
+                .collect(),
+            stalls,
+            devices,
+        }
+    }
+}

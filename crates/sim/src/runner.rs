@@ -1,0 +1,424 @@
+//! The simulator's event loop: the engine, device models and jobs on one
+//! virtual clock. Events are ordered by (time, sequence number), so one
+//! seed gives one run.
+
+use crate::device::{self, DevRequest, DeviceModel};
+use crate::layout::Layout;
+use crate::report::{DeviceFacts, EngineReport, JobReport, Latency, RunReport};
+use crate::rng::Rng;
+use crate::workload::{FsyncLoop, Next, OccasionalWriter, Op, Reader, Workload, Writer};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fmt;
+use wb_engine::{
+    Action, DeviceId, DomainId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId, PAGE_SIZE,
+};
+use wb_scenario::{JobKind, Scenario};
+
+/// CPU cost of one system call, in the simulated world.
+pub const OP_OVERHEAD_NS: u64 = 1_000;
+/// CPU cost of copying data (about 10 GB/s).
+pub const COPY_NS_PER_KIB: u64 = 100;
+
+#[derive(Debug)]
+pub enum SimError {
+    /// A device model rejected its parameters.
+    Device { device: String, message: String },
+    /// The files of the scenario do not fit on a device.
+    DeviceFull { device: String },
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Device { device, message } => write!(f, "device '{device}': {message}"),
+            SimError::DeviceFull { device } => {
+                write!(f, "device '{device}': the scenario's files do not fit on it; raise its capacity")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// Options that do not change results.
+#[derive(Default)]
+pub struct SimOptions<'a> {
+    /// Check the engine's invariants after every event (slow; for tests).
+    pub check_invariants: bool,
+    /// Called now and then with the fraction of the run done (0..=1, by time).
+    pub progress: Option<&'a mut dyn FnMut(f64)>,
+}
+
+struct Job {
+    name: String,
+    kind: &'static str,
+    device: usize,
+    task: TaskId,
+    handles: Vec<HandleId>,
+    workload: Box<dyn Workload>,
+    background: bool,
+    start_ns: u64,
+    runtime_ns: Option<u64>,
+    lat: Latency,
+    sync_lat: Latency,
+    ops: u64,
+    bytes: u64,
+    errors: u64,
+    started: Option<Instant>,
+    finished: Option<Instant>,
+    /// The operation in progress and when it started.
+    op: Option<(Op, Instant)>,
+    /// Only the newest scheduled event of a job counts.
+    gen: u64,
+}
+
+struct Sim {
+    engine: Engine,
+    devices: Vec<Box<dyn DeviceModel>>,
+    models: Vec<String>,
+    /// Start of each engine file's extent on its device.
+    file_base: Vec<u64>,
+    jobs: Vec<Job>,
+    events: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
+    seq: u64,
+    now: Instant,
+    foreground_left: usize,
+}
+
+/// Runs a scenario to completion (or its duration) and reports.
+pub fn run(scenario: &Scenario, options: SimOptions<'_>) -> Result<RunReport, SimError> {
+    let wall = std::time::Instant::now();
+    let mut sim = Sim::build(scenario)?;
+    let end = Instant(scenario.duration_ns);
+    sim.event_loop(end, options);
+    Ok(sim.report(scenario, wall.elapsed().as_secs_f64()))
+}
+
+fn op_cpu_ns(op: &Op) -> u64 {
+    match *op {
+        Op::Write { len, .. } | Op::Read { len, .. } => OP_OVERHEAD_NS + len.div_ceil(1024) * COPY_NS_PER_KIB,
+        Op::Fsync { .. } | Op::Sync => OP_OVERHEAD_NS,
+    }
+}
+
+fn workload_for(kind: &JobKind, rng: Rng) -> Box<dyn Workload> {
+    match *kind {
+        JobKind::Writer { files, file_size, block_size, sync, fsync_each } => {
+            Box::new(Writer::new(files, file_size, block_size, sync, fsync_each))
+        }
+        JobKind::Reader { file_size, block_size, random, rate_iops } => {
+            Box::new(Reader::new(file_size, block_size, random.then_some(rng), rate_iops))
+        }
+        JobKind::OccasionalWriter { block_size, interval_ns, count } => {
+            Box::new(OccasionalWriter::new(block_size, interval_ns, count))
+        }
+        JobKind::FsyncLoop { block_size, interval_ns, count } => Box::new(FsyncLoop::new(block_size, interval_ns, count)),
+    }
+}
+
+impl Sim {
+    fn build(scenario: &Scenario) -> Result<Sim, SimError> {
+        let now = Instant::ZERO;
+        let rng = Rng::new(scenario.seed);
+        let mut engine = Engine::new(scenario.cache.clone(), now);
+        let mut devices = Vec::new();
+        let mut models = Vec::new();
+        for (i, spec) in scenario.devices.iter().enumerate() {
+            let model = device::build(&spec.model, &spec.params, rng.fork(1 + i as u64), spec.config.queue_depth)
+                .map_err(|message| SimError::Device { device: spec.name.clone(), message })?;
+            engine.add_device(&spec.name, spec.config.clone(), model.idle_read_latency_ns());
+            devices.push(model);
+            models.push(spec.model.clone());
+        }
+        let mut domains: BTreeMap<String, DomainId> = BTreeMap::new();
+        domains.insert("root".to_string(), DomainId(0));
+        let mut layouts = vec![Layout::default(); devices.len()];
+        let mut file_base = Vec::new();
+        let mut jobs = Vec::new();
+        for (j, spec) in scenario.jobs.iter().enumerate() {
+            let domain = match domains.get(&spec.domain) {
+                Some(&d) => d,
+                None => {
+                    let d = engine.add_domain(&spec.domain);
+                    domains.insert(spec.domain.clone(), d);
+                    d
+                }
+            };
+            let workload = workload_for(&spec.kind, rng.fork(1000 + j as u64));
+            let mut handles = Vec::new();
+            for (size, extent) in workload.files() {
+                let dev = &devices[spec.device];
+                let base = layouts[spec.device]
+                    .allocate(extent, dev.capacity())
+                    .ok_or_else(|| SimError::DeviceFull { device: scenario.devices[spec.device].name.clone() })?;
+                let file = engine.add_file(now, DeviceId(spec.device as u32), domain, size);
+                assert_eq!(file.index(), file_base.len());
+                file_base.push(base);
+                handles.push(engine.open(file));
+            }
+            let task = engine.add_task();
+            jobs.push(Job {
+                name: spec.name.clone(),
+                kind: spec.kind.name(),
+                device: spec.device,
+                task,
+                handles,
+                workload,
+                background: spec.background,
+                start_ns: spec.start_ns,
+                runtime_ns: spec.runtime_ns,
+                lat: Latency::default(),
+                sync_lat: Latency::default(),
+                ops: 0,
+                bytes: 0,
+                errors: 0,
+                started: None,
+                finished: None,
+                op: None,
+                gen: 0,
+            });
+        }
+        let foreground_left = jobs.iter().filter(|j| !j.background).count();
+        let mut sim = Sim {
+            engine,
+            devices,
+            models,
+            file_base,
+            jobs,
+            events: BinaryHeap::new(),
+            seq: 0,
+            now,
+            foreground_left,
+        };
+        for j in 0..sim.jobs.len() {
+            sim.schedule(j, Instant(sim.jobs[j].start_ns));
+        }
+        Ok(sim)
+    }
+
+    fn schedule(&mut self, job: usize, at: Instant) {
+        let j = &mut self.jobs[job];
+        j.gen += 1;
+        self.seq += 1;
+        self.events.push(Reverse((at.max(self.now), self.seq, job, j.gen)));
+    }
+
+    fn next_time(&self) -> Option<Instant> {
+        let mut next = self.engine.poll_timeout();
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        };
+        consider(self.events.peek().map(|Reverse((t, ..))| *t));
+        for d in &self.devices {
+            consider(d.next_completion());
+        }
+        next
+    }
+
+    fn event_loop(&mut self, end: Instant, mut options: SimOptions<'_>) {
+        let mut iterations: u64 = 0;
+        loop {
+            self.drain_actions();
+            if self.foreground_left == 0 {
+                break;
+            }
+            let Some(next) = self.next_time() else { break };
+            if next > end {
+                self.now = end;
+                break;
+            }
+            self.now = self.now.max(next);
+            self.step();
+            if options.check_invariants {
+                self.engine.check_invariants();
+            }
+            iterations += 1;
+            if iterations % 8192 == 0 {
+                if let Some(progress) = options.progress.as_mut() {
+                    progress(self.now.as_ns() as f64 / end.as_ns().max(1) as f64);
+                }
+            }
+        }
+        self.drain_actions();
+    }
+
+    /// Everything due at `now`: device completions, engine timers, jobs.
+    fn step(&mut self) {
+        let now = self.now;
+        for d in 0..self.devices.len() {
+            if self.devices[d].next_completion().is_some_and(|t| t <= now) {
+                for id in self.devices[d].complete(now) {
+                    self.engine.io_complete(now, IoId(id), Ok(()));
+                }
+            }
+        }
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            self.engine.handle_timeout(now);
+        }
+        while let Some(&Reverse((t, _, job, gen))) = self.events.peek() {
+            if t > now {
+                break;
+            }
+            self.events.pop();
+            if gen == self.jobs[job].gen {
+                self.run_job(job);
+                self.drain_actions();
+            }
+        }
+    }
+
+    fn drain_actions(&mut self) {
+        while let Some(action) = self.engine.poll_action() {
+            match action {
+                Action::Submit(req) => {
+                    let base = self.file_base[req.file.index()];
+                    let dev_req = DevRequest {
+                        id: req.id.0,
+                        write: req.dir == IoDir::Write,
+                        offset: base + req.first_page * PAGE_SIZE,
+                        len: req.pages as u64 * PAGE_SIZE,
+                    };
+                    self.devices[req.device.index()].submit(self.now, dev_req);
+                }
+                Action::Wake(task) => {
+                    let job = task.index();
+                    self.schedule(job, self.now);
+                }
+            }
+        }
+    }
+
+    fn finish_job(&mut self, job: usize) {
+        let j = &mut self.jobs[job];
+        if j.finished.is_none() {
+            j.finished = Some(self.now);
+            if !j.background {
+                self.foreground_left -= 1;
+            }
+        }
+    }
+
+    fn job_should_stop(&self, job: usize) -> bool {
+        let j = &self.jobs[job];
+        let over_runtime = match (j.runtime_ns, j.started) {
+            (Some(rt), Some(s)) => self.now.since_ns(s) >= rt,
+            _ => false,
+        };
+        over_runtime || (j.background && self.foreground_left == 0)
+    }
+
+    fn begin_op(&mut self, job: usize, op: Op) -> Result<Step, EngineError> {
+        let now = self.now;
+        let j = &self.jobs[job];
+        let task = j.task;
+        match op {
+            Op::Write { file, offset, len } => self.engine.write(now, task, j.handles[file], offset, len),
+            Op::Read { file, offset, len } => self.engine.read(now, task, j.handles[file], offset, len),
+            Op::Fsync { file } => self.engine.fsync(now, task, j.handles[file]),
+            Op::Sync => self.engine.sync(now, task),
+        }
+    }
+
+    /// Runs a job until it has to wait.
+    fn run_job(&mut self, job: usize) {
+        let now = self.now;
+        if self.jobs[job].finished.is_some() {
+            return;
+        }
+        self.jobs[job].started.get_or_insert(now);
+        let result = if self.jobs[job].op.is_some() {
+            self.engine.resume(now, self.jobs[job].task)
+        } else {
+            if self.job_should_stop(job) {
+                self.finish_job(job);
+                return;
+            }
+            match self.jobs[job].workload.next(now) {
+                Next::Finished => {
+                    self.finish_job(job);
+                    return;
+                }
+                Next::Until(t) => {
+                    self.schedule(job, t);
+                    return;
+                }
+                Next::Op(op) => {
+                    self.jobs[job].op = Some((op, now));
+                    self.begin_op(job, op)
+                }
+            }
+        };
+        match result {
+            Ok(Step::Sleep(stall)) => self.schedule(job, stall.until),
+            Ok(Step::Done) => self.op_done(job, true),
+            Err(_) => self.op_done(job, false),
+        }
+    }
+
+    fn op_done(&mut self, job: usize, ok: bool) {
+        let now = self.now;
+        let j = &mut self.jobs[job];
+        let (op, started) = j.op.take().expect("an op was in progress");
+        let cpu = op_cpu_ns(&op);
+        let latency = now.since_ns(started) + cpu;
+        if !ok {
+            j.errors += 1;
+        }
+        match op {
+            Op::Write { len, .. } | Op::Read { len, .. } => {
+                j.lat.record(latency);
+                j.ops += 1;
+                j.bytes += len;
+            }
+            Op::Fsync { .. } | Op::Sync => j.sync_lat.record(latency),
+        }
+        self.schedule(job, now + cpu);
+    }
+
+    fn report(&self, scenario: &Scenario, wall_time_s: f64) -> RunReport {
+        let end = self.now;
+        let jobs = self
+            .jobs
+            .iter()
+            .map(|j| {
+                let start = j.started.unwrap_or(end);
+                let elapsed_s = j.finished.unwrap_or(end).since_ns(start) as f64 / 1e9;
+                let per_s = |x: f64| if elapsed_s > 0.0 { x / elapsed_s } else { 0.0 };
+                JobReport {
+                    name: j.name.clone(),
+                    kind: j.kind.to_string(),
+                    device: scenario.devices[j.device].name.clone(),
+                    ops: j.ops,
+                    bytes: j.bytes,
+                    elapsed_s,
+                    iops: per_s(j.ops as f64),
+                    bw_mib_s: per_s(j.bytes as f64 / (1024.0 * 1024.0)),
+                    lat_us: j.lat.summary(),
+                    syncs: j.sync_lat.count(),
+                    sync_lat_us: j.sync_lat.summary(),
+                    errors: j.errors,
+                }
+            })
+            .collect();
+        let facts: Vec<DeviceFacts> = self
+            .devices
+            .iter()
+            .zip(&self.models)
+            .map(|(d, m)| DeviceFacts {
+                model: m.clone(),
+                utilization: d.busy_ns(end) as f64 / end.as_ns().max(1) as f64,
+            })
+            .collect();
+        RunReport {
+            scenario: scenario.name.clone(),
+            seed: scenario.seed,
+            sim_time_s: end.as_secs_f64(),
+            wall_time_s,
+            jobs,
+            engine: EngineReport::new(&self.engine.stats(), &facts),
+        }
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what the project's build and tests need on a fresh machine.
+# Idempotent; safe to run again.
+set -euo pipefail
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install a Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+
+# Debian packages for later issues' tests (fio for kernel comparisons).
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  missing=()
+  for pkg in fio; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  fi
+fi
+
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
