@@ -63,10 +63,11 @@ impl Engine {
             }
             DirtyThrottle::Global2007 => {
                 let limit = if self.dirty_exceeded_2007 { RATELIMIT_EXCEEDED_2007 } else { RATELIMIT_PAGES_2007 };
-                if self.ratelimit_2007 < limit {
+                let t = &mut self.tasks[task.index()];
+                if t.ratelimit_2007 < limit {
                     return None;
                 }
-                self.ratelimit_2007 = 0;
+                t.ratelimit_2007 = 0;
                 self.throttle_2007(now, task, file)
             }
         }

@@ -109,6 +109,9 @@ pub(crate) struct Task {
     pub stall: Option<(StallReason, Instant)>,
     /// Where the task's last read ended, for readahead.
     pub last_read: Option<(FileId, PageIndex)>,
+    /// 2007 mode: pages dirtied since the last check. Linux kept this per
+    /// CPU; here each task counts as running on its own CPU.
+    pub ratelimit_2007: u64,
 }
 
 #[derive(Debug)]
@@ -163,9 +166,6 @@ pub struct Engine {
     pub(crate) next_sync: u64,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
-    /// 2007 mode: pages dirtied since the last check, shared by all tasks
-    /// (Linux then kept it per CPU).
-    pub(crate) ratelimit_2007: u64,
     pub(crate) dirty_exceeded_2007: bool,
     pub(crate) next_bandwidth: Instant,
     pub(crate) next_period: Instant,
@@ -201,7 +201,6 @@ impl Engine {
             next_sync: 1,
             waiting: Vec::new(),
             actions: VecDeque::new(),
-            ratelimit_2007: 0,
             dirty_exceeded_2007: false,
             next_bandwidth: now + BANDWIDTH_INTERVAL_NS,
             next_period: now + PERIOD_NS,
@@ -303,6 +302,7 @@ impl Engine {
             op: Op::Idle,
             stall: None,
             last_read: None,
+            ratelimit_2007: 0,
         });
         TaskId((self.tasks.len() - 1) as u32)
     }

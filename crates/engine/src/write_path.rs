@@ -137,8 +137,9 @@ impl Engine {
         wb.dirtied += 1;
         self.nr_dirty += 1;
         self.stats.dirtied_pages += 1;
-        self.ratelimit_2007 += 1;
-        self.tasks[task.index()].dirty.nr_dirtied += 1;
+        let t = &mut self.tasks[task.index()];
+        t.dirty.nr_dirtied += 1;
+        t.ratelimit_2007 += 1;
         self.note_peaks();
     }
 }
