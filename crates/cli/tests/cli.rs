@@ -1,0 +1,126 @@
+//! `wb sim` as a person uses it: exit codes, error messages, JSON shape,
+//! determinism.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn wb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wb"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("wb runs")
+}
+
+fn write_temp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wb-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const SMALL: &str = r#"
+name = "small"
+seed = 3
+
+[cache]
+memory = "64MiB"
+
+[[device]]
+name = "disk"
+model = "hdd"
+
+[[job]]
+name = "w"
+kind = "writer"
+device = "disk"
+files = 2
+file_size = "8MiB"
+sync = true
+
+[[job]]
+name = "r"
+kind = "reader"
+device = "disk"
+file_size = "16MiB"
+background = true
+"#;
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+#[test]
+fn json_has_the_promised_shape_and_is_deterministic() {
+    let path = write_temp("small.toml", SMALL);
+    let p = path.to_str().unwrap();
+    let a = json(&wb(&["sim", p, "--json"]));
+    for key in ["scenario", "seed", "sim_time_s", "wall_time_s", "jobs", "engine"] {
+        assert!(a.get(key).is_some(), "missing {key}");
+    }
+    let job = &a["jobs"][0];
+    for key in ["name", "kind", "ops", "bytes", "elapsed_s", "iops", "bw_mib_s", "lat_us"] {
+        assert!(job.get(key).is_some(), "job missing {key}");
+    }
+    for key in ["p50", "p90", "p99", "p99_9", "p99_99", "max"] {
+        assert!(job["lat_us"][key].is_f64(), "lat_us missing {key}");
+    }
+    assert_eq!(a["seed"], 3);
+    let mut b = json(&wb(&["sim", p, "--json"]));
+    let mut a = a;
+    a["wall_time_s"] = 0.into();
+    b["wall_time_s"] = 0.into();
+    assert_eq!(a.to_string(), b.to_string(), "same seed, same report");
+    let c = json(&wb(&["sim", p, "--json", "--seed", "4"]));
+    assert_eq!(c["seed"], 4);
+}
+
+#[test]
+fn bad_scenario_names_file_line_and_problem_with_exit_2() {
+    let path = write_temp("bad.toml", &SMALL.replace("files = 2", "files = 0"));
+    let out = wb(&["sim", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:16:9:"), "{err}");
+    assert!(err.contains("files"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_knob_values_exit_2() {
+    let path = write_temp("small2.toml", SMALL);
+    let p = path.to_str().unwrap();
+    for set in ["dirty_ratio=150", "wbt_lat_usec=fast", "nodisk.wbt_lat_usec=0", "no_such_knob=1", "dirty_ratio"] {
+        let out = wb(&["sim", p, "--set", set]);
+        assert_eq!(out.status.code(), Some(2), "--set {set}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--set"), "{err}");
+    }
+    let path = write_temp("badknob.toml", &SMALL.replace("memory = \"64MiB\"", "memory = \"lots\""));
+    let out = wb(&["sim", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("badknob.toml:6:"));
+}
+
+#[test]
+fn missing_file_and_garbage_exit_2_without_panic() {
+    let out = wb(&["sim", "/nonexistent/x.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let path = write_temp("garbage.toml", "\u{0}\u{1}[[[[ not toml");
+    let out = wb(&["sim", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+#[test]
+fn human_report_shows_jobs_and_engine() {
+    let path = write_temp("small3.toml", SMALL);
+    let out = wb(&["sim", path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in ["x real time", "w (writer on disk)", "read lat", "engine:", "stalls:", "device disk (hdd)"] {
+        assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
+    }
+}
