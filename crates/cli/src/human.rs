@@ -5,7 +5,11 @@ use wb_sim::report::{JobReport, LatencySummary, RunReport};
 
 fn lat_line(label: &str, l: &LatencySummary) -> String {
     // Microseconds below 10 ms, milliseconds above, as fio does.
-    let (unit, div) = if l.max >= 10_000.0 { ("msec", 1000.0) } else { ("usec", 1.0) };
+    let (unit, div) = if l.max >= 10_000.0 {
+        ("msec", 1000.0)
+    } else {
+        ("usec", 1.0)
+    };
     format!(
         "    {label} lat ({unit}): p50={:.2} p90={:.2} p99={:.2} p99.9={:.2} p99.99={:.2} max={:.2}\n",
         l.p50 / div,
@@ -27,17 +31,28 @@ fn job(out: &mut String, j: &JobReport) {
         j.bw_mib_s,
         j.bytes as f64 / (1024.0 * 1024.0),
         j.elapsed_s,
-        if j.errors > 0 { format!(", {} errors", j.errors) } else { String::new() }
+        if j.errors > 0 {
+            format!(", {} errors", j.errors)
+        } else {
+            String::new()
+        }
     );
     out.push_str(&lat_line(op, &j.lat_us));
     if j.syncs > 0 {
-        out.push_str(&lat_line(&format!("sync ({} calls)", j.syncs), &j.sync_lat_us));
+        out.push_str(&lat_line(
+            &format!("sync ({} calls)", j.syncs),
+            &j.sync_lat_us,
+        ));
     }
 }
 
 pub fn render(r: &RunReport) -> String {
     let mut out = String::new();
-    let speed = if r.wall_time_s > 0.0 { r.sim_time_s / r.wall_time_s } else { 0.0 };
+    let speed = if r.wall_time_s > 0.0 {
+        r.sim_time_s / r.wall_time_s
+    } else {
+        0.0
+    };
     let _ = writeln!(
         out,
         "scenario {} (seed {}): {:.2}s simulated in {:.2}s of wall time ({:.0}x real time)\n",
@@ -62,9 +77,22 @@ pub fn render(r: &RunReport) -> String {
         .stalls
         .iter()
         .filter(|s| s.count > 0)
-        .map(|s| format!("{} {} (total {:.1}ms, max {:.1}ms)", s.reason, s.count, s.total_ms, s.max_ms))
+        .map(|s| {
+            format!(
+                "{} {} (total {:.1}ms, max {:.1}ms)",
+                s.reason, s.count, s.total_ms, s.max_ms
+            )
+        })
         .collect();
-    let _ = writeln!(out, "  stalls: {}", if stalls.is_empty() { "none".to_string() } else { stalls.join("; ") });
+    let _ = writeln!(
+        out,
+        "  stalls: {}",
+        if stalls.is_empty() {
+            "none".to_string()
+        } else {
+            stalls.join("; ")
+        }
+    );
     let reasons: Vec<String> = e
         .written_by_reason_mib
         .iter()

@@ -29,7 +29,11 @@ impl Progress {
         let filled = (percent / 5) as usize;
         let bar = format!("{}{}", "#".repeat(filled), "-".repeat(20 - filled));
         let mut err = std::io::stderr();
-        let _ = write!(err, "\r{} [{bar}] {percent:3}% of the time limit", self.label);
+        let _ = write!(
+            err,
+            "\r{} [{bar}] {percent:3}% of the time limit",
+            self.label
+        );
         let _ = err.flush();
     }
 

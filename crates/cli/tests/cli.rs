@@ -48,7 +48,11 @@ background = true
 "#;
 
 fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
 }
 
@@ -57,11 +61,27 @@ fn json_has_the_promised_shape_and_is_deterministic() {
     let path = write_temp("small.toml", SMALL);
     let p = path.to_str().unwrap();
     let a = json(&wb(&["sim", p, "--json"]));
-    for key in ["scenario", "seed", "sim_time_s", "wall_time_s", "jobs", "engine"] {
+    for key in [
+        "scenario",
+        "seed",
+        "sim_time_s",
+        "wall_time_s",
+        "jobs",
+        "engine",
+    ] {
         assert!(a.get(key).is_some(), "missing {key}");
     }
     let job = &a["jobs"][0];
-    for key in ["name", "kind", "ops", "bytes", "elapsed_s", "iops", "bw_mib_s", "lat_us"] {
+    for key in [
+        "name",
+        "kind",
+        "ops",
+        "bytes",
+        "elapsed_s",
+        "iops",
+        "bw_mib_s",
+        "lat_us",
+    ] {
         assert!(job.get(key).is_some(), "job missing {key}");
     }
     for key in ["p50", "p90", "p99", "p99_9", "p99_99", "max"] {
@@ -92,13 +112,22 @@ fn bad_scenario_names_file_line_and_problem_with_exit_2() {
 fn bad_knob_values_exit_2() {
     let path = write_temp("small2.toml", SMALL);
     let p = path.to_str().unwrap();
-    for set in ["dirty_ratio=150", "wbt_lat_usec=fast", "nodisk.wbt_lat_usec=0", "no_such_knob=1", "dirty_ratio"] {
+    for set in [
+        "dirty_ratio=150",
+        "wbt_lat_usec=fast",
+        "nodisk.wbt_lat_usec=0",
+        "no_such_knob=1",
+        "dirty_ratio",
+    ] {
         let out = wb(&["sim", p, "--set", set]);
         assert_eq!(out.status.code(), Some(2), "--set {set}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("--set"), "{err}");
     }
-    let path = write_temp("badknob.toml", &SMALL.replace("memory = \"64MiB\"", "memory = \"lots\""));
+    let path = write_temp(
+        "badknob.toml",
+        &SMALL.replace("memory = \"64MiB\"", "memory = \"lots\""),
+    );
     let out = wb(&["sim", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("badknob.toml:6:"));
@@ -120,7 +149,14 @@ fn human_report_shows_jobs_and_engine() {
     let out = wb(&["sim", path.to_str().unwrap()]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for needle in ["x real time", "w (writer on disk)", "read lat", "engine:", "stalls:", "device disk (hdd)"] {
+    for needle in [
+        "x real time",
+        "w (writer on disk)",
+        "read lat",
+        "engine:",
+        "stalls:",
+        "device disk (hdd)",
+    ] {
         assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
     }
 }

@@ -85,7 +85,11 @@ pub fn wb_min_pause(
         pages = pages_in(task_ratelimit, t);
     }
     let pages = pages.clamp(1, MAX_DIRTIED_PAUSE);
-    let min_pause = if pages >= DIRTY_POLL_THRESH { NS_PER_MS + t / 2 } else { t };
+    let min_pause = if pages >= DIRTY_POLL_THRESH {
+        NS_PER_MS + t / 2
+    } else {
+        t
+    };
     (min_pause, pages)
 }
 
@@ -121,15 +125,22 @@ pub fn throttle(task: &mut TaskDirty, now: Instant, input: ThrottleInput) -> Thr
     let pages_dirtied = task.nr_dirtied;
     let task_ratelimit = (input.dirty_ratelimit as f64 * input.pos_ratio) as u64;
     let max_pause = wb_max_pause(input.avg_write_bw, input.wb_dirty);
-    let (min_pause, nr_dirtied_pause) =
-        wb_min_pause(input.avg_write_bw, input.dirty_ratelimit, task_ratelimit, max_pause);
+    let (min_pause, nr_dirtied_pause) = wb_min_pause(
+        input.avg_write_bw,
+        input.dirty_ratelimit,
+        task_ratelimit,
+        max_pause,
+    );
 
     if task_ratelimit == 0 {
         // At or over the hard limit: sleep the longest pause and look again.
         task.dirty_paused_when = Some(now + max_pause);
         task.nr_dirtied = 0;
         task.nr_dirtied_pause = nr_dirtied_pause;
-        return Throttle::Pause { pause_ns: max_pause, again: true };
+        return Throttle::Pause {
+            pause_ns: max_pause,
+            again: true,
+        };
     }
     let period = (NS_PER_SEC as u128 * pages_dirtied as u128 / task_ratelimit as u128) as i128;
     let mut pause = period;
@@ -163,7 +174,10 @@ pub fn throttle(task: &mut TaskDirty, now: Instant, input: ThrottleInput) -> Thr
     task.nr_dirtied = 0;
     task.nr_dirtied_pause = nr_dirtied_pause;
     assert!(pause <= MAX_PAUSE_NS);
-    Throttle::Pause { pause_ns: pause, again: false }
+    Throttle::Pause {
+        pause_ns: pause,
+        again: false,
+    }
 }
 
 #[cfg(test)]
@@ -176,7 +190,10 @@ mod tests {
         assert_eq!(wb_max_pause(1, 1 << 30), MAX_PAUSE_NS);
         // 2560 pages/s, 2560 dirty: 1/8 s = 125 ms (+1 ms).
         let p = wb_max_pause(2560, 2560);
-        assert!((p as i64 - 126 * NS_PER_MS as i64).abs() < NS_PER_MS as i64, "{p}");
+        assert!(
+            (p as i64 - 126 * NS_PER_MS as i64).abs() < NS_PER_MS as i64,
+            "{p}"
+        );
     }
 
     #[test]
@@ -194,7 +211,10 @@ mod tests {
         // 256 pages at 2560 pages/s = 100 ms, none of it already served.
         assert_eq!(
             throttle(&mut task, now, input),
-            Throttle::Pause { pause_ns: 100 * NS_PER_MS, again: false }
+            Throttle::Pause {
+                pause_ns: 100 * NS_PER_MS,
+                again: false
+            }
         );
         assert_eq!(task.dirty_paused_when, Some(now + 100 * NS_PER_MS));
         assert_eq!(task.nr_dirtied, 0);
@@ -212,14 +232,23 @@ mod tests {
             avg_write_bw: 2560,
             wb_dirty: 50_000,
         };
-        assert_eq!(throttle(&mut task, now, input), Throttle::Proceed, "10 ms left < min_pause");
-        assert_eq!(task.dirty_paused_when, Some(now - 90 * NS_PER_MS + 100 * NS_PER_MS));
+        assert_eq!(
+            throttle(&mut task, now, input),
+            Throttle::Proceed,
+            "10 ms left < min_pause"
+        );
+        assert_eq!(
+            task.dirty_paused_when,
+            Some(now - 90 * NS_PER_MS + 100 * NS_PER_MS)
+        );
     }
 
     #[test]
     fn pauses_never_exceed_bound() {
-        let mut task = TaskDirty::default();
-        task.nr_dirtied = 100_000;
+        let mut task = TaskDirty {
+            nr_dirtied: 100_000,
+            ..TaskDirty::default()
+        };
         let input = ThrottleInput {
             dirty_ratelimit: 1000,
             pos_ratio: 0.01,
@@ -233,10 +262,16 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let over = ThrottleInput { pos_ratio: 0.0, ..input };
+        let over = ThrottleInput {
+            pos_ratio: 0.0,
+            ..input
+        };
         assert_eq!(
             throttle(&mut task, Instant(NS_PER_SEC), over),
-            Throttle::Pause { pause_ns: MAX_PAUSE_NS, again: true }
+            Throttle::Pause {
+                pause_ns: MAX_PAUSE_NS,
+                again: true
+            }
         );
     }
 

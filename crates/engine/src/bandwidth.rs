@@ -58,8 +58,8 @@ impl WriteBandwidth {
             bw = (delta * NS_PER_SEC as u128 / elapsed as u128) as u64;
             avg = bw;
         } else {
-            let weighted = delta * NS_PER_SEC as u128
-                + old as u128 * (BANDWIDTH_PERIOD_NS - elapsed) as u128;
+            let weighted =
+                delta * NS_PER_SEC as u128 + old as u128 * (BANDWIDTH_PERIOD_NS - elapsed) as u128;
             bw = (weighted / BANDWIDTH_PERIOD_NS as u128) as u64;
             // Filter out spikes: follow only when the raw estimate agrees.
             if avg > old && old >= bw {
@@ -93,7 +93,11 @@ mod tests {
         }
         let err = (bw.write_bw as i64 - 2560).abs();
         assert!(err <= 30, "write_bw {}", bw.write_bw);
-        assert!((bw.avg_write_bw as i64 - 2560).abs() <= 300, "avg {}", bw.avg_write_bw);
+        assert!(
+            (bw.avg_write_bw as i64 - 2560).abs() <= 300,
+            "avg {}",
+            bw.avg_write_bw
+        );
     }
 
     #[test]

@@ -66,9 +66,16 @@ impl StableWrites {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KnobError {
     /// No knob by that name.
-    Unknown { knob: String, known: &'static [&'static str] },
+    Unknown {
+        knob: String,
+        known: &'static [&'static str],
+    },
     /// The value does not parse or is out of range.
-    Invalid { knob: String, value: String, reason: String },
+    Invalid {
+        knob: String,
+        value: String,
+        reason: String,
+    },
 }
 
 impl fmt::Display for KnobError {
@@ -77,7 +84,11 @@ impl fmt::Display for KnobError {
             KnobError::Unknown { knob, known } => {
                 write!(f, "unknown knob '{knob}' (known: {})", known.join(", "))
             }
-            KnobError::Invalid { knob, value, reason } => {
+            KnobError::Invalid {
+                knob,
+                value,
+                reason,
+            } => {
                 write!(f, "invalid value '{value}' for {knob}: {reason}")
             }
         }
@@ -94,16 +105,20 @@ fn invalid(knob: &str, value: &str, reason: impl Into<String>) -> KnobError {
     }
 }
 
-fn parse_int<T: std::str::FromStr>(knob: &str, value: &str, min: T, max: T) -> Result<T, KnobError>
+fn parse_int<T>(knob: &str, value: &str, min: T, max: T) -> Result<T, KnobError>
 where
-    T: PartialOrd + fmt::Display + Copy,
+    T: std::str::FromStr + PartialOrd + fmt::Display + Copy,
 {
     let parsed: T = value
         .trim()
         .parse()
         .map_err(|_| invalid(knob, value, "not an integer"))?;
     if parsed < min || parsed > max {
-        return Err(invalid(knob, value, format!("must be between {min} and {max}")));
+        return Err(invalid(
+            knob,
+            value,
+            format!("must be between {min} and {max}"),
+        ));
     }
     Ok(parsed)
 }
@@ -183,8 +198,12 @@ impl Config {
                 self.memory_bytes = bytes;
             }
             "dirty_ratio" => self.dirty_ratio = parse_int(knob, value, 1, 100)?,
-            "dirty_background_ratio" => self.dirty_background_ratio = parse_int(knob, value, 0, 100)?,
-            "dirty_bytes" => self.dirty_bytes = parse_size(knob, value, 2 * 4096, MAX_MEMORY_BYTES)?,
+            "dirty_background_ratio" => {
+                self.dirty_background_ratio = parse_int(knob, value, 0, 100)?
+            }
+            "dirty_bytes" => {
+                self.dirty_bytes = parse_size(knob, value, 2 * 4096, MAX_MEMORY_BYTES)?
+            }
             "dirty_background_bytes" => {
                 self.dirty_background_bytes = parse_size(knob, value, 4096, MAX_MEMORY_BYTES)?
             }
@@ -298,8 +317,12 @@ impl DeviceConfig {
             "read_ahead_kb" => next.read_ahead_kb = parse_int(knob, value, 0, 65_536)?,
             "max_sectors_kb" => {
                 let kb: u32 = parse_int(knob, value, 4, 65_536)?;
-                if kb % 4 != 0 {
-                    return Err(invalid(knob, value, "must be a multiple of 4 (whole pages)"));
+                if !kb.is_multiple_of(4) {
+                    return Err(invalid(
+                        knob,
+                        value,
+                        "must be a multiple of 4 (whole pages)",
+                    ));
                 }
                 next.max_sectors_kb = kb;
             }
@@ -351,7 +374,10 @@ mod tests {
         assert!(config.set("dirty_ratio", "150").is_err());
         assert!(config.set("dirty_ratio", "x").is_err());
         assert!(config.set("memory", "1KiB").is_err());
-        assert!(matches!(config.set("nope", "1"), Err(KnobError::Unknown { .. })));
+        assert!(matches!(
+            config.set("nope", "1"),
+            Err(KnobError::Unknown { .. })
+        ));
         assert_eq!(config, Config::default());
 
         let mut device = DeviceConfig::default();

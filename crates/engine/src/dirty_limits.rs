@@ -78,12 +78,25 @@ mod tests {
     fn ratios_and_bytes() {
         let config = Config::default();
         let g = domain_dirty_limits(&config, 100_000);
-        assert_eq!(g, GlobalThresh { thresh: 20_000, bg_thresh: 10_000 });
+        assert_eq!(
+            g,
+            GlobalThresh {
+                thresh: 20_000,
+                bg_thresh: 10_000
+            }
+        );
         let mut config = Config::default();
         config.set("dirty_bytes", "40MiB").unwrap();
         config.set("dirty_background_bytes", "80MiB").unwrap();
         let g = domain_dirty_limits(&config, 100_000);
-        assert_eq!(g, GlobalThresh { thresh: 10_240, bg_thresh: 5_120 }, "bg >= thresh halves");
+        assert_eq!(
+            g,
+            GlobalThresh {
+                thresh: 10_240,
+                bg_thresh: 5_120
+            },
+            "bg >= thresh halves"
+        );
         assert_eq!(dirty_freerun_ceiling(g.thresh, g.bg_thresh), 7_680);
     }
 

@@ -32,9 +32,21 @@ impl Engine {
         let wb = &self.wbs[wb_id.index()];
         let device = &self.devices[wb.device.index()].config;
         let (num, den) = wb.completions.fraction(&self.completions);
-        let sum_min: u32 = self.devices.iter().map(|d| d.config.min_ratio).sum::<u32>().min(100);
+        let sum_min: u32 = self
+            .devices
+            .iter()
+            .map(|d| d.config.min_ratio)
+            .sum::<u32>()
+            .min(100);
         let thresh = self.thresh.thresh;
-        let wb_thresh = wb_calc_thresh(thresh, num, den, device.min_ratio, device.max_ratio, sum_min);
+        let wb_thresh = wb_calc_thresh(
+            thresh,
+            num,
+            den,
+            device.min_ratio,
+            device.max_ratio,
+            sum_min,
+        );
         Dtc {
             dirty: self.nr_dirty + self.nr_writeback,
             thresh,
@@ -47,7 +59,12 @@ impl Engine {
     }
 
     /// After dirtying a page: does the writer look at the limits now?
-    pub(crate) fn maybe_throttle(&mut self, now: Instant, task: TaskId, file: FileId) -> Option<Step> {
+    pub(crate) fn maybe_throttle(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
         match self.config.dirty_throttle {
             DirtyThrottle::IoLess => {
                 let wb = self.files[file.index()].wb;
@@ -62,7 +79,11 @@ impl Engine {
                 self.balance_dirty_pages(now, task, file)
             }
             DirtyThrottle::Global2007 => {
-                let limit = if self.dirty_exceeded_2007 { RATELIMIT_EXCEEDED_2007 } else { RATELIMIT_PAGES_2007 };
+                let limit = if self.dirty_exceeded_2007 {
+                    RATELIMIT_EXCEEDED_2007
+                } else {
+                    RATELIMIT_PAGES_2007
+                };
                 let t = &mut self.tasks[task.index()];
                 if t.ratelimit_2007 < limit {
                     return None;
@@ -80,7 +101,12 @@ impl Engine {
     }
 
     /// Linux's balance_dirty_pages, one pass. Returns a pause, if any.
-    pub(crate) fn balance_dirty_pages(&mut self, now: Instant, task: TaskId, file: FileId) -> Option<Step> {
+    pub(crate) fn balance_dirty_pages(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
         let wb_id = self.files[file.index()].wb;
         let device = self.wbs[wb_id.index()].device;
         let strict = self.devices[device.index()].config.strict_limit;
@@ -91,12 +117,20 @@ impl Engine {
         }
         let dtc = self.dtc(wb_id);
         let (dirty, ceiling, thresh) = if strict {
-            (dtc.wb_dirty, dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh), dtc.wb_thresh)
+            (
+                dtc.wb_dirty,
+                dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh),
+                dtc.wb_thresh,
+            )
         } else {
             (dtc.dirty, dtc.freerun(), dtc.thresh)
         };
         if dirty <= ceiling {
-            freerun(&mut self.tasks[task.index()].dirty, now, dirty_poll_interval(dirty, thresh));
+            freerun(
+                &mut self.tasks[task.index()].dirty,
+                now,
+                dirty_poll_interval(dirty, thresh),
+            );
             self.set_throttle_again(task, false);
             return None;
         }
@@ -133,7 +167,12 @@ impl Engine {
     /// looking again every 100 ms. A writer to an idle device with few
     /// dirty pages of its own can only wait for the global count: the
     /// pathology Sekiyama fixed.
-    pub(crate) fn throttle_2007(&mut self, now: Instant, task: TaskId, file: FileId) -> Option<Step> {
+    pub(crate) fn throttle_2007(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
         let wb_id = self.files[file.index()].wb;
         let over = self.nr_dirty + self.nr_writeback > self.thresh.thresh;
         if self.nr_dirty > self.thresh.bg_thresh {

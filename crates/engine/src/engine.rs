@@ -38,7 +38,6 @@ pub const MAX_DOMAINS: usize = 1024;
 #[derive(Debug)]
 pub(crate) struct Wb {
     pub device: DeviceId,
-    pub domain: DomainId,
     pub dirty: u64,
     pub writeback: u64,
     pub dirtied: u64,
@@ -229,7 +228,12 @@ impl Engine {
     /// Adds a device. `idle_read_latency_ns` is its median 4 KiB read
     /// latency when idle (known for a model, measured for a real disk); the
     /// automatic wbt target derives from it.
-    pub fn add_device(&mut self, name: &str, config: DeviceConfig, idle_read_latency_ns: u64) -> DeviceId {
+    pub fn add_device(
+        &mut self,
+        name: &str,
+        config: DeviceConfig,
+        idle_read_latency_ns: u64,
+    ) -> DeviceId {
         assert!(self.devices.len() < MAX_DEVICES, "too many devices");
         let target = Self::wbt_target(&config, idle_read_latency_ns);
         let wbt = Wbt::new(config.queue_depth, target);
@@ -261,7 +265,12 @@ impl Engine {
     }
 
     /// Changes a device knob at run time. Bad values change nothing.
-    pub fn set_device_knob(&mut self, device: DeviceId, knob: &str, value: &str) -> Result<(), crate::config::KnobError> {
+    pub fn set_device_knob(
+        &mut self,
+        device: DeviceId,
+        knob: &str,
+        value: &str,
+    ) -> Result<(), crate::config::KnobError> {
         let dev = &mut self.devices[device.index()];
         let mut config = dev.config.clone();
         config.set(knob, value)?;
@@ -269,7 +278,13 @@ impl Engine {
             .devices
             .iter()
             .enumerate()
-            .map(|(i, d)| if i == device.index() { config.min_ratio } else { d.config.min_ratio })
+            .map(|(i, d)| {
+                if i == device.index() {
+                    config.min_ratio
+                } else {
+                    d.config.min_ratio
+                }
+            })
             .sum();
         if sum_min > 100 {
             return Err(crate::config::KnobError::Invalid {
@@ -314,7 +329,6 @@ impl Engine {
         let id = WbId(self.wbs.len() as u32);
         self.wbs.push(Wb {
             device,
-            domain,
             dirty: 0,
             writeback: 0,
             dirtied: 0,
@@ -333,7 +347,13 @@ impl Engine {
     }
 
     /// Makes a file known to the cache: `size` bytes already on the device.
-    pub fn add_file(&mut self, now: Instant, device: DeviceId, domain: DomainId, size: u64) -> FileId {
+    pub fn add_file(
+        &mut self,
+        now: Instant,
+        device: DeviceId,
+        domain: DomainId,
+        size: u64,
+    ) -> FileId {
         assert!(device.index() < self.devices.len() && domain.index() < self.domains.len());
         let wb = self.wb_for(device, domain, now);
         self.files.push(CachedFile::new(device, wb, size));
@@ -371,7 +391,9 @@ impl Engine {
     }
 
     pub(crate) fn task_mut(&mut self, task: TaskId) -> Result<&mut Task, EngineError> {
-        self.tasks.get_mut(task.index()).ok_or(EngineError::BadTask(task))
+        self.tasks
+            .get_mut(task.index())
+            .ok_or(EngineError::BadTask(task))
     }
 
     /// Starts an operation for `task`, which must be idle.
@@ -385,7 +407,13 @@ impl Engine {
     }
 
     /// Records that `task` must wait, and returns the step telling it so.
-    pub(crate) fn stall(&mut self, task: TaskId, now: Instant, stall: Stall, key: Option<WaitKey>) -> Step {
+    pub(crate) fn stall(
+        &mut self,
+        task: TaskId,
+        now: Instant,
+        stall: Stall,
+        key: Option<WaitKey>,
+    ) -> Step {
         assert!(stall.until >= now, "a stall ends in the future");
         let t = &mut self.tasks[task.index()];
         assert!(t.stall.is_none(), "task already stalled");
@@ -433,7 +461,11 @@ impl Engine {
     }
 
     /// Ends the task's operation.
-    pub(crate) fn finish(&mut self, task: TaskId, result: Result<Step, EngineError>) -> Result<Step, EngineError> {
+    pub(crate) fn finish(
+        &mut self,
+        task: TaskId,
+        result: Result<Step, EngineError>,
+    ) -> Result<Step, EngineError> {
         self.tasks[task.index()].op = Op::Idle;
         result
     }
@@ -552,7 +584,9 @@ impl Engine {
 
     /// The byte range as pages, or an error if it does not fit.
     pub(crate) fn page_range(offset: u64, len: u64) -> Result<(PageIndex, PageIndex), EngineError> {
-        let end = offset.checked_add(len).ok_or(EngineError::OutOfRange { offset, len })?;
+        let end = offset
+            .checked_add(len)
+            .ok_or(EngineError::OutOfRange { offset, len })?;
         let last = end.div_ceil(PAGE_SIZE);
         if last > crate::page_cache::MAX_FILE_PAGES {
             return Err(EngineError::OutOfRange { offset, len });

@@ -31,7 +31,10 @@ impl fmt::Display for EngineError {
             EngineError::Busy(t) => write!(f, "task {} already has an operation in progress", t.0),
             EngineError::NothingToResume(t) => write!(f, "task {} has nothing to resume", t.0),
             EngineError::OutOfRange { offset, len } => {
-                write!(f, "range of {len} bytes at offset {offset} is beyond the largest file size")
+                write!(
+                    f,
+                    "range of {len} bytes at offset {offset} is beyond the largest file size"
+                )
             }
             EngineError::WriteBack(e) => write!(f, "writing back data failed: {e}"),
             EngineError::Read(e) => write!(f, "reading from the device failed: {e}"),

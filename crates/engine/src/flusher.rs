@@ -135,6 +135,7 @@ impl Flusher {
         self.start_all.take().map(Work::all)
     }
 
+    #[cfg(test)]
     pub fn queued_len(&self) -> usize {
         self.works.len()
     }
@@ -144,7 +145,11 @@ impl Flusher {
 /// writeback_chunk_size): half a second of bandwidth, at most 1/8 of the
 /// dirty limit, rounded to 4 MiB so requests stay large.
 pub fn writeback_chunk_size(avg_write_bw: u64, dirty_limit: u64, nr_pages: u64) -> u64 {
-    let bw = if avg_write_bw == 0 { INIT_BW_PAGES_S } else { avg_write_bw };
+    let bw = if avg_write_bw == 0 {
+        INIT_BW_PAGES_S
+    } else {
+        avg_write_bw
+    };
     let pages = (bw / 2).min(dirty_limit / DIRTY_SCOPE).min(nr_pages);
     (pages + MIN_WRITEBACK_PAGES) / MIN_WRITEBACK_PAGES * MIN_WRITEBACK_PAGES
 }
@@ -180,7 +185,13 @@ mod tests {
         // 150 MB/s: half a second is 18310 pages, limit/8 = 25k: rounds to 18432.
         assert_eq!(writeback_chunk_size(36_621, 200_000, u64::MAX), 18_432);
         // A slow USB stick: still at least 4 MiB.
-        assert_eq!(writeback_chunk_size(100, 200_000, u64::MAX), MIN_WRITEBACK_PAGES);
-        assert_eq!(writeback_chunk_size(36_621, 200_000, 10), MIN_WRITEBACK_PAGES);
+        assert_eq!(
+            writeback_chunk_size(100, 200_000, u64::MAX),
+            MIN_WRITEBACK_PAGES
+        );
+        assert_eq!(
+            writeback_chunk_size(36_621, 200_000, 10),
+            MIN_WRITEBACK_PAGES
+        );
     }
 }

@@ -10,21 +10,43 @@ impl Engine {
     /// Panics with a description if an invariant does not hold. Cost is
     /// linear in the number of cached pages.
     pub fn check_invariants(&self) {
-        assert!(self.nr_cached <= self.memory_pages, "cache {} over budget {}", self.nr_cached, self.memory_pages);
+        assert!(
+            self.nr_cached <= self.memory_pages,
+            "cache {} over budget {}",
+            self.nr_cached,
+            self.memory_pages
+        );
         let limit = self.hard_limit_pages() + self.dirty_slack_pages();
         let dirty_total = self.nr_dirty + self.nr_writeback;
-        assert!(dirty_total <= limit, "dirty {dirty_total} over hard limit + slack {limit}");
+        assert!(
+            dirty_total <= limit,
+            "dirty {dirty_total} over hard limit + slack {limit}"
+        );
         let (mut dirty, mut writeback, mut cached) = (0u64, 0u64, 0u64);
         let mut wb_dirty = vec![0u64; self.wbs.len()];
         let mut wb_writeback = vec![0u64; self.wbs.len()];
         for (idx, f) in self.files.iter().enumerate() {
             cached += f.pages.len() as u64;
             let file_dirty = f.pages.values().filter(|&&fl| fl & PG_DIRTY != 0).count() as u64;
-            let file_wb = f.pages.values().filter(|&&fl| fl & PG_WRITEBACK != 0).count() as u64;
-            assert_eq!(file_dirty, f.dirty.len() as u64, "dirty set matches page flags");
-            assert_eq!(f.dirtied_when.is_some(), !f.dirty.is_empty(), "dirtied_when set iff dirty");
+            let file_wb = f
+                .pages
+                .values()
+                .filter(|&&fl| fl & PG_WRITEBACK != 0)
+                .count() as u64;
+            assert_eq!(
+                file_dirty,
+                f.dirty.len() as u64,
+                "dirty set matches page flags"
+            );
+            assert_eq!(
+                f.dirtied_when.is_some(),
+                !f.dirty.is_empty(),
+                "dirtied_when set iff dirty"
+            );
             if let Some(when) = f.dirtied_when {
-                assert!(self.wbs[f.wb.index()].dirty_files.contains(&(when, crate::ids::FileId(idx as u32))));
+                assert!(self.wbs[f.wb.index()]
+                    .dirty_files
+                    .contains(&(when, crate::ids::FileId(idx as u32))));
             }
             dirty += file_dirty;
             writeback += file_wb;
@@ -39,7 +61,10 @@ impl Engine {
             assert_eq!(wb.writeback, wb_writeback[i], "wb {i} writeback count");
         }
         for dev in &self.devices {
-            assert!(dev.tags_used <= dev.config.nr_requests, "tags within nr_requests");
+            assert!(
+                dev.tags_used <= dev.config.nr_requests,
+                "tags within nr_requests"
+            );
         }
     }
 }

@@ -40,7 +40,6 @@ pub struct CachedFile {
     /// A failed read, reported to the next reader that misses.
     pub read_error: Option<crate::action::IoErrorKind>,
     pub open_handles: u32,
-    pub unlinked: bool,
 }
 
 impl CachedFile {
@@ -58,7 +57,6 @@ impl CachedFile {
             last_err: None,
             read_error: None,
             open_handles: 0,
-            unlinked: false,
         }
     }
 
@@ -85,10 +83,6 @@ pub struct ReclaimQueue {
 impl ReclaimQueue {
     pub fn len(&self) -> usize {
         self.queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
     }
 
     pub fn push(&mut self, file: FileId, page: PageIndex, flags: &mut u8) {

@@ -52,7 +52,8 @@ pub fn wb_position_ratio(dtc: &Dtc, write_bw: u64, strict_limit: bool) -> f64 {
         if dtc.wb_dirty >= dtc.wb_thresh {
             return 0.0;
         }
-        let wb_setpoint = crate::dirty_limits::dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh);
+        let wb_setpoint =
+            crate::dirty_limits::dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh);
         if wb_setpoint == 0 || wb_setpoint == dtc.wb_thresh {
             return 0.0;
         }
@@ -63,7 +64,10 @@ pub fn wb_position_ratio(dtc: &Dtc, write_bw: u64, strict_limit: bool) -> f64 {
     // A context idle for long has a share near 0 not because it is slow but
     // because it did not write: give it a reasonable share so occasional
     // writers are not blocked and active ones ramp up quickly.
-    let wb_thresh = dtc.wb_thresh.min(dtc.thresh).max((dtc.limit - dtc.dirty) / 8);
+    let wb_thresh = dtc
+        .wb_thresh
+        .min(dtc.thresh)
+        .max((dtc.limit - dtc.dirty) / 8);
     // Scale the global setpoint to the context's share.
     let x = wb_thresh as f64 / (dtc.thresh.max(1)) as f64;
     let wb_setpoint = setpoint as f64 * x;
@@ -117,7 +121,11 @@ mod tests {
         let d = single(0);
         assert_eq!(d.freerun(), 15_000);
         assert_eq!(d.setpoint(), 17_500);
-        assert_eq!(wb_position_ratio(&single(20_000), 2560, false), 0.0, "at the limit");
+        assert_eq!(
+            wb_position_ratio(&single(20_000), 2560, false),
+            0.0,
+            "at the limit"
+        );
         let at_setpoint = wb_position_ratio(&single(17_500), 2560, false);
         let above = wb_position_ratio(&single(19_000), 2560, false);
         let below = wb_position_ratio(&single(16_000), 2560, false);

@@ -59,19 +59,29 @@ impl DirtyRatelimit {
         // the direction; otherwise we are likely to overshoot.
         let mut step = 0u64;
         if input.dirty < input.setpoint {
-            let x = self.balanced_dirty_ratelimit.min(balanced).min(task_ratelimit);
+            let x = self
+                .balanced_dirty_ratelimit
+                .min(balanced)
+                .min(task_ratelimit);
             if rl < x {
                 step = x - rl;
             }
         } else {
-            let x = self.balanced_dirty_ratelimit.max(balanced).max(task_ratelimit);
+            let x = self
+                .balanced_dirty_ratelimit
+                .max(balanced)
+                .max(task_ratelimit);
             if rl > x {
                 step = rl - x;
             }
         }
         // Damp: small steps when far from the target relative to the rate.
         let shift = rl / (2 * step + 1);
-        step = if shift < 64 { (step >> shift).div_ceil(8) } else { 0 };
+        step = if shift < 64 {
+            (step >> shift).div_ceil(8)
+        } else {
+            0
+        };
 
         let next = if rl < balanced {
             (rl + step).min(balanced)
@@ -113,7 +123,11 @@ mod tests {
         }
         assert_eq!(rl.balanced_dirty_ratelimit, 2560);
         // Damped: close, approaching from above, never below the balanced rate.
-        assert!(rl.dirty_ratelimit >= 2560 && rl.dirty_ratelimit < 2560 * 6 / 5, "{}", rl.dirty_ratelimit);
+        assert!(
+            rl.dirty_ratelimit >= 2560 && rl.dirty_ratelimit < 2560 * 6 / 5,
+            "{}",
+            rl.dirty_ratelimit
+        );
     }
 
     #[test]

@@ -10,14 +10,35 @@ use crate::time::Instant;
 
 impl Engine {
     /// Reads `len` bytes at `offset` (short at end of file).
-    pub fn read(&mut self, now: Instant, task: TaskId, handle: HandleId, offset: u64, len: u64) -> Result<Step, EngineError> {
+    pub fn read(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Step, EngineError> {
         self.handle(handle)?;
         Self::page_range(offset, len)?;
-        self.begin(task, Op::Read { handle, offset, len, error: None })?;
+        self.begin(
+            task,
+            Op::Read {
+                handle,
+                offset,
+                len,
+                error: None,
+            },
+        )?;
         self.continue_read(now, task)
     }
 
-    fn read_wait(&mut self, now: Instant, task: TaskId, reason: StallReason, key: WaitKey) -> Result<Step, EngineError> {
+    fn read_wait(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        reason: StallReason,
+        key: WaitKey,
+    ) -> Result<Step, EngineError> {
         let stall = Stall {
             reason,
             until: now + EVENT_WAIT_MAX_NS,
@@ -26,8 +47,18 @@ impl Engine {
         Ok(self.stall(task, now, stall, Some(key)))
     }
 
-    pub(crate) fn continue_read(&mut self, now: Instant, task: TaskId) -> Result<Step, EngineError> {
-        let Op::Read { handle, offset, len, .. } = self.tasks[task.index()].op.clone() else {
+    pub(crate) fn continue_read(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::Read {
+            handle,
+            offset,
+            len,
+            ..
+        } = self.tasks[task.index()].op.clone()
+        else {
             unreachable!("continue_read on a task that is not reading");
         };
         let file = self.handle(handle)?.file;
@@ -72,7 +103,14 @@ impl Engine {
     /// How many pages to read at a miss on page `p`: the rest of the request,
     /// or the readahead window for a sequential reader (one that starts at
     /// the beginning of the file or where it last stopped).
-    fn readahead_pages(&self, task: TaskId, file: FileId, first: PageIndex, p: PageIndex, last: PageIndex) -> u64 {
+    fn readahead_pages(
+        &self,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        p: PageIndex,
+        last: PageIndex,
+    ) -> u64 {
         let f = &self.files[file.index()];
         let dev = &self.devices[f.device.index()].config;
         let sequential = first == 0 || self.tasks[task.index()].last_read == Some((file, first));
@@ -81,7 +119,9 @@ impl Engine {
             want = want.max(dev.read_ahead_kb as u64 / 4);
         }
         let file_pages = f.size.div_ceil(PAGE_SIZE);
-        want.min(file_pages - p).min(dev.max_sectors_kb as u64 / 4).max(1)
+        want.min(file_pages - p)
+            .min(dev.max_sectors_kb as u64 / 4)
+            .max(1)
     }
 
     /// Length of the run of uncached pages from `start`, at most `max`.

@@ -20,9 +20,13 @@ impl Engine {
         let mut budget = 2 * self.reclaim.len() as u64;
         while freed < want && budget > 0 {
             budget -= 1;
-            let Some((file, page)) = self.reclaim.pop() else { break };
+            let Some((file, page)) = self.reclaim.pop() else {
+                break;
+            };
             let f = &mut self.files[file.index()];
-            let Some(flags) = f.pages.get_mut(&page) else { continue };
+            let Some(flags) = f.pages.get_mut(&page) else {
+                continue;
+            };
             if *flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) != 0 {
                 // Not reclaimable now; it is queued again when it comes clean.
                 *flags &= !PG_IN_LRU;

@@ -23,7 +23,6 @@ pub(crate) struct SyncFile {
 
 #[derive(Debug)]
 pub(crate) struct SyncOp {
-    pub task: TaskId,
     pub handle: Option<HandleId>,
     pub files: Vec<SyncFile>,
     /// Set once all tagged pages are issued: wait for writes up to this id.
@@ -33,7 +32,12 @@ pub(crate) struct SyncOp {
 impl Engine {
     /// Makes the file's data durable (fsync). Reports a write-back error
     /// this handle has not seen yet.
-    pub fn fsync(&mut self, now: Instant, task: TaskId, handle: HandleId) -> Result<Step, EngineError> {
+    pub fn fsync(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+    ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
         self.start_sync(now, task, Some(handle), vec![file])
     }
@@ -50,7 +54,13 @@ impl Engine {
         self.start_sync(now, task, None, files)
     }
 
-    fn start_sync(&mut self, now: Instant, task: TaskId, handle: Option<HandleId>, files: Vec<FileId>) -> Result<Step, EngineError> {
+    fn start_sync(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: Option<HandleId>,
+        files: Vec<FileId>,
+    ) -> Result<Step, EngineError> {
         let id = self.next_sync;
         self.begin(task, Op::Sync { op: id })?;
         self.next_sync += 1;
@@ -70,14 +80,27 @@ impl Engine {
                 }
             })
             .collect();
-        self.syncs.insert(id, SyncOp { task, handle, files, barrier: None });
+        self.syncs.insert(
+            id,
+            SyncOp {
+                handle,
+                files,
+                barrier: None,
+            },
+        );
         for device in devices {
             self.pump(now, device);
         }
         self.continue_sync(now, task, id)
     }
 
-    pub(crate) fn continue_sync(&mut self, now: Instant, task: TaskId, id: u64) -> Result<Step, EngineError> {
+    pub(crate) fn continue_sync(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        id: u64,
+    ) -> Result<Step, EngineError> {
+        self.sync_check_issued(id);
         if !self.sync_done(id) {
             let stall = Stall {
                 reason: StallReason::Sync,
@@ -91,9 +114,29 @@ impl Engine {
         self.finish(task, result.map(|()| Step::Done))
     }
 
+    /// Sets the barrier once every tagged page is written or being written
+    /// (also when there was nothing to write at all).
+    fn sync_check_issued(&mut self, id: u64) {
+        let op = &self.syncs[&id];
+        if op.barrier.is_some() {
+            return;
+        }
+        let all_issued = op.files.iter().all(|sf| {
+            let f = &self.files[sf.file.index()];
+            sf.pages[sf.next..]
+                .iter()
+                .all(|&p| f.flags(p).is_none_or(|fl| fl & PG_DIRTY == 0))
+        });
+        if all_issued {
+            self.syncs.get_mut(&id).expect("exists").barrier = Some(IoId(self.next_io - 1));
+        }
+    }
+
     fn sync_done(&self, id: u64) -> bool {
         let op = &self.syncs[&id];
-        let Some(barrier) = op.barrier else { return false };
+        let Some(barrier) = op.barrier else {
+            return false;
+        };
         op.files.iter().all(|sf| {
             self.files[sf.file.index()]
                 .inflight_writes
@@ -120,7 +163,9 @@ impl Engine {
         for sf in &op.files {
             let f = &self.files[sf.file.index()];
             if f.err_seq != sf.err_seq_start {
-                return Err(EngineError::WriteBack(f.last_err.expect("an error was recorded")));
+                return Err(EngineError::WriteBack(
+                    f.last_err.expect("an error was recorded"),
+                ));
             }
         }
         Ok(())
@@ -128,7 +173,12 @@ impl Engine {
 
     /// Wakes sync callers whose writes are all done.
     pub(crate) fn check_syncs(&mut self) {
-        let done: Vec<u64> = self.syncs.keys().copied().filter(|&id| self.sync_done(id)).collect();
+        let done: Vec<u64> = self
+            .syncs
+            .keys()
+            .copied()
+            .filter(|&id| self.sync_done(id))
+            .collect();
         for id in done {
             self.wake(WaitKey::Sync(id));
         }
@@ -142,7 +192,12 @@ impl Engine {
                 continue;
             }
             match self.sync_next(device, id) {
-                SyncNext::Write { slot, file, start, pages } => {
+                SyncNext::Write {
+                    slot,
+                    file,
+                    start,
+                    pages,
+                } => {
                     let recent = self.recent_dirty_sleep(device, now);
                     let wbt = &mut self.devices[device.index()].wbt;
                     if !wbt.may_issue(WbtClass::Sync, now, recent) {
@@ -151,7 +206,8 @@ impl Engine {
                     }
                     // Only now are the pages taken off the op's list.
                     self.syncs.get_mut(&id).expect("exists").files[slot].next += pages as usize;
-                    let req = self.start_writeback(file, start, pages, WbtClass::Sync, WbReason::Sync);
+                    let req =
+                        self.start_writeback(file, start, pages, WbtClass::Sync, WbReason::Sync);
                     self.issue(now, req, true);
                     return true;
                 }
@@ -178,7 +234,10 @@ impl Engine {
             let f = &self.files[sf.file.index()];
             // Skip tagged pages that are no longer dirty: someone wrote them,
             // and the barrier makes us wait for that write.
-            while sf.next < sf.pages.len() && f.flags(sf.pages[sf.next]).is_none_or(|fl| fl & PG_DIRTY == 0) {
+            while sf.next < sf.pages.len()
+                && f.flags(sf.pages[sf.next])
+                    .is_none_or(|fl| fl & PG_DIRTY == 0)
+            {
                 sf.next += 1;
             }
             if sf.next == sf.pages.len() {
@@ -197,11 +256,17 @@ impl Engine {
             while n < max_pages
                 && sf.next + (n as usize) < sf.pages.len()
                 && sf.pages[sf.next + n as usize] == start + n
-                && f.flags(start + n).is_some_and(|fl| fl & PG_DIRTY != 0 && fl & PG_WRITEBACK == 0)
+                && f.flags(start + n)
+                    .is_some_and(|fl| fl & PG_DIRTY != 0 && fl & PG_WRITEBACK == 0)
             {
                 n += 1;
             }
-            return SyncNext::Write { slot, file: sf.file, start, pages: n };
+            return SyncNext::Write {
+                slot,
+                file: sf.file,
+                start,
+                pages: n,
+            };
         }
         if all_done {
             SyncNext::Finished
@@ -213,7 +278,12 @@ impl Engine {
 
 enum SyncNext {
     /// Write `pages` pages from `start` of the op's file at `slot`.
-    Write { slot: usize, file: FileId, start: PageIndex, pages: u64 },
+    Write {
+        slot: usize,
+        file: FileId,
+        start: PageIndex,
+        pages: u64,
+    },
     Blocked,
     Finished,
 }

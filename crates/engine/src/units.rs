@@ -44,11 +44,9 @@ pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
         "MB" | "mb" => 1e6,
         "GB" | "gb" => 1e9,
         "TB" | "tb" => 1e12,
-        other => {
-            return Err(UnitError(format!(
-                "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
-            )))
-        }
+        other => return Err(UnitError(format!(
+            "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
+        ))),
     };
     let bytes = value * multiplier;
     if !bytes.is_finite() || bytes > u64::MAX as f64 / 2.0 {

@@ -142,7 +142,7 @@ impl Wbt {
             self.wb_background = 1;
         } else {
             self.wb_normal = max.div_ceil(2);
-            self.wb_background = (max + 3) / 4;
+            self.wb_background = max.div_ceil(4);
         }
         self.max_depth_min = self.max_depth_min.min(max);
         self.max_depth_max = self.max_depth_max.max(max);
@@ -319,7 +319,12 @@ mod tests {
 
     const T0: Instant = Instant(0);
 
-    fn window(wbt: &mut Wbt, start: Instant, read_lat_ns: Option<u64>, writes: u32) -> WindowStatus {
+    fn window(
+        wbt: &mut Wbt,
+        start: Instant,
+        read_lat_ns: Option<u64>,
+        writes: u32,
+    ) -> WindowStatus {
         for _ in 0..writes {
             wbt.on_write_issue(start);
             wbt.on_write_done();
@@ -335,11 +340,21 @@ mod tests {
     #[test]
     fn limits_at_default_depth() {
         let wbt = Wbt::new(32, 2 * NS_PER_MS);
-        assert_eq!((wbt.rq_depth.max_depth, wbt.wb_normal, wbt.wb_background), (16, 8, 4));
+        assert_eq!(
+            (wbt.rq_depth.max_depth, wbt.wb_normal, wbt.wb_background),
+            (16, 8, 4)
+        );
         assert_eq!(wbt.limit(WbtClass::Background, T0, false), 4);
-        assert_eq!(wbt.limit(WbtClass::Normal, Instant(10 * NS_PER_SEC), false), 8);
+        assert_eq!(
+            wbt.limit(WbtClass::Normal, Instant(10 * NS_PER_SEC), false),
+            8
+        );
         assert_eq!(wbt.limit(WbtClass::Sync, T0, false), 16);
-        assert_eq!(wbt.limit(WbtClass::Background, T0, true), 16, "dirty-throttled writers boost");
+        assert_eq!(
+            wbt.limit(WbtClass::Background, T0, true),
+            16,
+            "dirty-throttled writers boost"
+        );
         let off = Wbt::new(32, 0);
         assert!(off.may_issue(WbtClass::Background, T0, false));
     }
@@ -347,13 +362,19 @@ mod tests {
     #[test]
     fn slow_reads_scale_down_fast_reads_scale_up() {
         let mut wbt = Wbt::new(32, 2 * NS_PER_MS);
-        assert_eq!(window(&mut wbt, T0, Some(5 * NS_PER_MS), 3), WindowStatus::Exceeded);
+        assert_eq!(
+            window(&mut wbt, T0, Some(5 * NS_PER_MS), 3),
+            WindowStatus::Exceeded
+        );
         assert_eq!((wbt.rq_depth.scale_step, wbt.rq_depth.max_depth), (1, 8));
         assert_eq!(wbt.cur_win_ns, (RWB_WINDOW_NS as f64 / 2f64.sqrt()) as u64);
         let t = wbt.window_end.unwrap();
         assert_eq!(window(&mut wbt, t, Some(NS_PER_MS), 3), WindowStatus::Ok);
         assert_eq!(wbt.rq_depth.scale_step, 0);
-        assert_eq!(wbt.window_end, None, "step 0 and nothing in flight: timer stops");
+        assert_eq!(
+            wbt.window_end, None,
+            "step 0 and nothing in flight: timer stops"
+        );
         let t = t + RWB_WINDOW_NS;
         assert_eq!(window(&mut wbt, t, Some(NS_PER_MS), 3), WindowStatus::Ok);
         assert_eq!((wbt.rq_depth.scale_step, wbt.rq_depth.max_depth), (-1, 24));
@@ -364,7 +385,10 @@ mod tests {
     #[test]
     fn too_few_write_samples_is_unknown_writes() {
         let mut wbt = Wbt::new(32, 2 * NS_PER_MS);
-        assert_eq!(window(&mut wbt, T0, Some(50 * NS_PER_MS), 2), WindowStatus::UnknownWrites);
+        assert_eq!(
+            window(&mut wbt, T0, Some(50 * NS_PER_MS), 2),
+            WindowStatus::UnknownWrites
+        );
     }
 
     #[test]

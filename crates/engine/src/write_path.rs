@@ -17,7 +17,14 @@ pub(crate) enum PageReady {
 
 impl Engine {
     /// Writes `len` bytes at `offset` through the cache.
-    pub fn write(&mut self, now: Instant, task: TaskId, handle: HandleId, offset: u64, len: u64) -> Result<Step, EngineError> {
+    pub fn write(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Step, EngineError> {
         self.handle(handle)?;
         Self::page_range(offset, len)?;
         let end = offset + len;
@@ -34,8 +41,19 @@ impl Engine {
         self.continue_write(now, task)
     }
 
-    pub(crate) fn continue_write(&mut self, now: Instant, task: TaskId) -> Result<Step, EngineError> {
-        let Op::Write { handle, mut pos, end, throttle_again, wait_2007 } = self.tasks[task.index()].op.clone() else {
+    pub(crate) fn continue_write(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::Write {
+            handle,
+            mut pos,
+            end,
+            throttle_again,
+            wait_2007,
+        } = self.tasks[task.index()].op.clone()
+        else {
             unreachable!("continue_write on a task that is not writing");
         };
         let file = self.handle(handle)?.file;
@@ -70,7 +88,13 @@ impl Engine {
         self.finish(task, Ok(Step::Done))
     }
 
-    fn wait_event(&mut self, now: Instant, task: TaskId, reason: StallReason, key: WaitKey) -> PageReady {
+    fn wait_event(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        reason: StallReason,
+        key: WaitKey,
+    ) -> PageReady {
         let stall = Stall {
             reason,
             until: now + EVENT_WAIT_MAX_NS,
@@ -80,7 +104,14 @@ impl Engine {
     }
 
     /// Makes sure `page` is in the cache and may be modified.
-    fn prepare_page(&mut self, now: Instant, task: TaskId, file: FileId, page: PageIndex, whole: bool) -> PageReady {
+    fn prepare_page(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        page: PageIndex,
+        whole: bool,
+    ) -> PageReady {
         let f = &self.files[file.index()];
         match f.flags(page) {
             None => {
@@ -102,7 +133,8 @@ impl Engine {
             }
             Some(flags)
                 if flags & PG_WRITEBACK != 0
-                    && self.devices[f.device.index()].config.stable_writes == crate::config::StableWrites::Wait =>
+                    && self.devices[f.device.index()].config.stable_writes
+                        == crate::config::StableWrites::Wait =>
             {
                 // The device checksums data in flight: wait for the write to finish.
                 self.wait_event(now, task, StallReason::StablePage, WaitKey::FileIo(file))

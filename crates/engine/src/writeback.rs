@@ -45,7 +45,10 @@ impl Engine {
         for w in 0..self.wbs.len() {
             let over_bg = self.wbs[w].dirty > 0 && self.over_bg_thresh(WbId(w as u32));
             let wb = &mut self.wbs[w];
-            let expired = wb.dirty_files.first().is_some_and(|&(t, _)| now.since_ns(t) >= expire_ns);
+            let expired = wb
+                .dirty_files
+                .first()
+                .is_some_and(|&(t, _)| now.since_ns(t) >= expire_ns);
             wb.flusher.kupdate_due |= expired;
             wb.flusher.background_kicked |= over_bg;
             if expired || over_bg {
@@ -84,14 +87,23 @@ impl Engine {
             let dtc = self.dtc(wb_id);
             let strict = self.devices[self.wbs[w].device.index()].config.strict_limit;
             let (control_dirty, setpoint, freerun) = if strict {
-                let wb_setpoint = if dtc.wb_dirty < 8 { dtc.wb_dirty + 1 } else { (dtc.wb_thresh + dtc.wb_bg_thresh) / 2 };
-                (dtc.wb_dirty, wb_setpoint, crate::dirty_limits::dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh))
+                let wb_setpoint = if dtc.wb_dirty < 8 {
+                    dtc.wb_dirty + 1
+                } else {
+                    (dtc.wb_thresh + dtc.wb_bg_thresh) / 2
+                };
+                (
+                    dtc.wb_dirty,
+                    wb_setpoint,
+                    crate::dirty_limits::dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh),
+                )
             } else {
                 (dtc.dirty, dtc.setpoint(), dtc.freerun())
             };
             let wb = &mut self.wbs[w];
             if control_dirty > freerun {
-                let pos_ratio = crate::position_ratio::wb_position_ratio(&dtc, wb.bw.avg_write_bw, strict);
+                let pos_ratio =
+                    crate::position_ratio::wb_position_ratio(&dtc, wb.bw.avg_write_bw, strict);
                 wb.rl.update(RatelimitInput {
                     dirtied: wb.dirtied - wb.bw.dirtied_stamp,
                     elapsed_ns: elapsed,
@@ -117,7 +129,9 @@ impl Engine {
                 if dev.tags_used >= dev.config.nr_requests {
                     break;
                 }
-                let Some(req) = dev.tag_waiters.pop_front() else { break };
+                let Some(req) = dev.tag_waiters.pop_front() else {
+                    break;
+                };
                 self.issue(now, req, false);
             }
             let dev = &self.devices[device.index()];
@@ -183,7 +197,12 @@ impl Engine {
             if !self.flusher_pick(now, wb_id) {
                 return false;
             }
-            let reason = self.wbs[wb_id.index()].flusher.current.as_ref().map(|w| w.reason).expect("picked");
+            let reason = self.wbs[wb_id.index()]
+                .flusher
+                .current
+                .as_ref()
+                .map(|w| w.reason)
+                .expect("picked");
             let device = self.wbs[wb_id.index()].device;
             let class = class_of(reason);
             let recent = self.recent_dirty_sleep(device, now);
@@ -236,14 +255,19 @@ impl Engine {
 
     /// Builds the flusher's next write request from its current work.
     fn flusher_build(&mut self, now: Instant, wb_id: WbId) -> Option<IoRequest> {
-        let work = self.wbs[wb_id.index()].flusher.current.clone().expect("picked");
+        let work = self.wbs[wb_id.index()]
+            .flusher
+            .current
+            .clone()
+            .expect("picked");
         if work.nr_pages == 0 || (work.for_background && !self.over_bg_thresh(wb_id)) {
             return None;
         }
         let wb = &self.wbs[wb_id.index()];
         let current_ok = wb.flusher.chunk_left > 0
             && wb.cursor.is_some_and(|(_, f)| {
-                wb.dirty_files.contains(&wb.cursor.expect("checked")) && self.files[f.index()].next_writable(0).is_some()
+                wb.dirty_files.contains(&wb.cursor.expect("checked"))
+                    && self.files[f.index()].next_writable(0).is_some()
             });
         let file = if current_ok {
             wb.cursor.expect("checked").1
@@ -253,12 +277,18 @@ impl Engine {
             wb.flusher.chunk_left = if work.reason == WbReason::Sync {
                 u64::MAX
             } else {
-                writeback_chunk_size(wb.bw.avg_write_bw, self.thresh.thresh.max(self.dirty_limit), work.nr_pages)
+                writeback_chunk_size(
+                    wb.bw.avg_write_bw,
+                    self.thresh.thresh.max(self.dirty_limit),
+                    work.nr_pages,
+                )
             };
             file
         };
         let f = &self.files[file.index()];
-        let start = f.next_writable(f.writeback_index).or_else(|| f.next_writable(0))?;
+        let start = f
+            .next_writable(f.writeback_index)
+            .or_else(|| f.next_writable(0))?;
         let wb = &self.wbs[wb_id.index()];
         let max_pages = (self.devices[wb.device.index()].config.max_sectors_kb as u64 / 4)
             .min(wb.flusher.chunk_left)
@@ -288,7 +318,14 @@ impl Engine {
     }
 
     /// Moves pages from dirty to under writeback and builds their request.
-    pub(crate) fn start_writeback(&mut self, file: FileId, start: PageIndex, pages: u64, class: WbtClass, reason: WbReason) -> IoRequest {
+    pub(crate) fn start_writeback(
+        &mut self,
+        file: FileId,
+        start: PageIndex,
+        pages: u64,
+        class: WbtClass,
+        reason: WbReason,
+    ) -> IoRequest {
         let f = &mut self.files[file.index()];
         for p in start..start + pages {
             let flags = f.pages.get_mut(&p).expect("writable page is cached");
@@ -326,7 +363,10 @@ impl Engine {
     /// Hands a request to the runtime.
     pub(crate) fn issue(&mut self, now: Instant, req: IoRequest, tracked: bool) {
         let dev = &mut self.devices[req.device.index()];
-        assert!(dev.tags_used < dev.config.nr_requests, "issue without a free tag");
+        assert!(
+            dev.tags_used < dev.config.nr_requests,
+            "issue without a free tag"
+        );
         dev.tags_used += 1;
         dev.stats.inflight_peak = dev.stats.inflight_peak.max(dev.tags_used);
         match req.dir {
@@ -354,7 +394,13 @@ impl Engine {
     }
 
     /// Reads pages that were inserted as PG_READING.
-    pub(crate) fn submit_read(&mut self, now: Instant, file: FileId, first_page: PageIndex, pages: u64) {
+    pub(crate) fn submit_read(
+        &mut self,
+        now: Instant,
+        file: FileId,
+        first_page: PageIndex,
+        pages: u64,
+    ) {
         let device = self.files[file.index()].device;
         let id = IoId(self.next_io);
         self.next_io += 1;
@@ -379,7 +425,9 @@ impl Engine {
     /// The runtime finished a request. Unknown ids are ignored (and counted
     /// nowhere): a runtime bug must not corrupt the cache.
     pub fn io_complete(&mut self, now: Instant, id: IoId, result: Result<(), IoErrorKind>) {
-        let Some(inflight) = self.inflight.remove(&id) else { return };
+        let Some(inflight) = self.inflight.remove(&id) else {
+            return;
+        };
         let req = inflight.req;
         let latency = now.since_ns(inflight.issued_at);
         let dev = &mut self.devices[req.device.index()];
@@ -405,7 +453,9 @@ impl Engine {
         dev.stats.pages_read += req.pages as u64;
         for p in req.first_page..req.first_page + req.pages as u64 {
             let f = &mut self.files[req.file.index()];
-            let Some(flags) = f.pages.get_mut(&p) else { continue };
+            let Some(flags) = f.pages.get_mut(&p) else {
+                continue;
+            };
             assert!(*flags & PG_READING != 0);
             if result.is_ok() {
                 *flags = (*flags & !PG_READING) | PG_REFERENCED;
@@ -430,7 +480,10 @@ impl Engine {
         let wb_id = f.wb;
         let mut redirtied = 0;
         for p in req.first_page..req.first_page + pages {
-            let flags = f.pages.get_mut(&p).expect("page under writeback stays cached");
+            let flags = f
+                .pages
+                .get_mut(&p)
+                .expect("page under writeback stays cached");
             assert!(*flags & PG_WRITEBACK != 0);
             *flags &= !PG_WRITEBACK;
             if result.is_err() && *flags & PG_DIRTY == 0 {
@@ -445,7 +498,10 @@ impl Engine {
         match result {
             Ok(()) => {
                 for p in req.first_page..req.first_page + pages {
-                    if self.files[file.index()].flags(p).is_some_and(|fl| fl & PG_DIRTY == 0) {
+                    if self.files[file.index()]
+                        .flags(p)
+                        .is_some_and(|fl| fl & PG_DIRTY == 0)
+                    {
                         self.page_clean(file, p);
                     }
                 }
@@ -485,7 +541,11 @@ impl Engine {
         self.nr_dirty += redirtied;
         if f.dirtied_when.is_none() && !f.dirty.is_empty() {
             // Not "now": the retry time is chosen by the flusher's next pass.
-            let when = wb.dirty_files.last().map(|&(t, _)| t).unwrap_or(Instant::ZERO);
+            let when = wb
+                .dirty_files
+                .last()
+                .map(|&(t, _)| t)
+                .unwrap_or(Instant::ZERO);
             f.dirtied_when = Some(when);
             wb.dirty_files.insert((when, file));
         }

@@ -22,14 +22,19 @@ fn fsync_cleans_everything_dirtied_before_it() {
     let h = e.open(file);
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
-    hs.run(task, |e, now| e.write(now, task, h, 0, 3 * MIB + 100)).unwrap();
+    hs.run(task, |e, now| e.write(now, task, h, 0, 3 * MIB + 100))
+        .unwrap();
     assert_eq!(hs.engine.stats().dirty_pages, 769);
     assert_eq!(hs.engine.file_size(file), 3 * MIB + 100);
     hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
     let s = hs.engine.stats();
     assert_eq!((s.dirty_pages, s.writeback_pages), (0, 0));
     assert_eq!(s.written_pages, 769);
-    assert_eq!(s.written_by_reason[3 - 1], 769, "all written by the sync itself");
+    assert_eq!(
+        s.written_by_reason[3 - 1],
+        769,
+        "all written by the sync itself"
+    );
     hs.engine.check_invariants();
 }
 
@@ -41,14 +46,16 @@ fn sync_is_not_livelocked_by_a_writer_that_keeps_dirtying() {
     let writer = e.add_task();
     let syncer = e.add_task();
     let mut hs = Harness::new(e, 50_000);
-    hs.run(writer, |e, now| e.write(now, writer, h, 0, 8 * MIB)).unwrap();
+    hs.run(writer, |e, now| e.write(now, writer, h, 0, 8 * MIB))
+        .unwrap();
     // Start the sync, then keep dirtying the same range while it runs.
     let mut step = hs.engine.fsync(hs.now, syncer, h).unwrap();
     let mut rounds = 0;
     while let Step::Sleep(stall) = step {
         rounds += 1;
         assert!(rounds < 1000, "sync never finished");
-        hs.run(writer, |e, now| e.write(now, writer, h, 0, MIB)).unwrap();
+        hs.run(writer, |e, now| e.write(now, writer, h, 0, MIB))
+            .unwrap();
         hs.idle_until(stall.until.min(hs.now + 1_000_000));
         step = hs.engine.resume(hs.now, syncer).unwrap();
     }
@@ -63,11 +70,16 @@ fn writeback_error_is_reported_once_per_handle_and_data_stays_dirty() {
     let h2 = e.open(file);
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
-    hs.run(task, |e, now| e.write(now, task, h1, 0, 64 * 1024)).unwrap();
+    hs.run(task, |e, now| e.write(now, task, h1, 0, 64 * 1024))
+        .unwrap();
     hs.fail_writes = Some(IoErrorKind::Io);
     let err = hs.run(task, |e, now| e.fsync(now, task, h1)).unwrap_err();
     assert_eq!(err, EngineError::WriteBack(IoErrorKind::Io));
-    assert_eq!(hs.engine.stats().dirty_pages, 16, "failed pages are not marked clean");
+    assert_eq!(
+        hs.engine.stats().dirty_pages,
+        16,
+        "failed pages are not marked clean"
+    );
     // The other handle sees the error too, once.
     hs.fail_writes = None;
     let err = hs.run(task, |e, now| e.fsync(now, task, h2)).unwrap_err();
@@ -91,12 +103,15 @@ fn memory_never_exceeds_budget_and_writers_wait_for_reclaim() {
     let task = e.add_task();
     let mut hs = Harness::new(e, 20_000);
     for i in 0..8 {
-        hs.run(task, |e, now| e.write(now, task, h, i * 4 * MIB, 4 * MIB)).unwrap();
+        hs.run(task, |e, now| e.write(now, task, h, i * 4 * MIB, 4 * MIB))
+            .unwrap();
         assert!(hs.engine.cached_pages() <= hs.engine.memory_pages());
         hs.engine.check_invariants();
     }
     let s = hs.engine.stats();
-    assert!(s.stall(StallReason::Memory).count > 0 || s.stall(StallReason::DirtyThrottle).count > 0);
+    assert!(
+        s.stall(StallReason::Memory).count > 0 || s.stall(StallReason::DirtyThrottle).count > 0
+    );
     assert!(s.cached_peak_pages <= 2048);
 }
 
@@ -108,13 +123,27 @@ fn throttle_pauses_are_bounded_and_counted() {
     let task = e.add_task();
     // A slow device: 1 ms per page (4 MB/s).
     let mut hs = Harness::new(e, 1_000_000);
-    hs.run(task, |e, now| e.write(now, task, h, 0, 40 * MIB)).unwrap();
-    let pauses: Vec<_> = hs.stalls.iter().filter(|s| s.reason == StallReason::DirtyThrottle).collect();
-    assert!(!pauses.is_empty(), "a writer far faster than its device is throttled");
+    hs.run(task, |e, now| e.write(now, task, h, 0, 40 * MIB))
+        .unwrap();
+    let pauses: Vec<_> = hs
+        .stalls
+        .iter()
+        .filter(|s| s.reason == StallReason::DirtyThrottle)
+        .collect();
+    assert!(
+        !pauses.is_empty(),
+        "a writer far faster than its device is throttled"
+    );
     let s = hs.engine.stats();
-    assert_eq!(s.stall(StallReason::DirtyThrottle).count, pauses.len() as u64);
+    assert_eq!(
+        s.stall(StallReason::DirtyThrottle).count,
+        pauses.len() as u64
+    );
     assert!(s.stall(StallReason::DirtyThrottle).max_ns <= MAX_PAUSE_NS);
-    assert!(s.dirty_peak_pages + s.writeback_peak_pages <= hs.engine.hard_limit_pages() + hs.engine.dirty_slack_pages());
+    assert!(
+        s.dirty_peak_pages + s.writeback_peak_pages
+            <= hs.engine.hard_limit_pages() + hs.engine.dirty_slack_pages()
+    );
 }
 
 #[test]
@@ -126,9 +155,11 @@ fn periodic_writeback_writes_expired_data() {
     let mut hs = Harness::new(e, 10_000);
     // Some writeout history, so the device's share of the thresholds is all of them
     // (a device that never wrote has a share of 0 and is "over" at once, as in Linux).
-    hs.run(task, |e, now| e.write(now, task, h, 0, MIB)).unwrap();
+    hs.run(task, |e, now| e.write(now, task, h, 0, MIB))
+        .unwrap();
     hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
-    hs.run(task, |e, now| e.write(now, task, h, MIB, MIB)).unwrap();
+    hs.run(task, |e, now| e.write(now, task, h, MIB, MIB))
+        .unwrap();
     // Under the background threshold: nothing is written until it expires (30 s).
     hs.idle_until(Instant(29 * 1_000_000_000));
     assert_eq!(hs.engine.stats().dirty_pages, 256);
@@ -146,13 +177,21 @@ fn background_writeback_starts_above_threshold_and_stops_below() {
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     // Background threshold: 10% of 16384 pages = 1638 pages.
-    hs.run(task, |e, now| e.write(now, task, h, 0, 12 * MIB)).unwrap();
+    hs.run(task, |e, now| e.write(now, task, h, 0, 12 * MIB))
+        .unwrap();
     // The flusher's periodic wake-up (5 s) picks up what writers left over the threshold.
     hs.idle_until(Instant(6_000_000_000));
     let s = hs.engine.stats();
     assert!(s.written_by_reason[WbReason::Background as usize] > 0);
-    assert!(s.dirty_pages <= s.bg_thresh_pages, "background writeback goes below the threshold: {s:?}");
-    assert!(s.dirty_pages + 128 >= s.bg_thresh_pages, "and stops soon after: {}", s.dirty_pages);
+    assert!(
+        s.dirty_pages <= s.bg_thresh_pages,
+        "background writeback goes below the threshold: {s:?}"
+    );
+    assert!(
+        s.dirty_pages + 128 >= s.bg_thresh_pages,
+        "and stops soon after: {}",
+        s.dirty_pages
+    );
 }
 
 #[test]
@@ -162,12 +201,18 @@ fn partial_write_to_a_page_on_disk_reads_it_first() {
     let h = e.open(file);
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
-    hs.run(task, |e, now| e.write(now, task, h, 100, 10)).unwrap();
+    hs.run(task, |e, now| e.write(now, task, h, 100, 10))
+        .unwrap();
     let s = hs.engine.stats();
     assert_eq!(s.devices[0].reads, 1);
     assert_eq!(s.stall(StallReason::ReadIo).count, 1);
-    hs.run(task, |e, now| e.write(now, task, h, 4096, 4096)).unwrap();
-    assert_eq!(hs.engine.stats().devices[0].reads, 1, "a whole-page write needs no read");
+    hs.run(task, |e, now| e.write(now, task, h, 4096, 4096))
+        .unwrap();
+    assert_eq!(
+        hs.engine.stats().devices[0].reads,
+        1,
+        "a whole-page write needs no read"
+    );
 }
 
 #[test]
@@ -176,8 +221,30 @@ fn bad_calls_are_errors_not_panics() {
     let file = e.add_file(Instant(0), dev, DomainId(0), 0);
     let h = e.open(file);
     let task = e.add_task();
-    assert!(matches!(e.write(Instant(0), task, h, u64::MAX - 1, 10), Err(EngineError::OutOfRange { .. })));
-    assert!(matches!(e.write(Instant(0), task, HandleId(99), 0, 10), Err(EngineError::BadHandle(_))));
-    assert!(matches!(e.resume(Instant(0), task), Err(EngineError::NothingToResume(_))));
-    assert!(matches!(e.write(Instant(0), TaskId(42), h, 0, 10), Err(EngineError::BadTask(_))));
+    assert!(matches!(
+        e.write(Instant(0), task, h, u64::MAX - 1, 10),
+        Err(EngineError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        e.write(Instant(0), task, HandleId(99), 0, 10),
+        Err(EngineError::BadHandle(_))
+    ));
+    assert!(matches!(
+        e.resume(Instant(0), task),
+        Err(EngineError::NothingToResume(_))
+    ));
+    assert!(matches!(
+        e.write(Instant(0), TaskId(42), h, 0, 10),
+        Err(EngineError::BadTask(_))
+    ));
+}
+
+#[test]
+fn sync_with_nothing_to_write_returns_at_once() {
+    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
+    let h = e.open(file);
+    let task = e.add_task();
+    assert_eq!(e.sync(Instant(0), task), Ok(Step::Done));
+    assert_eq!(e.fsync(Instant(0), task, h), Ok(Step::Done));
 }

@@ -3,6 +3,6 @@
 pub mod device;
 pub mod layout;
 pub mod report;
+pub mod rng;
 pub mod runner;
 pub mod workload;
-pub mod rng;

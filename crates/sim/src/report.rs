@@ -46,7 +46,11 @@ impl Latency {
             p99: us(0.99),
             p99_9: us(0.999),
             p99_99: us(0.9999),
-            max: if self.hist.is_empty() { 0.0 } else { self.hist.max() as f64 / 1000.0 },
+            max: if self.hist.is_empty() {
+                0.0
+            } else {
+                self.hist.max() as f64 / 1000.0
+            },
         }
     }
 }
@@ -200,7 +204,12 @@ impl EngineReport {
             written_mib: mib(stats.written_pages),
             written_by_reason_mib: WbReason::ALL
                 .iter()
-                .map(|r| (r.name().to_string(), mib(stats.written_by_reason[r.index()])))
+                .map(|r| {
+                    (
+                        r.name().to_string(),
+                        mib(stats.written_by_reason[r.index()]),
+                    )
+                })
                 .collect(),
             stalls,
             devices,

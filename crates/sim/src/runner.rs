@@ -11,7 +11,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 use wb_engine::{
-    Action, DeviceId, DomainId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId, PAGE_SIZE,
+    Action, DeviceId, DomainId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId,
+    PAGE_SIZE,
 };
 use wb_scenario::{JobKind, Scenario};
 
@@ -33,7 +34,10 @@ impl fmt::Display for SimError {
         match self {
             SimError::Device { device, message } => write!(f, "device '{device}': {message}"),
             SimError::DeviceFull { device } => {
-                write!(f, "device '{device}': the scenario's files do not fit on it; raise its capacity")
+                write!(
+                    f,
+                    "device '{device}': the scenario's files do not fit on it; raise its capacity"
+                )
             }
         }
     }
@@ -97,23 +101,43 @@ pub fn run(scenario: &Scenario, options: SimOptions<'_>) -> Result<RunReport, Si
 
 fn op_cpu_ns(op: &Op) -> u64 {
     match *op {
-        Op::Write { len, .. } | Op::Read { len, .. } => OP_OVERHEAD_NS + len.div_ceil(1024) * COPY_NS_PER_KIB,
+        Op::Write { len, .. } | Op::Read { len, .. } => {
+            OP_OVERHEAD_NS + len.div_ceil(1024) * COPY_NS_PER_KIB
+        }
         Op::Fsync { .. } | Op::Sync => OP_OVERHEAD_NS,
     }
 }
 
 fn workload_for(kind: &JobKind, rng: Rng) -> Box<dyn Workload> {
     match *kind {
-        JobKind::Writer { files, file_size, block_size, sync, fsync_each } => {
-            Box::new(Writer::new(files, file_size, block_size, sync, fsync_each))
-        }
-        JobKind::Reader { file_size, block_size, random, rate_iops } => {
-            Box::new(Reader::new(file_size, block_size, random.then_some(rng), rate_iops))
-        }
-        JobKind::OccasionalWriter { block_size, interval_ns, count } => {
-            Box::new(OccasionalWriter::new(block_size, interval_ns, count))
-        }
-        JobKind::FsyncLoop { block_size, interval_ns, count } => Box::new(FsyncLoop::new(block_size, interval_ns, count)),
+        JobKind::Writer {
+            files,
+            file_size,
+            block_size,
+            sync,
+            fsync_each,
+        } => Box::new(Writer::new(files, file_size, block_size, sync, fsync_each)),
+        JobKind::Reader {
+            file_size,
+            block_size,
+            random,
+            rate_iops,
+        } => Box::new(Reader::new(
+            file_size,
+            block_size,
+            random.then_some(rng),
+            rate_iops,
+        )),
+        JobKind::OccasionalWriter {
+            block_size,
+            interval_ns,
+            count,
+        } => Box::new(OccasionalWriter::new(block_size, interval_ns, count)),
+        JobKind::FsyncLoop {
+            block_size,
+            interval_ns,
+            count,
+        } => Box::new(FsyncLoop::new(block_size, interval_ns, count)),
     }
 }
 
@@ -125,9 +149,21 @@ impl Sim {
         let mut devices = Vec::new();
         let mut models = Vec::new();
         for (i, spec) in scenario.devices.iter().enumerate() {
-            let model = device::build(&spec.model, &spec.params, rng.fork(1 + i as u64), spec.config.queue_depth)
-                .map_err(|message| SimError::Device { device: spec.name.clone(), message })?;
-            engine.add_device(&spec.name, spec.config.clone(), model.idle_read_latency_ns());
+            let model = device::build(
+                &spec.model,
+                &spec.params,
+                rng.fork(1 + i as u64),
+                spec.config.queue_depth,
+            )
+            .map_err(|message| SimError::Device {
+                device: spec.name.clone(),
+                message,
+            })?;
+            engine.add_device(
+                &spec.name,
+                spec.config.clone(),
+                model.idle_read_latency_ns(),
+            );
             devices.push(model);
             models.push(spec.model.clone());
         }
@@ -151,7 +187,9 @@ impl Sim {
                 let dev = &devices[spec.device];
                 let base = layouts[spec.device]
                     .allocate(extent, dev.capacity())
-                    .ok_or_else(|| SimError::DeviceFull { device: scenario.devices[spec.device].name.clone() })?;
+                    .ok_or_else(|| SimError::DeviceFull {
+                        device: scenario.devices[spec.device].name.clone(),
+                    })?;
                 let file = engine.add_file(now, DeviceId(spec.device as u32), domain, size);
                 assert_eq!(file.index(), file_base.len());
                 file_base.push(base);
@@ -201,7 +239,8 @@ impl Sim {
         let j = &mut self.jobs[job];
         j.gen += 1;
         self.seq += 1;
-        self.events.push(Reverse((at.max(self.now), self.seq, job, j.gen)));
+        self.events
+            .push(Reverse((at.max(self.now), self.seq, job, j.gen)));
     }
 
     fn next_time(&self) -> Option<Instant> {
@@ -236,7 +275,7 @@ impl Sim {
                 self.engine.check_invariants();
             }
             iterations += 1;
-            if iterations % 8192 == 0 {
+            if iterations.is_multiple_of(8192) {
                 if let Some(progress) = options.progress.as_mut() {
                     progress(self.now.as_ns() as f64 / end.as_ns().max(1) as f64);
                 }
@@ -315,8 +354,12 @@ impl Sim {
         let j = &self.jobs[job];
         let task = j.task;
         match op {
-            Op::Write { file, offset, len } => self.engine.write(now, task, j.handles[file], offset, len),
-            Op::Read { file, offset, len } => self.engine.read(now, task, j.handles[file], offset, len),
+            Op::Write { file, offset, len } => {
+                self.engine.write(now, task, j.handles[file], offset, len)
+            }
+            Op::Read { file, offset, len } => {
+                self.engine.read(now, task, j.handles[file], offset, len)
+            }
             Op::Fsync { file } => self.engine.fsync(now, task, j.handles[file]),
             Op::Sync => self.engine.sync(now, task),
         }

@@ -38,28 +38,47 @@ fn shape() -> impl Strategy<Value = Shape> {
         prop::option::of(0usize..2),
         prop::option::of(0usize..2),
     )
-        .prop_map(|(seed, memory_mib, global_2007, models, wbt_off, writers, reader, occasional, fsync_loop)| {
-            let n = models.len();
-            let block = [4096u64, 65536, MIB];
-            Shape {
+        .prop_map(
+            |(
                 seed,
                 memory_mib,
                 global_2007,
-                wbt_off,
-                writers: writers.into_iter().map(|(d, f, s, b)| (d % n, f, s * MIB, block[b])).collect(),
-                reader: reader.map(|d| d % n),
-                occasional: occasional.map(|d| d % n),
-                fsync_loop: fsync_loop.map(|d| d % n),
                 models,
-            }
-        })
+                wbt_off,
+                writers,
+                reader,
+                occasional,
+                fsync_loop,
+            )| {
+                let n = models.len();
+                let block = [4096u64, 65536, MIB];
+                Shape {
+                    seed,
+                    memory_mib,
+                    global_2007,
+                    wbt_off,
+                    writers: writers
+                        .into_iter()
+                        .map(|(d, f, s, b)| (d % n, f, s * MIB, block[b]))
+                        .collect(),
+                    reader: reader.map(|d| d % n),
+                    occasional: occasional.map(|d| d % n),
+                    fsync_loop: fsync_loop.map(|d| d % n),
+                    models,
+                }
+            },
+        )
 }
 
 fn job(name: String, device: usize, background: bool, kind: JobKind) -> JobSpec {
     JobSpec {
         name,
         device,
-        domain: if device == 0 { "root".into() } else { "tenant".into() },
+        domain: if device == 0 {
+            "root".into()
+        } else {
+            "tenant".into()
+        },
         start_ns: 0,
         runtime_ns: None,
         background,
@@ -69,7 +88,9 @@ fn job(name: String, device: usize, background: bool, kind: JobKind) -> JobSpec 
 
 fn scenario(s: &Shape) -> Scenario {
     let mut cache = Config::default();
-    cache.set("memory", &format!("{}MiB", s.memory_mib)).unwrap();
+    cache
+        .set("memory", &format!("{}MiB", s.memory_mib))
+        .unwrap();
     if s.global_2007 {
         cache.set("dirty_throttle", "global-2007").unwrap();
     }
@@ -95,20 +116,39 @@ fn scenario(s: &Shape) -> Scenario {
         .collect();
     let mut jobs = Vec::new();
     for (i, &(d, files, size, block)) in s.writers.iter().enumerate() {
-        let kind = JobKind::Writer { files, file_size: size, block_size: block, sync: true, fsync_each: i % 2 == 1 };
+        let kind = JobKind::Writer {
+            files,
+            file_size: size,
+            block_size: block,
+            sync: true,
+            fsync_each: i % 2 == 1,
+        };
         jobs.push(job(format!("w{i}"), d, false, kind));
     }
     if let Some(d) = s.reader {
-        let kind = JobKind::Reader { file_size: 64 * MIB, block_size: 4096, random: s.seed % 2 == 0, rate_iops: None };
+        let kind = JobKind::Reader {
+            file_size: 64 * MIB,
+            block_size: 4096,
+            random: s.seed.is_multiple_of(2),
+            rate_iops: None,
+        };
         jobs.push(job("r".into(), d, true, kind));
     }
     if let Some(d) = s.occasional {
         // Its 20 writes of 4 KiB are never synced.
-        let kind = JobKind::OccasionalWriter { block_size: 4096, interval_ns: 100_000_000, count: 20 };
+        let kind = JobKind::OccasionalWriter {
+            block_size: 4096,
+            interval_ns: 100_000_000,
+            count: 20,
+        };
         jobs.push(job("o".into(), d, false, kind));
     }
     if let Some(d) = s.fsync_loop {
-        let kind = JobKind::FsyncLoop { block_size: 8192, interval_ns: 10_000_000, count: 50 };
+        let kind = JobKind::FsyncLoop {
+            block_size: 8192,
+            interval_ns: 10_000_000,
+            count: 50,
+        };
         jobs.push(job("f".into(), d, false, kind));
     }
     Scenario {

@@ -6,7 +6,9 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use wb_engine::{Action, Engine, EngineError, Instant, IoDir, IoErrorKind, IoId, Stall, Step, TaskId};
+use wb_engine::{
+    Action, Engine, EngineError, Instant, IoDir, IoErrorKind, IoId, Stall, Step, TaskId,
+};
 
 pub struct Harness {
     pub engine: Engine,
@@ -92,7 +94,11 @@ impl Harness {
     }
 
     /// Runs the operation `start` for `task` to its end.
-    pub fn run(&mut self, task: TaskId, start: impl FnOnce(&mut Engine, Instant) -> Result<Step, EngineError>) -> Result<(), EngineError> {
+    pub fn run(
+        &mut self,
+        task: TaskId,
+        start: impl FnOnce(&mut Engine, Instant) -> Result<Step, EngineError>,
+    ) -> Result<(), EngineError> {
         let mut step = start(&mut self.engine, self.now)?;
         loop {
             match step {

@@ -53,7 +53,11 @@ impl HddParams {
             settle_ns: p.duration_ns("settle_ms", ms, ms / 2, 0, 100 * ms)?,
             seek_full_ns: p.duration_ns("seek_full_ms", ms, 14 * ms, 0, 1000 * ms)?,
             overhead_ns: p.duration_ns("overhead_us", NS_PER_US, 50 * NS_PER_US, 0, 100 * ms)?,
-            starvation_ns: p.duration_ns("starvation_ms", ms, 50 * ms, 0, 60 * NS_PER_SEC)?,
+            // Drive firmware reorders aggressively for throughput; a queued
+            // command is forced through after about 200 ms. (With 50 ms the
+            // Axboe 2016 writers lose more to the reader than published; see
+            // BENCHMARKS.md for the sensitivity.)
+            starvation_ns: p.duration_ns("starvation_ms", ms, 200 * ms, 0, 60 * NS_PER_SEC)?,
             readahead_bytes: p.bytes_in("readahead_kib", KIB, 1024 * KIB, 64 * 1024 * KIB)?,
             cache_segments: p.count("cache_segments", 4, 0, 1024)? as usize,
         };
@@ -577,7 +581,7 @@ mod tests {
         // the bound, so the read is the only starving command. (With more
         // than starvation_ms of work queued, everything starves and the
         // drive degrades to oldest-first.)
-        let mut dev = hdd(&[], 8);
+        let mut dev = hdd(&[("starvation_ms", "50")], 8);
         let len = 512 * KIB;
         let far = 512 * 1024 * MIB as u64;
         for id in 0..7 {

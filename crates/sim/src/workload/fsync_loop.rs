@@ -44,7 +44,11 @@ impl Workload for FsyncLoop {
         self.remaining -= 1;
         self.fsync_pending = true;
         self.next_due = Some(now + self.interval_ns);
-        Next::Op(Op::Write { file: 0, offset: index * self.block_size, len: self.block_size })
+        Next::Op(Op::Write {
+            file: 0,
+            offset: index * self.block_size,
+            len: self.block_size,
+        })
     }
 
     fn files(&self) -> Vec<(u64, u64)> {

@@ -39,7 +39,11 @@ impl Workload for OccasionalWriter {
         self.remaining -= 1;
         // The schedule is fixed; a write that blocked long does not shift it.
         self.next_due = Some(self.next_due.unwrap_or(now) + self.interval_ns);
-        Next::Op(Op::Write { file: 0, offset: index * self.block_size, len: self.block_size })
+        Next::Op(Op::Write {
+            file: 0,
+            offset: index * self.block_size,
+            len: self.block_size,
+        })
     }
 
     fn files(&self) -> Vec<(u64, u64)> {

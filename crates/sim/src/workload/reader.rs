@@ -16,7 +16,12 @@ pub struct Reader {
 }
 
 impl Reader {
-    pub fn new(file_size: u64, block_size: u64, random: Option<Rng>, rate_iops: Option<u64>) -> Reader {
+    pub fn new(
+        file_size: u64,
+        block_size: u64,
+        random: Option<Rng>,
+        rate_iops: Option<u64>,
+    ) -> Reader {
         assert!(file_size >= block_size && block_size > 0);
         Reader {
             file_size,
@@ -53,7 +58,11 @@ impl Workload for Reader {
                 o
             }
         };
-        Next::Op(Op::Read { file: 0, offset, len: self.block_size })
+        Next::Op(Op::Read {
+            file: 0,
+            offset,
+            len: self.block_size,
+        })
     }
 
     fn files(&self) -> Vec<(u64, u64)> {
@@ -69,11 +78,32 @@ mod tests {
     fn sequential_wraps_and_rate_spaces_ops() {
         let mut r = Reader::new(8, 4, None, Some(10));
         let t0 = Instant(0);
-        assert_eq!(r.next(t0), Next::Op(Op::Read { file: 0, offset: 0, len: 4 }));
+        assert_eq!(
+            r.next(t0),
+            Next::Op(Op::Read {
+                file: 0,
+                offset: 0,
+                len: 4
+            })
+        );
         assert_eq!(r.next(t0), Next::Until(Instant(NS_PER_SEC / 10)));
         let t1 = Instant(NS_PER_SEC / 10);
-        assert_eq!(r.next(t1), Next::Op(Op::Read { file: 0, offset: 4, len: 4 }));
+        assert_eq!(
+            r.next(t1),
+            Next::Op(Op::Read {
+                file: 0,
+                offset: 4,
+                len: 4
+            })
+        );
         let t2 = Instant(NS_PER_SEC / 5);
-        assert_eq!(r.next(t2), Next::Op(Op::Read { file: 0, offset: 0, len: 4 }));
+        assert_eq!(
+            r.next(t2),
+            Next::Op(Op::Read {
+                file: 0,
+                offset: 0,
+                len: 4
+            })
+        );
     }
 }

@@ -17,7 +17,13 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(files: u32, file_size: u64, block_size: u64, sync: bool, fsync_each: bool) -> Writer {
+    pub fn new(
+        files: u32,
+        file_size: u64,
+        block_size: u64,
+        sync: bool,
+        fsync_each: bool,
+    ) -> Writer {
         assert!(files >= 1 && file_size > 0 && block_size > 0);
         Writer {
             files: files as usize,
@@ -37,11 +43,17 @@ impl Workload for Writer {
     fn next(&mut self, _now: Instant) -> Next {
         if self.fsync_pending {
             self.fsync_pending = false;
-            return Next::Op(Op::Fsync { file: self.file - 1 });
+            return Next::Op(Op::Fsync {
+                file: self.file - 1,
+            });
         }
         if self.file < self.files {
             let len = self.block_size.min(self.file_size - self.offset);
-            let op = Op::Write { file: self.file, offset: self.offset, len };
+            let op = Op::Write {
+                file: self.file,
+                offset: self.offset,
+                len,
+            };
             self.offset += len;
             if self.offset == self.file_size {
                 self.file += 1;
@@ -76,13 +88,37 @@ mod tests {
         assert_eq!(
             ops,
             vec![
-                Op::Write { file: 0, offset: 0, len: 4 },
-                Op::Write { file: 0, offset: 4, len: 4 },
-                Op::Write { file: 0, offset: 8, len: 2 },
+                Op::Write {
+                    file: 0,
+                    offset: 0,
+                    len: 4
+                },
+                Op::Write {
+                    file: 0,
+                    offset: 4,
+                    len: 4
+                },
+                Op::Write {
+                    file: 0,
+                    offset: 8,
+                    len: 2
+                },
                 Op::Fsync { file: 0 },
-                Op::Write { file: 1, offset: 0, len: 4 },
-                Op::Write { file: 1, offset: 4, len: 4 },
-                Op::Write { file: 1, offset: 8, len: 2 },
+                Op::Write {
+                    file: 1,
+                    offset: 0,
+                    len: 4
+                },
+                Op::Write {
+                    file: 1,
+                    offset: 4,
+                    len: 4
+                },
+                Op::Write {
+                    file: 1,
+                    offset: 8,
+                    len: 2
+                },
                 Op::Fsync { file: 1 },
                 Op::Sync,
             ]
