@@ -11,7 +11,7 @@ fn lat_line(label: &str, l: &LatencySummary) -> String {
         ("usec", 1.0)
     };
     format!(
-        "    {label} lat ({unit}): p50={:.2} p90={:.2} p99={:.2} p99.9={:.2} p99.99={:.2} max={:.2}\n",
+        "    {label} lat ({unit}): p50={:.3} p90={:.3} p99={:.3} p99.9={:.3} p99.99={:.3} max={:.3}\n",
         l.p50 / div,
         l.p90 / div,
         l.p99 / div,
