@@ -44,9 +44,11 @@ pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
         "MB" | "mb" => 1e6,
         "GB" | "gb" => 1e9,
         "TB" | "tb" => 1e12,
-        other => return Err(UnitError(format!(
+        other => {
+            return Err(UnitError(format!(
             "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
-        ))),
+        )))
+        }
     };
     let bytes = value * multiplier;
     if !bytes.is_finite() || bytes > u64::MAX as f64 / 2.0 {
