@@ -9,7 +9,7 @@
 //! [`Action::Submit`] and reports it with `io_complete`, calls
 //! `handle_timeout` at `poll_timeout`, and passes monotonic time throughout.
 
-use crate::action::{Action, IoErrorKind, IoRequest, Stall, StallReason, Step};
+use crate::action::{Action, IoRequest, Stall, StallReason, Step};
 use crate::balance_dirty::TaskDirty;
 use crate::bandwidth::{WriteBandwidth, BANDWIDTH_INTERVAL_NS};
 use crate::config::{Config, DeviceConfig};
@@ -93,7 +93,6 @@ pub(crate) enum Op {
         handle: HandleId,
         offset: u64,
         len: u64,
-        error: Option<IoErrorKind>,
     },
     Sync {
         op: u64,
@@ -422,6 +421,23 @@ impl Engine {
             self.waiting.push((task, key));
         }
         Step::Sleep(stall)
+    }
+
+    /// Makes `task` wait for an event, re-checking after at most
+    /// EVENT_WAIT_MAX_NS in case the event is late.
+    pub(crate) fn wait_for(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        reason: StallReason,
+        key: WaitKey,
+    ) -> Step {
+        let stall = Stall {
+            reason,
+            until: now + EVENT_WAIT_MAX_NS,
+            wakeable: true,
+        };
+        self.stall(task, now, stall, Some(key))
     }
 
     /// An event the engine can wait on happened: wake whoever waits for it.

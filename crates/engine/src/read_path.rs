@@ -1,8 +1,8 @@
 //! The read path: cached pages are copied out; a miss reads from the
 //! device, with readahead for sequential readers.
 
-use crate::action::{Stall, StallReason, Step};
-use crate::engine::{Engine, Op, WaitKey, EVENT_WAIT_MAX_NS};
+use crate::action::{StallReason, Step};
+use crate::engine::{Engine, Op, WaitKey};
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_READING, PG_REFERENCED};
@@ -26,25 +26,9 @@ impl Engine {
                 handle,
                 offset,
                 len,
-                error: None,
             },
         )?;
         self.continue_read(now, task)
-    }
-
-    fn read_wait(
-        &mut self,
-        now: Instant,
-        task: TaskId,
-        reason: StallReason,
-        key: WaitKey,
-    ) -> Result<Step, EngineError> {
-        let stall = Stall {
-            reason,
-            until: now + EVENT_WAIT_MAX_NS,
-            wakeable: true,
-        };
-        Ok(self.stall(task, now, stall, Some(key)))
     }
 
     pub(crate) fn continue_read(
@@ -75,7 +59,12 @@ impl Engine {
                     break;
                 }
                 Some(flags) if *flags & PG_READING != 0 => {
-                    return self.read_wait(now, task, StallReason::ReadIo, WaitKey::FileIo(file));
+                    return Ok(self.wait_for(
+                        now,
+                        task,
+                        StallReason::ReadIo,
+                        WaitKey::FileIo(file),
+                    ));
                 }
                 Some(flags) => *flags |= PG_REFERENCED,
             }
@@ -89,7 +78,7 @@ impl Engine {
         }
         let want = self.readahead_pages(task, file, first, p, last);
         if !self.reserve(now, want) && !self.reserve(now, 1) {
-            return self.read_wait(now, task, StallReason::Memory, WaitKey::Memory);
+            return Ok(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
         let room = self.memory_pages - self.nr_cached;
         let pages = self.absent_run(file, p, want.min(room));
@@ -97,7 +86,7 @@ impl Engine {
             self.insert_page(file, q, PG_READING);
         }
         self.submit_read(now, file, p, pages);
-        self.read_wait(now, task, StallReason::ReadIo, WaitKey::FileIo(file))
+        Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)))
     }
 
     /// How many pages to read at a miss on page `p`: the rest of the request,

@@ -3,8 +3,8 @@
 //! cannot livelock us), then wait for every write of those files issued up
 //! to the point our own writing finished, and report write-back errors.
 
-use crate::action::{Stall, StallReason, Step};
-use crate::engine::{Engine, Op, WaitKey, EVENT_WAIT_MAX_NS};
+use crate::action::{StallReason, Step};
+use crate::engine::{Engine, Op, WaitKey};
 use crate::error::EngineError;
 use crate::flusher::WbReason;
 use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
@@ -102,12 +102,7 @@ impl Engine {
     ) -> Result<Step, EngineError> {
         self.sync_check_issued(id);
         if !self.sync_done(id) {
-            let stall = Stall {
-                reason: StallReason::Sync,
-                until: now + EVENT_WAIT_MAX_NS,
-                wakeable: true,
-            };
-            return Ok(self.stall(task, now, stall, Some(WaitKey::Sync(id))));
+            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
         }
         let op = self.syncs.remove(&id).expect("sync op exists");
         let result = self.sync_result(&op);

@@ -2,8 +2,8 @@
 //! page first when only part of it is overwritten), mark pages dirty, and
 //! let the dirty throttle decide whether the writer sleeps.
 
-use crate::action::{Stall, StallReason, Step};
-use crate::engine::{Engine, Op, WaitKey, EVENT_WAIT_MAX_NS};
+use crate::action::{StallReason, Step};
+use crate::engine::{Engine, Op, WaitKey};
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
@@ -88,21 +88,6 @@ impl Engine {
         self.finish(task, Ok(Step::Done))
     }
 
-    fn wait_event(
-        &mut self,
-        now: Instant,
-        task: TaskId,
-        reason: StallReason,
-        key: WaitKey,
-    ) -> PageReady {
-        let stall = Stall {
-            reason,
-            until: now + EVENT_WAIT_MAX_NS,
-            wakeable: true,
-        };
-        PageReady::Wait(self.stall(task, now, stall, Some(key)))
-    }
-
     /// Makes sure `page` is in the cache and may be modified.
     fn prepare_page(
         &mut self,
@@ -117,27 +102,45 @@ impl Engine {
             None => {
                 let on_disk = page * PAGE_SIZE < f.size;
                 if !self.reserve(now, 1) {
-                    return self.wait_event(now, task, StallReason::Memory, WaitKey::Memory);
+                    return PageReady::Wait(self.wait_for(
+                        now,
+                        task,
+                        StallReason::Memory,
+                        WaitKey::Memory,
+                    ));
                 }
                 if on_disk && !whole {
                     // Read-modify-write: the rest of the page must come from the device.
                     self.insert_page(file, page, PG_READING);
                     self.submit_read(now, file, page, 1);
-                    return self.wait_event(now, task, StallReason::ReadIo, WaitKey::FileIo(file));
+                    return PageReady::Wait(self.wait_for(
+                        now,
+                        task,
+                        StallReason::ReadIo,
+                        WaitKey::FileIo(file),
+                    ));
                 }
                 self.insert_page(file, page, 0);
                 PageReady::Ready
             }
-            Some(flags) if flags & PG_READING != 0 => {
-                self.wait_event(now, task, StallReason::ReadIo, WaitKey::FileIo(file))
-            }
+            Some(flags) if flags & PG_READING != 0 => PageReady::Wait(self.wait_for(
+                now,
+                task,
+                StallReason::ReadIo,
+                WaitKey::FileIo(file),
+            )),
             Some(flags)
                 if flags & PG_WRITEBACK != 0
                     && self.devices[f.device.index()].config.stable_writes
                         == crate::config::StableWrites::Wait =>
             {
                 // The device checksums data in flight: wait for the write to finish.
-                self.wait_event(now, task, StallReason::StablePage, WaitKey::FileIo(file))
+                PageReady::Wait(self.wait_for(
+                    now,
+                    task,
+                    StallReason::StablePage,
+                    WaitKey::FileIo(file),
+                ))
             }
             Some(_) => PageReady::Ready,
         }

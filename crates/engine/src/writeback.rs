@@ -211,7 +211,7 @@ impl Engine {
                 wbt.note_refused();
                 return false;
             }
-            match self.flusher_build(now, wb_id) {
+            match self.flusher_build(wb_id) {
                 Some(req) => {
                     self.issue(now, req, true);
                     return true;
@@ -254,7 +254,7 @@ impl Engine {
     }
 
     /// Builds the flusher's next write request from its current work.
-    fn flusher_build(&mut self, now: Instant, wb_id: WbId) -> Option<IoRequest> {
+    fn flusher_build(&mut self, wb_id: WbId) -> Option<IoRequest> {
         let work = self.wbs[wb_id.index()]
             .flusher
             .current
@@ -299,7 +299,6 @@ impl Engine {
         if let Some(w) = wb.flusher.current.as_mut() {
             w.nr_pages = w.nr_pages.saturating_sub(pages);
         }
-        let _ = now;
         Some(self.start_writeback(file, start, pages, class_of(work.reason), work.reason))
     }
 
