@@ -1,44 +1,47 @@
-//! A one-line progress bar on standard error, shown only on a terminal.
+//! A one-line progress report on standard error, shown only on a terminal:
+//! how much simulated time has passed, against the scenario's time limit.
 
 use std::io::{IsTerminal, Write};
 
 pub struct Progress {
     enabled: bool,
     label: String,
-    last_percent: Option<u32>,
+    limit_s: f64,
+    last_tenth: Option<u64>,
 }
 
 impl Progress {
-    pub fn new(label: &str) -> Progress {
+    pub fn new(label: &str, limit_s: f64) -> Progress {
         Progress {
             enabled: std::io::stderr().is_terminal(),
             label: label.to_string(),
-            last_percent: None,
+            limit_s,
+            last_tenth: None,
         }
     }
 
+    /// `fraction` of the time limit has been simulated.
     pub fn update(&mut self, fraction: f64) {
         if !self.enabled {
             return;
         }
-        let percent = (fraction.clamp(0.0, 1.0) * 100.0) as u32;
-        if self.last_percent == Some(percent) {
+        let simulated_s = fraction.clamp(0.0, 1.0) * self.limit_s;
+        let tenth = (simulated_s * 10.0) as u64;
+        if self.last_tenth == Some(tenth) {
             return;
         }
-        self.last_percent = Some(percent);
-        let filled = (percent / 5) as usize;
-        let bar = format!("{}{}", "#".repeat(filled), "-".repeat(20 - filled));
+        self.last_tenth = Some(tenth);
         let mut err = std::io::stderr();
         let _ = write!(
             err,
-            "\r{} [{bar}] {percent:3}% of the time limit",
-            self.label
+            "\r{}: {simulated_s:.1}s simulated (time limit {:.0}s)",
+            self.label, self.limit_s
         );
         let _ = err.flush();
     }
 
     pub fn finish(&mut self) {
-        if self.enabled && self.last_percent.is_some() {
+        if self.enabled && self.last_tenth.is_some() {
             let mut err = std::io::stderr();
             let _ = write!(err, "\r\x1b[2K");
             let _ = err.flush();

@@ -8,6 +8,18 @@ use std::process::ExitCode;
 use wb_sim::runner::{self, SimOptions};
 
 #[derive(Args)]
+#[command(after_help = "\
+Cache knobs: memory, dirty_ratio, dirty_background_ratio, dirty_bytes, dirty_background_bytes,
+  dirty_expire_centisecs, dirty_writeback_centisecs, dirty_throttle (io-less | global-2007).
+Device knobs: wbt_lat_usec (-1 auto, 0 off, N us), stable_writes (none | wait | snapshot),
+  min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb, max_sectors_kb.
+
+Examples:
+  wb sim scenarios/axboe-2016.toml --set wbt_lat_usec=0
+  wb sim scenarios/sekiyama-2007.toml --set dirty_throttle=global-2007 --json
+  wb sim scenarios/axboe-2016.toml --set disk.queue_depth=1 --seed 7
+
+Exit status: 0 on success, 2 for a bad scenario file, knob value or argument.")]
 pub struct SimArgs {
     /// Scenario file (TOML); see scenarios/ for examples.
     pub scenario: PathBuf,
@@ -44,7 +56,8 @@ pub fn run(args: SimArgs) -> ExitCode {
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }
-    let mut progress = Progress::new(&format!("simulating {}", scenario.name));
+    let limit_s = scenario.duration_ns as f64 / 1e9;
+    let mut progress = Progress::new(&format!("simulating {}", scenario.name), limit_s);
     let mut tick = |f: f64| progress.update(f);
     let options = SimOptions {
         check_invariants: args.check,
