@@ -35,6 +35,9 @@ pub enum Action {
     Submit(IoRequest),
     /// This task's wait may be over: call `resume` for it.
     Wake(TaskId),
+    /// A frame was given to a page that is not read from the device (a
+    /// hole or a whole-page overwrite): zero it before anyone copies.
+    ZeroFrame(u32),
 }
 
 /// Why a caller is made to wait. Every wait carries one and is counted.

@@ -17,7 +17,7 @@ use crate::dirty_limits::{domain_dirty_limits, GlobalThresh};
 use crate::error::EngineError;
 use crate::flusher::Flusher;
 use crate::ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
-use crate::page_cache::{CachedFile, ReclaimQueue};
+use crate::page_cache::{CachedFile, Frames, ReclaimQueue};
 use crate::proportions::{FpropGlobal, FpropLocal, PERIOD_NS};
 use crate::ratelimit::DirtyRatelimit;
 use crate::stats::{DeviceStats, Stats};
@@ -154,6 +154,7 @@ pub struct Engine {
     pub(crate) wbs: Vec<Wb>,
     pub(crate) wb_index: BTreeMap<(DeviceId, DomainId), WbId>,
     pub(crate) reclaim: ReclaimQueue,
+    pub(crate) frames: Frames,
     pub(crate) nr_cached: u64,
     pub(crate) nr_dirty: u64,
     pub(crate) nr_writeback: u64,
@@ -189,6 +190,7 @@ impl Engine {
             wbs: Vec::new(),
             wb_index: BTreeMap::new(),
             reclaim: ReclaimQueue::default(),
+            frames: Frames::default(),
             nr_cached: 0,
             nr_dirty: 0,
             nr_writeback: 0,
@@ -551,6 +553,23 @@ impl Engine {
     /// looks at the limit again.
     pub fn dirty_slack_pages(&self) -> u64 {
         self.tasks.len() as u64 * (crate::balance_dirty::MAX_DIRTIED_PAUSE + 1)
+    }
+
+    /// The frame holding a cached page's data.
+    pub fn page_frame(&self, file: FileId, page: PageIndex) -> Option<u32> {
+        self.files
+            .get(file.index())?
+            .pages
+            .get(&page)
+            .map(|p| p.frame)
+    }
+
+    /// Where the task's write has got to (the next byte to copy), while it writes.
+    pub fn write_pos(&self, task: TaskId) -> Option<u64> {
+        match self.tasks.get(task.index())?.op {
+            Op::Write { pos, .. } => Some(pos),
+            _ => None,
+        }
     }
 
     pub fn cached_pages(&self) -> u64 {

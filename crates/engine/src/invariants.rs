@@ -27,11 +27,11 @@ impl Engine {
         let mut wb_writeback = vec![0u64; self.wbs.len()];
         for (idx, f) in self.files.iter().enumerate() {
             cached += f.pages.len() as u64;
-            let file_dirty = f.pages.values().filter(|&&fl| fl & PG_DIRTY != 0).count() as u64;
+            let file_dirty = f.pages.values().filter(|p| p.flags & PG_DIRTY != 0).count() as u64;
             let file_wb = f
                 .pages
                 .values()
-                .filter(|&&fl| fl & PG_WRITEBACK != 0)
+                .filter(|p| p.flags & PG_WRITEBACK != 0)
                 .count() as u64;
             assert_eq!(
                 file_dirty,

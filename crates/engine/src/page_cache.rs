@@ -19,13 +19,22 @@ pub const PG_IN_LRU: u8 = 16;
 /// Largest file, in pages (16 TiB): ranges beyond it are rejected.
 pub const MAX_FILE_PAGES: u64 = 1 << 32;
 
+/// A cached page: its state and the frame (slot of the cache's memory)
+/// holding its data. Frames are the runtime's business; the engine only
+/// hands them out and takes them back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Page {
+    pub flags: u8,
+    pub frame: u32,
+}
+
 #[derive(Clone, Debug)]
 pub struct CachedFile {
     pub device: DeviceId,
     pub wb: WbId,
     /// Size in bytes, including extensions not yet written back.
     pub size: u64,
-    pub pages: BTreeMap<PageIndex, u8>,
+    pub pages: BTreeMap<PageIndex, Page>,
     /// Dirty pages, for the flusher's scans.
     pub dirty: BTreeSet<PageIndex>,
     /// When the file went from clean to dirty (Linux's inode dirtied_when).
@@ -61,14 +70,18 @@ impl CachedFile {
     }
 
     pub fn flags(&self, page: PageIndex) -> Option<u8> {
-        self.pages.get(&page).copied()
+        self.pages.get(&page).map(|p| p.flags)
+    }
+
+    pub fn flags_mut(&mut self, page: PageIndex) -> Option<&mut u8> {
+        self.pages.get_mut(&page).map(|p| &mut p.flags)
     }
 
     /// The next dirty page at or after `from` that is not under writeback.
     pub fn next_writable(&self, from: PageIndex) -> Option<PageIndex> {
         self.dirty
             .range(from..)
-            .find(|p| self.pages.get(p).is_some_and(|f| f & PG_WRITEBACK == 0))
+            .find(|&&p| self.flags(p).is_some_and(|f| f & PG_WRITEBACK == 0))
             .copied()
     }
 }
@@ -110,10 +123,22 @@ mod tests {
     fn next_writable_skips_writeback() {
         let mut f = CachedFile::new(DeviceId(0), WbId(0), 0);
         for p in 0..4 {
-            f.pages.insert(p, PG_DIRTY);
+            f.pages.insert(
+                p,
+                Page {
+                    flags: PG_DIRTY,
+                    frame: p as u32,
+                },
+            );
             f.dirty.insert(p);
         }
-        f.pages.insert(1, PG_DIRTY | PG_WRITEBACK);
+        f.pages.insert(
+            1,
+            Page {
+                flags: PG_DIRTY | PG_WRITEBACK,
+                frame: 1,
+            },
+        );
         assert_eq!(f.next_writable(1), Some(2));
         assert_eq!(f.next_writable(4), None);
     }
@@ -125,5 +150,29 @@ mod tests {
         q.push(FileId(0), 3, &mut flags);
         q.push(FileId(0), 3, &mut flags);
         assert_eq!(q.len(), 1);
+    }
+}
+
+/// Frame numbers: never-used ones are handed out in order, freed ones reused
+/// first, so the table is as large as the most pages ever cached at once.
+#[derive(Clone, Debug, Default)]
+pub struct Frames {
+    next_unused: u32,
+    free: Vec<u32>,
+}
+
+impl Frames {
+    pub fn alloc(&mut self) -> u32 {
+        if let Some(frame) = self.free.pop() {
+            return frame;
+        }
+        let frame = self.next_unused;
+        self.next_unused = self.next_unused.checked_add(1).expect("frames fit in u32");
+        frame
+    }
+
+    pub fn free(&mut self, frame: u32) {
+        debug_assert!(frame < self.next_unused);
+        self.free.push(frame);
     }
 }

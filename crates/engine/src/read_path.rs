@@ -53,7 +53,7 @@ impl Engine {
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
         let mut missing = None;
         for p in first..last {
-            match self.files[file.index()].pages.get_mut(&p) {
+            match self.files[file.index()].flags_mut(p) {
                 None => {
                     missing = Some(p);
                     break;

@@ -2,10 +2,11 @@
 //! are clean, ask the flusher to write (reason VMSCAN) and let the caller
 //! wait, bounded, for pages to come clean.
 
+use crate::action::Action;
 use crate::engine::Engine;
 use crate::flusher::WbReason;
 use crate::ids::{FileId, PageIndex};
-use crate::page_cache::{PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::page_cache::{Page, PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::time::Instant;
 
 /// Reclaim at least this many pages at a time, so allocation does not run
@@ -24,7 +25,7 @@ impl Engine {
                 break;
             };
             let f = &mut self.files[file.index()];
-            let Some(flags) = f.pages.get_mut(&page) else {
+            let Some(flags) = f.flags_mut(page) else {
                 continue;
             };
             if *flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) != 0 {
@@ -37,8 +38,7 @@ impl Engine {
                 self.reclaim.push_back_raw(file, page);
                 continue;
             }
-            f.pages.remove(&page);
-            self.nr_cached -= 1;
+            self.remove_page(file, page);
             freed += 1;
         }
         self.stats.reclaimed_pages += freed;
@@ -70,17 +70,40 @@ impl Engine {
         false
     }
 
-    /// Inserts a page into the cache; room must have been reserved.
+    /// Inserts a page into the cache; room must have been reserved. A page
+    /// that will not be read from the device gets a zeroed frame.
     pub(crate) fn insert_page(&mut self, file: FileId, page: PageIndex, flags: u8) {
         assert!(self.nr_cached < self.memory_pages, "cache over budget");
-        let old = self.files[file.index()].pages.insert(page, flags);
+        let frame = self.frames.alloc();
+        // Frames are only handed out below the budget, so a runtime's frame
+        // table of `memory_pages` entries always suffices.
+        assert!(
+            (frame as u64) < self.memory_pages,
+            "frame beyond the budget"
+        );
+        let old = self.files[file.index()]
+            .pages
+            .insert(page, Page { flags, frame });
         assert!(old.is_none(), "page inserted twice");
         self.nr_cached += 1;
+        if flags & PG_READING == 0 {
+            self.actions.push_back(Action::ZeroFrame(frame));
+        }
+    }
+
+    /// Drops a page from the cache and frees its frame.
+    pub(crate) fn remove_page(&mut self, file: FileId, page: PageIndex) {
+        let removed = self.files[file.index()]
+            .pages
+            .remove(&page)
+            .expect("page is cached");
+        self.frames.free(removed.frame);
+        self.nr_cached -= 1;
     }
 
     /// A page became clean: it is reclaimable.
     pub(crate) fn page_clean(&mut self, file: FileId, page: PageIndex) {
-        if let Some(flags) = self.files[file.index()].pages.get_mut(&page) {
+        if let Some(flags) = self.files[file.index()].flags_mut(page) {
             self.reclaim.push(file, page, flags);
         }
     }

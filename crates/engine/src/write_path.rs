@@ -149,7 +149,7 @@ impl Engine {
     /// Marks a cached page dirty and accounts it.
     fn dirty_page(&mut self, now: Instant, task: TaskId, file: FileId, page: PageIndex) {
         let f = &mut self.files[file.index()];
-        let flags = f.pages.get_mut(&page).expect("page prepared");
+        let flags = f.flags_mut(page).expect("page prepared");
         let was_dirty = *flags & PG_DIRTY != 0;
         *flags |= PG_DIRTY | PG_REFERENCED;
         if was_dirty {

@@ -327,7 +327,7 @@ impl Engine {
     ) -> IoRequest {
         let f = &mut self.files[file.index()];
         for p in start..start + pages {
-            let flags = f.pages.get_mut(&p).expect("writable page is cached");
+            let flags = f.flags_mut(p).expect("writable page is cached");
             assert!(*flags & PG_DIRTY != 0 && *flags & PG_WRITEBACK == 0);
             *flags = (*flags & !PG_DIRTY) | PG_WRITEBACK;
             f.dirty.remove(&p);
@@ -452,7 +452,7 @@ impl Engine {
         dev.stats.pages_read += req.pages as u64;
         for p in req.first_page..req.first_page + req.pages as u64 {
             let f = &mut self.files[req.file.index()];
-            let Some(flags) = f.pages.get_mut(&p) else {
+            let Some(flags) = f.flags_mut(p) else {
                 continue;
             };
             assert!(*flags & PG_READING != 0);
@@ -460,8 +460,7 @@ impl Engine {
                 *flags = (*flags & !PG_READING) | PG_REFERENCED;
                 self.page_clean(req.file, p);
             } else {
-                f.pages.remove(&p);
-                self.nr_cached -= 1;
+                self.remove_page(req.file, p);
             }
         }
         if let Err(e) = result {
@@ -479,10 +478,7 @@ impl Engine {
         let wb_id = f.wb;
         let mut redirtied = 0;
         for p in req.first_page..req.first_page + pages {
-            let flags = f
-                .pages
-                .get_mut(&p)
-                .expect("page under writeback stays cached");
+            let flags = f.flags_mut(p).expect("page under writeback stays cached");
             assert!(*flags & PG_WRITEBACK != 0);
             *flags &= !PG_WRITEBACK;
             if result.is_err() && *flags & PG_DIRTY == 0 {

@@ -326,6 +326,8 @@ impl Sim {
                     let job = task.index();
                     self.schedule(job, self.now);
                 }
+                // The simulator moves no data.
+                Action::ZeroFrame(_) => {}
             }
         }
     }

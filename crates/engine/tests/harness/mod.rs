@@ -53,6 +53,7 @@ impl Harness {
                     self.inflight.insert((done, req.id), req.dir);
                 }
                 Action::Wake(task) => woken.push(task),
+                Action::ZeroFrame(_) => {}
             }
         }
         woken
