@@ -97,6 +97,10 @@ pub(crate) enum Op {
     Sync {
         op: u64,
     },
+    Truncate {
+        file: FileId,
+        len: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -305,6 +309,28 @@ impl Engine {
         Ok(())
     }
 
+    /// Changes a cache-wide knob at run time. Bad values change nothing;
+    /// the cache budget is fixed once the engine exists.
+    pub fn set_knob(&mut self, knob: &str, value: &str) -> Result<(), crate::config::KnobError> {
+        let mut config = self.config.clone();
+        config.set(knob, value)?;
+        if config.memory_bytes != self.config.memory_bytes {
+            return Err(crate::config::KnobError::Invalid {
+                knob: knob.to_string(),
+                value: value.to_string(),
+                reason: "the cache budget cannot change while the cache runs".to_string(),
+            });
+        }
+        self.thresh = domain_dirty_limits(&config, self.memory_pages);
+        // The hard limit follows a raised threshold at once and a lowered one slowly.
+        self.dirty_limit = self.dirty_limit.max(self.thresh.thresh);
+        if config.dirty_writeback_centisecs != self.config.dirty_writeback_centisecs {
+            self.next_kupdate = None;
+        }
+        self.config = config;
+        Ok(())
+    }
+
     pub fn add_domain(&mut self, name: &str) -> DomainId {
         assert!(self.domains.len() < MAX_DOMAINS, "too many domains");
         self.domains.push(name.to_string());
@@ -475,6 +501,7 @@ impl Engine {
             Op::Write { .. } => self.continue_write(now, task),
             Op::Read { .. } => self.continue_read(now, task),
             Op::Sync { op } => self.continue_sync(now, task, op),
+            Op::Truncate { .. } => self.continue_truncate(now, task),
         }
     }
 
@@ -515,6 +542,9 @@ impl Engine {
             let periods = 1 + now.since_ns(self.next_period) / PERIOD_NS;
             self.completions.new_period(periods);
             self.next_period = self.next_period + periods * PERIOD_NS;
+        }
+        if self.next_kupdate.is_none() {
+            self.next_kupdate = Self::kupdate_interval(&self.config).map(|ns| now + ns);
         }
         if self.next_kupdate.is_some_and(|k| now >= k) {
             self.kick_kupdate(now);

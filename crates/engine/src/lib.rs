@@ -26,6 +26,7 @@ mod rq_depth;
 mod stats;
 mod sync;
 pub mod time;
+mod truncate;
 pub mod units;
 mod wbt;
 mod write_path;

@@ -248,3 +248,30 @@ fn sync_with_nothing_to_write_returns_at_once() {
     assert_eq!(e.sync(Instant(0), task), Ok(Step::Done));
     assert_eq!(e.fsync(Instant(0), task, h), Ok(Step::Done));
 }
+
+#[test]
+fn set_len_drops_pages_past_the_end_without_writing_them() {
+    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
+    let h = e.open(file);
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 10_000);
+    hs.run(task, |e, now| e.write(now, task, h, 0, 64 * 1024))
+        .unwrap();
+    hs.run(task, |e, now| e.set_len(now, task, h, 5000))
+        .unwrap();
+    let s = hs.engine.stats();
+    assert_eq!(
+        s.dirty_pages, 2,
+        "pages 0 and 1 stay; 14 are dropped unwritten"
+    );
+    assert_eq!(s.cached_pages, 2);
+    assert_eq!(hs.engine.file_size(file), 5000);
+    hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
+    assert_eq!(hs.engine.stats().written_pages, 2);
+    // Growing only changes the length.
+    hs.run(task, |e, now| e.set_len(now, task, h, 1 << 20))
+        .unwrap();
+    assert_eq!(hs.engine.file_size(file), 1 << 20);
+    hs.engine.check_invariants();
+}

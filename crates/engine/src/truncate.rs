@@ -1,0 +1,80 @@
+//! Changing a file's length (ftruncate): pages past the new end are
+//! dropped, dirty ones without being written; writes already in flight
+//! past the end are waited for, so they cannot land after the runtime
+//! shortens the backing file.
+
+use crate::action::{StallReason, Step};
+use crate::engine::{Engine, Op, WaitKey};
+use crate::error::EngineError;
+use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
+use crate::page_cache::{PG_DIRTY, PG_READING, PG_WRITEBACK};
+use crate::time::Instant;
+
+impl Engine {
+    /// Sets the file's length. When it returns Done the runtime sets the
+    /// backing file's length; the cached tail of a now partial last page
+    /// must read as zeros if the file grows again (the runtime zeroes it).
+    pub fn set_len(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        len: u64,
+    ) -> Result<Step, EngineError> {
+        let file = self.handle(handle)?.file;
+        Self::page_range(len, 0)?;
+        self.begin(task, Op::Truncate { file, len })?;
+        self.continue_truncate(now, task)
+    }
+
+    pub(crate) fn continue_truncate(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::Truncate { file, len } = self.tasks[task.index()].op.clone() else {
+            unreachable!("continue_truncate on a task that is not truncating");
+        };
+        let first_gone = len.div_ceil(PAGE_SIZE);
+        let doomed: Vec<(PageIndex, u8)> = self.files[file.index()]
+            .pages
+            .range(first_gone..)
+            .map(|(&p, page)| (p, page.flags))
+            .collect();
+        let mut busy = false;
+        for (page, flags) in doomed {
+            if flags & PG_DIRTY != 0 {
+                self.discard_dirty(file, page);
+            }
+            if flags & (PG_WRITEBACK | PG_READING) != 0 {
+                busy = true;
+            } else {
+                self.remove_page(file, page);
+            }
+        }
+        if busy {
+            // I/O in flight past the new end: wait for it, then drop the pages.
+            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
+        }
+        let f = &mut self.files[file.index()];
+        f.size = len;
+        f.writeback_index = f.writeback_index.min(first_gone);
+        self.finish(task, Ok(Step::Done))
+    }
+
+    /// Makes a dirty page clean without writing it (its data is gone).
+    fn discard_dirty(&mut self, file: FileId, page: PageIndex) {
+        let f = &mut self.files[file.index()];
+        let flags = f.flags_mut(page).expect("dirty page is cached");
+        *flags &= !PG_DIRTY;
+        f.dirty.remove(&page);
+        let wb = &mut self.wbs[f.wb.index()];
+        wb.dirty -= 1;
+        self.nr_dirty -= 1;
+        if f.dirty.is_empty() {
+            if let Some(when) = f.dirtied_when.take() {
+                wb.dirty_files.remove(&(when, file));
+            }
+        }
+    }
+}
