@@ -1,0 +1,256 @@
+//! [`Cache`]: a page cache over files on real filesystems, written back by
+//! the engine's policies. Backing files are opened with O_DIRECT, so the
+//! engine, not the kernel's page cache, decides what is cached and when it
+//! is written.
+
+use crate::error::Error;
+use crate::file::File;
+use crate::io::{self, DeviceProfile};
+use crate::runtime::shared::Shared;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wb_engine::{Config, DeviceConfig, DomainId, Engine, Stats};
+
+/// Idle read latency assumed for a device when calibration is off (1 ms).
+pub const UNCALIBRATED_READ_LATENCY_NS: u64 = 1_000_000;
+/// How long calibrating a new device may take.
+pub const CALIBRATION_BUDGET: Duration = Duration::from_secs(3);
+
+/// Builds a [`Cache`].
+///
+/// ```
+/// let dir = std::env::temp_dir();
+/// let cache = writeback::Cache::builder()
+///     .knob("memory", "64MiB")?
+///     .knob("dirty_ratio", "20")?
+///     .device_knob("wbt_lat_usec", "-1")?
+///     .calibrate(false)
+///     .build()?;
+/// # Ok::<(), writeback::Error>(())
+/// ```
+pub struct CacheBuilder {
+    config: Config,
+    device: DeviceConfig,
+    data_dir: PathBuf,
+    calibrate: bool,
+    io_backend: Option<String>,
+    io_workers: usize,
+}
+
+impl CacheBuilder {
+    /// Sets a cache-wide knob (`memory`, `dirty_ratio`, `dirty_bytes`, ...).
+    pub fn knob(mut self, knob: &str, value: &str) -> Result<Self, Error> {
+        self.config.set(knob, value)?;
+        Ok(self)
+    }
+
+    /// Sets a knob for every device the cache meets (`wbt_lat_usec`, `max_ratio`, ...).
+    pub fn device_knob(mut self, knob: &str, value: &str) -> Result<Self, Error> {
+        self.device.set(knob, value)?;
+        Ok(self)
+    }
+
+    /// Where device calibrations are remembered (default `./wb-data`).
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = dir.into();
+        self
+    }
+
+    /// Measure each new device's idle read latency (default on). Off, the
+    /// automatic wbt target assumes 1 ms reads.
+    pub fn calibrate(mut self, on: bool) -> Self {
+        self.calibrate = on;
+        self
+    }
+
+    /// Forces an I/O backend: "io_uring" or "threads" (default: io_uring if it works).
+    pub fn io_backend(mut self, name: &str) -> Self {
+        self.io_backend = Some(name.to_string());
+        self
+    }
+
+    pub fn build(self) -> Result<Cache, Error> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let backend = match &self.io_backend {
+            Some(name) => io::backend_by_name(name, tx, self.io_workers)
+                .map_err(|e| Error::io(format!("io backend {name}"), e))?,
+            None => io::open_backend(tx, self.io_workers),
+        };
+        let clock_start = wb_engine::Instant::ZERO;
+        let engine = Engine::new(self.config, clock_start);
+        let shared = Arc::new(Shared::new(engine, backend));
+        let completion = {
+            let s = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("wb-completion".into())
+                .spawn(move || s.completion_loop(rx))
+                .map_err(|e| Error::io("thread wb-completion", e))?
+        };
+        let timer = {
+            let s = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("wb-timer".into())
+                .spawn(move || s.timer_loop())
+                .map_err(|e| Error::io("thread wb-timer", e))?
+        };
+        Ok(Cache {
+            shared,
+            threads: vec![completion, timer],
+            device_defaults: self.device,
+            data_dir: self.data_dir,
+            calibrate: self.calibrate,
+        })
+    }
+}
+
+/// A page cache with Linux's writeback policies over files on real filesystems.
+///
+/// Dropping the cache writes back all dirty data first; call
+/// [`Cache::sync`] to see whether that succeeded.
+pub struct Cache {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    device_defaults: DeviceConfig,
+    data_dir: PathBuf,
+    calibrate: bool,
+}
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+}
+
+impl Cache {
+    pub fn builder() -> CacheBuilder {
+        CacheBuilder {
+            config: Config::default(),
+            device: DeviceConfig::default(),
+            data_dir: PathBuf::from("wb-data"),
+            calibrate: true,
+            io_backend: None,
+            io_workers: 4,
+        }
+    }
+
+    /// The I/O backend in use: "io_uring" or "threads".
+    pub fn io_backend(&self) -> &'static str {
+        self.shared.backend_name
+    }
+
+    /// Opens (or with `create`, creates) a file through the cache. Every
+    /// handle of the same file shares its cached pages.
+    pub fn open(&self, path: impl AsRef<Path>, options: OpenOptions) -> Result<File, Error> {
+        let path = path.as_ref();
+        let backing = io::open_direct(path, options.create).map_err(|e| Error::io(path, e))?;
+        let meta = backing.metadata().map_err(|e| Error::io(path, e))?;
+        use std::os::unix::fs::MetadataExt;
+        let key = (meta.dev(), meta.ino());
+        let device = self.device_for(path, meta.dev())?;
+        let mut core = self.shared.lock();
+        if core.closed {
+            return Err(Error::Closed);
+        }
+        let file = match core.by_inode.get(&key) {
+            Some(&f) => f,
+            None => {
+                let now = self.shared.clock.now();
+                let f = core.engine.add_file(now, device, DomainId(0), meta.len());
+                core.backing.push(Arc::new(backing));
+                core.by_inode.insert(key, f);
+                f
+            }
+        };
+        let handle = core.engine.open(file);
+        drop(core);
+        Ok(File::new(
+            Arc::clone(&self.shared),
+            file,
+            handle,
+            path.to_path_buf(),
+        ))
+    }
+
+    /// The engine device for a filesystem, calibrated on first use.
+    fn device_for(&self, path: &Path, st_dev: u64) -> Result<wb_engine::DeviceId, Error> {
+        if let Some(&d) = self.shared.lock().devices.get(&st_dev) {
+            return Ok(d);
+        }
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let idle_ns = if self.calibrate {
+            let profile: DeviceProfile = io::calibrate(dir, &self.data_dir, CALIBRATION_BUDGET)
+                .map_err(|e| Error::io(dir, e))?;
+            profile.idle_read_latency_ns
+        } else {
+            UNCALIBRATED_READ_LATENCY_NS
+        };
+        let mut core = self.shared.lock();
+        if let Some(&d) = core.devices.get(&st_dev) {
+            return Ok(d);
+        }
+        let name = format!("dev-{st_dev:x}");
+        let d = core
+            .engine
+            .add_device(&name, self.device_defaults.clone(), idle_ns);
+        core.devices.insert(st_dev, d);
+        Ok(d)
+    }
+
+    /// Removes a file's name. Open handles keep working (as on Unix).
+    pub fn unlink(&self, path: impl AsRef<Path>) -> Result<(), Error> {
+        let path = path.as_ref();
+        std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+    }
+
+    /// Writes back every dirty page and waits for it (sync(2)); then makes
+    /// the backing files durable.
+    pub fn sync(&self) -> Result<(), Error> {
+        let result = self
+            .shared
+            .run_op(|e, now, task| e.sync(now, task), |_, _, _| {});
+        let count = self.shared.lock().backing.len();
+        for i in 0..count {
+            let file = wb_engine::FileId(i as u32);
+            self.shared
+                .settle_length(file)
+                .map_err(|e| Error::io("backing file", e))?;
+            let backing = std::sync::Arc::clone(&self.shared.lock().backing[i]);
+            backing
+                .sync_data()
+                .map_err(|e| Error::io("backing file", e))?;
+        }
+        result
+    }
+
+    /// Changes a cache-wide knob at run time.
+    pub fn set_knob(&self, knob: &str, value: &str) -> Result<(), Error> {
+        self.shared.lock().engine.set_knob(knob, value)?;
+        Ok(())
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().engine.stats()
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if let Err(e) = self.sync() {
+            eprintln!("writeback: writing back dirty data at shutdown failed: {e}");
+        }
+        self.shared.lock().closed = true;
+        self.shared.cv.notify_all();
+        // Dropping the backend joins its workers and closes the completion channel.
+        let backend = self.shared.backend.write().map(|mut b| b.take());
+        drop(backend);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Errors of the library API: what went wrong, with the path or knob
+//! involved, in words a person can act on.
+
+use std::fmt;
+use std::path::PathBuf;
+use wb_engine::{EngineError, IoErrorKind, KnobError};
+
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Opening or accessing a backing file failed.
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A knob value was rejected; nothing changed.
+    Knob(KnobError),
+    /// Writing back cached data failed (reported once per handle, errseq style).
+    WriteBack(IoErrorKind),
+    /// Reading from the device failed.
+    Read(IoErrorKind),
+    /// The range does not fit in a file.
+    OutOfRange { offset: u64, len: u64 },
+    /// The cache was shut down while the file was still open.
+    Closed,
+    /// A bug in this crate: the runtime misused the engine.
+    Internal(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Knob(e) => write!(f, "{e}"),
+            Error::WriteBack(e) => write!(f, "writing back cached data failed: {e}"),
+            Error::Read(e) => write!(f, "reading from the device failed: {e}"),
+            Error::OutOfRange { offset, len } => {
+                write!(
+                    f,
+                    "{len} bytes at offset {offset} is beyond the largest file size"
+                )
+            }
+            Error::Closed => f.write_str("the cache was shut down"),
+            Error::Internal(m) => write!(f, "internal error (a bug, please report it): {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Knob(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<KnobError> for Error {
+    fn from(e: KnobError) -> Self {
+        Error::Knob(e)
+    }
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// The errno this error stands for, for front ends that speak errno (FUSE).
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::Knob(_) | Error::OutOfRange { .. } => libc::EINVAL,
+            Error::WriteBack(IoErrorKind::NoSpace) | Error::Read(IoErrorKind::NoSpace) => {
+                libc::ENOSPC
+            }
+            Error::WriteBack(_) | Error::Read(_) => libc::EIO,
+            Error::Closed => libc::EBADF,
+            Error::Internal(_) => libc::EIO,
+        }
+    }
+}
+
+pub(crate) fn from_engine(e: EngineError) -> Error {
+    match e {
+        EngineError::WriteBack(k) => Error::WriteBack(k),
+        EngineError::Read(k) => Error::Read(k),
+        EngineError::OutOfRange { offset, len } => Error::OutOfRange { offset, len },
+        // Handles and tasks are ours; anything else is a bug in this crate.
+        other => Error::Internal(other.to_string()),
+    }
+}
+
+/// How an I/O error from the device is told to the engine.
+pub(crate) fn io_error_kind(e: &std::io::Error) -> IoErrorKind {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => IoErrorKind::NoSpace,
+        _ => IoErrorKind::Io,
+    }
+}

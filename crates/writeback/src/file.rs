@@ -1,0 +1,145 @@
+//! [`File`]: a handle on a file through the cache.
+
+use crate::error::Error;
+use crate::runtime::shared::Shared;
+use std::path::PathBuf;
+use std::sync::Arc;
+use wb_engine::{FileId, HandleId, PAGE_SIZE};
+
+/// An open file. Reads see every write made through any handle of the
+/// same file; lengths include extensions not yet written back.
+pub struct File {
+    shared: Arc<Shared>,
+    file: FileId,
+    handle: HandleId,
+    path: PathBuf,
+}
+
+impl File {
+    pub(crate) fn new(shared: Arc<Shared>, file: FileId, handle: HandleId, path: PathBuf) -> File {
+        File {
+            shared,
+            file,
+            handle,
+            path,
+        }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Writes all of `data` at `offset` into the cache. May sleep when the
+    /// dirty throttle says so (bounded, counted in stats).
+    pub fn write_at(&self, data: &[u8], offset: u64) -> Result<(), Error> {
+        let len = data.len() as u64;
+        let (file, handle) = (self.file, self.handle);
+        let mut copied = offset;
+        let end = offset
+            .checked_add(len)
+            .ok_or(Error::OutOfRange { offset, len })?;
+        self.shared.run_op(
+            |e, now, task| e.write(now, task, handle, offset, len),
+            |core, task, _done| {
+                // Copy what the engine has prepared so far, before any
+                // writeback of those pages can be built.
+                let pos = core.engine.write_pos(task).unwrap_or(end).min(end);
+                if pos > copied {
+                    let from = (copied - offset) as usize;
+                    let to = (pos - offset) as usize;
+                    core.copy_in(file, copied, &data[from..to]);
+                    copied = pos;
+                }
+            },
+        )
+    }
+
+    /// Reads into `buf` at `offset`; returns the bytes read (short at end of file).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
+        let len = buf.len() as u64;
+        let (file, handle) = (self.file, self.handle);
+        let mut n = 0usize;
+        self.shared.run_op(
+            |e, now, task| e.read(now, task, handle, offset, len),
+            |core, _task, done| {
+                // Done means every page of the range (up to the end of the
+                // file) is cached; copy while the lock keeps them there.
+                if done {
+                    let end = (offset + len).min(core.engine.file_size(file));
+                    if end > offset {
+                        n = (end - offset) as usize;
+                        core.copy_out(file, offset, &mut buf[..n]);
+                    }
+                }
+            },
+        )?;
+        Ok(n)
+    }
+
+    /// Makes this file's data and length durable (fdatasync).
+    pub fn sync_data(&self) -> Result<(), Error> {
+        self.sync(false)
+    }
+
+    /// Makes this file's data and metadata durable (fsync).
+    pub fn sync_all(&self) -> Result<(), Error> {
+        self.sync(true)
+    }
+
+    fn sync(&self, all: bool) -> Result<(), Error> {
+        let handle = self.handle;
+        let result = self
+            .shared
+            .run_op(|e, now, task| e.fsync(now, task, handle), |_, _, _| {});
+        self.shared
+            .settle_length(self.file)
+            .map_err(|e| Error::io(&self.path, e))?;
+        let backing = self.backing();
+        let durable = if all {
+            backing.sync_all()
+        } else {
+            backing.sync_data()
+        };
+        durable.map_err(|e| Error::io(&self.path, e))?;
+        result
+    }
+
+    /// Sets the length; a shorter file drops cached data past the end.
+    pub fn set_len(&self, len: u64) -> Result<(), Error> {
+        let (file, handle) = (self.file, self.handle);
+        self.shared.run_op(
+            |e, now, task| e.set_len(now, task, handle, len),
+            |_, _, _| {},
+        )?;
+        let mut core = self.shared.lock();
+        // A now partial last page must read as zeros past the end if the file grows again.
+        if len % PAGE_SIZE != 0 {
+            if let Some(frame) = core.engine.page_frame(file, len / PAGE_SIZE) {
+                let from = (len % PAGE_SIZE) as usize;
+                core.frame_mut(frame)[from..].fill(0);
+            }
+        }
+        let backing = Arc::clone(&core.backing[file.index()]);
+        drop(core);
+        backing.set_len(len).map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// The length, including extensions not yet written back.
+    pub fn len(&self) -> u64 {
+        self.shared.lock().engine.file_size(self.file)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn backing(&self) -> Arc<std::fs::File> {
+        Arc::clone(&self.shared.lock().backing[self.file.index()])
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        let _ = self.shared.lock().engine.close(self.handle);
+    }
+}

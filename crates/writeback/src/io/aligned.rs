@@ -1,0 +1,149 @@
+//! Page-aligned, zero-initialised heap buffers for O_DIRECT I/O.
+
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::ptr::NonNull;
+
+/// Alignment and length granule of every [`AlignedBuf`], in bytes.
+pub const PAGE_SIZE: usize = 4096;
+
+/// An owned heap buffer whose address and length are multiples of
+/// [`PAGE_SIZE`], as O_DIRECT requires. Zero-initialised on creation.
+///
+/// The heap block never moves while the `AlignedBuf` is alive, even when the
+/// `AlignedBuf` value itself is moved; the I/O backends rely on this to hand
+/// the pointer to the kernel while keeping the owner in a map.
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `AlignedBuf` uniquely owns its heap block (no aliasing pointers are
+// handed out except through `&self`/`&mut self` borrows), exactly like a
+// `Box<[u8]>`, so moving it to another thread is sound.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only yields `&[u8]`; mutation needs `&mut self`.
+// Same reasoning as for `Box<[u8]>`, which is `Sync`.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// Allocates a zeroed buffer of `len` bytes rounded up to a multiple of
+    /// [`PAGE_SIZE`] (at least one page).
+    ///
+    /// # Panics
+    /// Panics if the rounded length overflows `isize` (like `Vec` does on
+    /// capacity overflow); aborts via [`alloc::handle_alloc_error`] if the
+    /// allocator fails.
+    pub fn new(len: usize) -> Self {
+        let len = len
+            .max(1)
+            .checked_next_multiple_of(PAGE_SIZE)
+            .expect("AlignedBuf: capacity overflow");
+        let layout = Self::layout(len);
+        // SAFETY: `layout` has a non-zero size (len >= PAGE_SIZE) as
+        // `alloc_zeroed` requires.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        Self { ptr, len }
+    }
+
+    fn layout(len: usize) -> Layout {
+        Layout::from_size_align(len, PAGE_SIZE).expect("AlignedBuf: capacity overflow")
+    }
+
+    /// Length in bytes (a multiple of [`PAGE_SIZE`]).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a buffer holds at least one page.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The whole buffer as bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` points to `len` initialised (zeroed at allocation,
+        // later only written through `&mut`) bytes owned by `self`; the
+        // returned borrow is tied to `&self`, so no `&mut` can coexist.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The whole buffer as mutable bytes.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and the borrow is tied to `&mut self`, so
+        // it is the only live reference to the block.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Raw pointer to the first byte (page-aligned), for handing to the kernel.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Raw mutable pointer to the first byte (page-aligned).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly
+        // `Self::layout(self.len)` (len never changes), and it is freed only
+        // here, once.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_up_and_is_aligned() {
+        for (asked, want) in [
+            (0, 4096),
+            (1, 4096),
+            (4096, 4096),
+            (4097, 8192),
+            (1 << 20, 1 << 20),
+        ] {
+            let b = AlignedBuf::new(asked);
+            assert_eq!(b.len(), want, "asked {asked}");
+            assert_eq!(b.as_ptr() as usize % PAGE_SIZE, 0);
+            assert_eq!(b.len() % PAGE_SIZE, 0);
+            assert!(!b.is_empty());
+        }
+    }
+
+    #[test]
+    fn zeroed_and_writable() {
+        let mut b = AlignedBuf::new(3 * PAGE_SIZE);
+        assert!(b.as_slice().iter().all(|&x| x == 0));
+        b.as_mut_slice()[PAGE_SIZE + 7] = 0xAB;
+        assert_eq!(b.as_slice()[PAGE_SIZE + 7], 0xAB);
+        // Moving the owner does not move the heap block.
+        let p = b.as_ptr();
+        let moved = std::thread::spawn(move || b).join().unwrap();
+        assert_eq!(moved.as_ptr(), p);
+        assert_eq!(moved.as_slice()[PAGE_SIZE + 7], 0xAB);
+    }
+
+    #[test]
+    fn is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<AlignedBuf>();
+    }
+}

@@ -1,0 +1,138 @@
+//! The I/O backend abstraction: asynchronous positional reads and writes of
+//! [`AlignedBuf`]s, with completions delivered on a channel.
+//!
+//! Two implementations exist: [`crate::io::uring`] (one thread owning an
+//! io_uring) and [`crate::io::threads`] (a pool of threads doing
+//! `pread`/`pwrite`). [`open_backend`] picks io_uring when the kernel allows
+//! it and falls back to threads otherwise.
+//!
+//! # Contract common to all backends
+//! - [`IoBackend::submit`] queues the op and returns. Each backend has a
+//!   bounded queue ([`QUEUE_DEPTH`] ops waiting to be started, plus whatever
+//!   the backend has in flight); when it is full, `submit` blocks the caller
+//!   until the backend has taken an op off the queue. It never waits for an
+//!   op to *complete*.
+//! - Exactly one [`IoDone`] is sent per submitted op, carrying the buffer back.
+//!   If the receiver has been dropped, the completion (and its buffer) is
+//!   silently discarded.
+//! - Reads: `result` is the number of bytes read. A read that reaches end of
+//!   file is *not* an error: it returns the bytes available and the rest of
+//!   the buffer is zeroed. A read that starts at or past end of file returns
+//!   `Ok(0)` with an all-zero buffer.
+//! - Writes: a short write is continued until the whole buffer is written or
+//!   an error occurs; `result` is then `Ok(buf.len())`.
+//! - Errors are the raw OS error (`EIO`, `ENOSPC`, `EBADF`, ...) as
+//!   [`std::io::Error`]. After an error, bytes already transferred by the op
+//!   are unspecified (for a write, part of it may have reached the file).
+//! - `id` is opaque to the backend and echoed in the completion. Ids must be
+//!   unique among the ops in flight on one backend (the io_uring backend uses
+//!   it as the SQE `user_data`; a duplicate in-flight id, or `u64::MAX`, is
+//!   completed at once with an `InvalidInput` error there).
+//! - Dropping the backend stops accepting ops, completes every op already
+//!   submitted (queued ops are still performed), then joins its threads.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use super::aligned::AlignedBuf;
+use super::{threads, uring};
+
+/// Capacity of each backend's queue of submitted-but-not-started ops. A
+/// submitter finding it full blocks until the backend takes one.
+pub const QUEUE_DEPTH: usize = 1024;
+
+/// One positional read or write of a whole [`AlignedBuf`] at `offset`.
+#[derive(Debug)]
+pub struct IoOp {
+    /// Caller's tag, echoed in [`IoDone::id`].
+    pub id: u64,
+    /// The file; kept alive by the backend until the op completes.
+    pub file: Arc<File>,
+    /// `true` to write `buf` to the file, `false` to read into `buf`.
+    pub write: bool,
+    /// Byte offset in the file (multiple of the logical block size for
+    /// O_DIRECT files).
+    pub offset: u64,
+    /// Data to write, or destination of the read (its whole length is used).
+    pub buf: AlignedBuf,
+}
+
+/// The completion of an [`IoOp`].
+#[derive(Debug)]
+pub struct IoDone {
+    /// The op's `id`.
+    pub id: u64,
+    /// The op's buffer, handed back (holds the data for a read).
+    pub buf: AlignedBuf,
+    /// Bytes transferred, or the OS error.
+    pub result: io::Result<usize>,
+}
+
+/// An asynchronous I/O engine. See the [module docs](self) for the contract.
+pub trait IoBackend: Send + Sync {
+    /// Queues `op`; its [`IoDone`] will arrive on the completion channel.
+    /// Blocks only while the backend's bounded queue is full.
+    fn submit(&self, op: IoOp);
+    /// `"io_uring"` or `"threads"`.
+    fn name(&self) -> &'static str;
+}
+
+/// Opens the best backend available: io_uring if a ring can be created and
+/// supports the needed opcodes, else a pool of `workers` threads (at least
+/// one). Prints the reason to stderr only when it falls back.
+///
+/// `workers` is used only by the thread-pool backend.
+pub fn open_backend(completions: Sender<IoDone>, workers: usize) -> Box<dyn IoBackend> {
+    match uring::UringBackend::new(completions.clone()) {
+        Ok(b) => Box::new(b),
+        Err(e) => {
+            eprintln!(
+                "writeback: io_uring unavailable ({e}); falling back to {workers} I/O threads"
+            );
+            Box::new(threads::ThreadBackend::new(completions, workers))
+        }
+    }
+}
+
+/// Opens the backend called `name`: `"io_uring"` (alias `"uring"`),
+/// `"threads"`, or `"auto"` (same as [`open_backend`]). Unlike
+/// [`open_backend`], a failure to set up io_uring is returned as an error.
+pub fn backend_by_name(
+    name: &str,
+    completions: Sender<IoDone>,
+    workers: usize,
+) -> io::Result<Box<dyn IoBackend>> {
+    match name {
+        "io_uring" | "uring" => Ok(Box::new(uring::UringBackend::new(completions)?)),
+        "threads" => Ok(Box::new(threads::ThreadBackend::new(completions, workers))),
+        "auto" => Ok(open_backend(completions, workers)),
+        other => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("unknown I/O backend {other:?} (expected io_uring, threads or auto)"),
+        )),
+    }
+}
+
+/// The name of the backend [`open_backend`] would pick on this machine,
+/// without starting it (and without printing anything).
+pub fn default_backend_name() -> &'static str {
+    if uring::probe().is_ok() {
+        "io_uring"
+    } else {
+        "threads"
+    }
+}
+
+/// After a short read that ended at file position `pos`: is `pos` at or past
+/// end of file? (Then the read is complete; otherwise it must be continued.)
+pub(crate) fn at_eof(file: &File, pos: u64) -> io::Result<bool> {
+    Ok(pos >= file.metadata()?.size())
+}
+
+/// Sends a completion, ignoring a dropped receiver (nobody wants it then).
+pub(crate) fn send_done(tx: &Sender<IoDone>, done: IoDone) {
+    let _ = tx.send(done);
+}

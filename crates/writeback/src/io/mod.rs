@@ -1,0 +1,14 @@
+//! Low-level I/O: page-aligned buffers, O_DIRECT files, asynchronous
+//! backends (io_uring with a thread-pool fallback) and device calibration.
+
+pub mod aligned;
+pub mod backend;
+pub mod calibrate;
+pub mod direct;
+pub mod threads;
+pub mod uring;
+
+pub use aligned::{AlignedBuf, PAGE_SIZE};
+pub use backend::{backend_by_name, open_backend, IoBackend, IoDone, IoOp};
+pub use calibrate::{calibrate, device_id, DeviceProfile};
+pub use direct::{open_direct, supports_direct};

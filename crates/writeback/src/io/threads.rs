@@ -1,0 +1,158 @@
+//! Thread-pool backend: `workers` threads doing blocking `pread`/`pwrite`
+//! from one bounded queue of [`QUEUE_DEPTH`] ops.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use super::backend::{at_eof, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
+
+/// Blocking-syscall backend, named `"threads"`.
+pub struct ThreadBackend {
+    queue: Option<SyncSender<IoOp>>,
+    workers: Vec<JoinHandle<()>>,
+    completions: Sender<IoDone>,
+}
+
+impl ThreadBackend {
+    /// Starts `workers` threads (at least one).
+    ///
+    /// # Panics
+    /// Panics if the OS refuses to spawn a thread.
+    pub fn new(completions: Sender<IoDone>, workers: usize) -> Self {
+        let (tx, rx) = mpsc::sync_channel::<IoOp>(QUEUE_DEPTH);
+        let rx = Arc::new(Mutex::new(rx));
+        let workers = (0..workers.max(1))
+            .map(|i| {
+                let rx = Arc::clone(&rx);
+                let done = completions.clone();
+                std::thread::Builder::new()
+                    .name(format!("wb-io-{i}"))
+                    .spawn(move || worker(&rx, &done))
+                    .expect("spawn I/O worker thread")
+            })
+            .collect();
+        Self {
+            queue: Some(tx),
+            workers,
+            completions,
+        }
+    }
+}
+
+fn worker(rx: &Mutex<Receiver<IoOp>>, done: &Sender<IoDone>) {
+    loop {
+        // Hold the lock only while waiting for the next op, not during I/O.
+        let next = match rx.lock() {
+            Ok(guard) => guard.recv(),
+            // Another worker panicked while holding the lock (it cannot: recv
+            // does not panic); keep serving with the inner receiver anyway.
+            Err(poisoned) => poisoned.into_inner().recv(),
+        };
+        let Ok(mut op) = next else {
+            return; // sender dropped and queue drained: shutdown
+        };
+        let result = if op.write {
+            write_all_at(&op.file, op.buf.as_slice(), op.offset)
+        } else {
+            read_at_eof_ok(&op.file, op.buf.as_mut_slice(), op.offset)
+        };
+        send_done(
+            done,
+            IoDone {
+                id: op.id,
+                buf: op.buf,
+                result,
+            },
+        );
+    }
+}
+
+/// Writes all of `buf` at `offset`, continuing after short writes.
+pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        match file.write_at(&buf[done..], offset + done as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "write returned 0 bytes",
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if retryable(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Fills `buf` from `offset`; stops early (zeroing the tail) at end of file.
+pub(crate) fn read_at_eof_ok(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let pos = offset + done as u64;
+        match file.read_at(&mut buf[done..], pos) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                // A short read usually means EOF; with O_DIRECT, continuing at
+                // an unaligned position would fail with EINVAL, so check.
+                if done < buf.len() && at_eof(file, offset + done as u64)? {
+                    break;
+                }
+            }
+            Err(e) if retryable(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf[done..].fill(0);
+    Ok(done)
+}
+
+fn retryable(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+    )
+}
+
+impl IoBackend for ThreadBackend {
+    fn submit(&self, op: IoOp) {
+        // `queue` is only taken in Drop, and workers only exit once it is
+        // gone, so `send` fails only if every worker panicked. Fail the op on
+        // its completion rather than losing it.
+        let op = match &self.queue {
+            Some(queue) => match queue.send(op) {
+                Ok(()) => return,
+                Err(mpsc::SendError(op)) => op,
+            },
+            None => op,
+        };
+        send_done(
+            &self.completions,
+            IoDone {
+                id: op.id,
+                buf: op.buf,
+                result: Err(io::Error::other("I/O worker threads have exited")),
+            },
+        );
+    }
+
+    fn name(&self) -> &'static str {
+        "threads"
+    }
+}
+
+impl Drop for ThreadBackend {
+    fn drop(&mut self) {
+        // Closing the queue lets workers finish what is queued, then exit.
+        self.queue = None;
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}

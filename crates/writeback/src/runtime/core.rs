@@ -1,0 +1,193 @@
+//! The state behind one lock: the engine, the frames holding cached data,
+//! the backing files, and what is in flight. Everything here runs with the
+//! lock held and never blocks: I/O is handed to the backend after the lock
+//! is released.
+
+use crate::io::{AlignedBuf, IoDone, IoOp};
+use std::collections::BTreeMap;
+use std::fs::File as StdFile;
+use std::sync::Arc;
+use wb_engine::{Action, DeviceId, Engine, FileId, IoDir, IoId, IoRequest, TaskId, PAGE_SIZE};
+
+const PAGE: usize = PAGE_SIZE as usize;
+
+pub(crate) struct Core {
+    pub engine: Engine,
+    /// `memory_pages` frames of PAGE_SIZE bytes; the engine assigns them.
+    frames: Vec<u8>,
+    /// Backing file of each engine file, by FileId.
+    pub backing: Vec<Arc<StdFile>>,
+    /// Engine files by (st_dev, st_ino), so every handle of a file shares its pages.
+    pub by_inode: BTreeMap<(u64, u64), FileId>,
+    /// Engine devices by st_dev.
+    pub devices: BTreeMap<u64, DeviceId>,
+    inflight: BTreeMap<u64, IoRequest>,
+    /// Per task: woken since its last engine call.
+    pub woken: Vec<bool>,
+    pub closed: bool,
+    /// Backend counters, for stats.
+    pub reads_done: u64,
+    pub writes_done: u64,
+}
+
+/// Actions left after frames were zeroed: submits and wakes.
+pub(crate) struct Pending(Vec<Action>);
+
+impl Core {
+    pub fn new(engine: Engine) -> Core {
+        let bytes = engine.memory_pages() as usize * PAGE;
+        Core {
+            engine,
+            // Zeroed memory from the allocator is mapped lazily by the OS:
+            // the budget is reserved, not touched.
+            frames: vec![0u8; bytes],
+            backing: Vec::new(),
+            by_inode: BTreeMap::new(),
+            devices: BTreeMap::new(),
+            inflight: BTreeMap::new(),
+            woken: Vec::new(),
+            closed: false,
+            reads_done: 0,
+            writes_done: 0,
+        }
+    }
+
+    pub fn frame(&self, frame: u32) -> &[u8] {
+        let start = frame as usize * PAGE;
+        &self.frames[start..start + PAGE]
+    }
+
+    pub fn frame_mut(&mut self, frame: u32) -> &mut [u8] {
+        let start = frame as usize * PAGE;
+        &mut self.frames[start..start + PAGE]
+    }
+
+    /// Takes the engine's actions, zeroing fresh frames at once (before any
+    /// caller copies into them).
+    pub fn take_actions(&mut self) -> Pending {
+        let mut rest = Vec::new();
+        while let Some(action) = self.engine.poll_action() {
+            match action {
+                Action::ZeroFrame(frame) => self.frame_mut(frame).fill(0),
+                other => rest.push(other),
+            }
+        }
+        Pending(rest)
+    }
+
+    /// Turns submits into backend ops (copying data of writes out of the
+    /// frames) and records wakes. Returns the ops to hand to the backend
+    /// once the lock is released, and whether anyone was woken.
+    pub fn finish_actions(&mut self, pending: Pending, ops: &mut Vec<IoOp>) -> bool {
+        let mut woke = false;
+        for action in pending.0 {
+            match action {
+                Action::Submit(req) => ops.push(self.build_op(req)),
+                Action::Wake(task) => {
+                    self.woken[task.index()] = true;
+                    woke = true;
+                }
+                Action::ZeroFrame(_) => unreachable!("zeroed in take_actions"),
+            }
+        }
+        woke
+    }
+
+    /// Takes actions and finishes them in one go (no caller data to copy).
+    pub fn drain(&mut self, ops: &mut Vec<IoOp>) -> bool {
+        let pending = self.take_actions();
+        self.finish_actions(pending, ops)
+    }
+
+    fn build_op(&mut self, req: IoRequest) -> IoOp {
+        let len = req.pages as usize * PAGE;
+        let mut buf = AlignedBuf::new(len);
+        let write = req.dir == IoDir::Write;
+        if write {
+            for i in 0..req.pages as u64 {
+                let frame = self
+                    .engine
+                    .page_frame(req.file, req.first_page + i)
+                    .expect("page under writeback is cached");
+                let at = i as usize * PAGE;
+                buf.as_mut_slice()[at..at + PAGE].copy_from_slice(self.frame(frame));
+            }
+        }
+        let op = IoOp {
+            id: req.id.0,
+            file: Arc::clone(&self.backing[req.file.index()]),
+            write,
+            offset: req.first_page * PAGE_SIZE,
+            buf,
+        };
+        self.inflight.insert(req.id.0, req);
+        op
+    }
+
+    /// A backend op finished: fill the frames of a read, tell the engine.
+    pub fn complete(&mut self, done: IoDone, now: wb_engine::Instant) {
+        let Some(req) = self.inflight.remove(&done.id) else {
+            return;
+        };
+        let result = match &done.result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(crate::error::io_error_kind(e)),
+        };
+        if req.dir == IoDir::Read {
+            self.reads_done += 1;
+            if result.is_ok() {
+                for i in 0..req.pages as u64 {
+                    if let Some(frame) = self.engine.page_frame(req.file, req.first_page + i) {
+                        let at = i as usize * PAGE;
+                        self.frame_mut(frame)
+                            .copy_from_slice(&done.buf.as_slice()[at..at + PAGE]);
+                    }
+                }
+            }
+        } else {
+            self.writes_done += 1;
+        }
+        self.engine.io_complete(now, IoId(done.id), result);
+    }
+
+    pub fn add_task(&mut self) -> TaskId {
+        let task = self.engine.add_task();
+        self.woken.push(false);
+        task
+    }
+
+    /// Copies bytes into the cached pages of `file` at `offset` (the pages
+    /// must be cached: the engine has prepared them).
+    pub fn copy_in(&mut self, file: FileId, offset: u64, data: &[u8]) {
+        let mut done = 0;
+        while done < data.len() {
+            let pos = offset + done as u64;
+            let page = pos / PAGE_SIZE;
+            let in_page = (pos % PAGE_SIZE) as usize;
+            let n = (PAGE - in_page).min(data.len() - done);
+            let frame = self
+                .engine
+                .page_frame(file, page)
+                .expect("written page is cached");
+            self.frame_mut(frame)[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
+    }
+
+    /// Copies cached bytes of `file` at `offset` out into `out`.
+    pub fn copy_out(&self, file: FileId, offset: u64, out: &mut [u8]) {
+        let mut done = 0;
+        while done < out.len() {
+            let pos = offset + done as u64;
+            let page = pos / PAGE_SIZE;
+            let in_page = (pos % PAGE_SIZE) as usize;
+            let n = (PAGE - in_page).min(out.len() - done);
+            let frame = self
+                .engine
+                .page_frame(file, page)
+                .expect("read page is cached");
+            out[done..done + n].copy_from_slice(&self.frame(frame)[in_page..in_page + n]);
+            done += n;
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! The real runtime: the engine on real threads and real I/O. It holds no
+//! policy: callers run engine operations under one lock and sleep when the
+//! engine says so (on a condition variable, with the engine's bound); a
+//! completion thread feeds backend completions to the engine; a timer
+//! thread calls the engine at its deadlines.
+
+pub(crate) mod clock;
+pub(crate) mod core;
+pub(crate) mod shared;

@@ -1,0 +1,208 @@
+//! What callers, the completion thread and the timer thread share, and the
+//! loop that runs one engine operation for a caller.
+
+use super::clock::Clock;
+use super::core::Core;
+use crate::error::{from_engine, Error};
+use crate::io::{IoBackend, IoDone, IoOp};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+use wb_engine::{Engine, EngineError, Instant, Step, TaskId};
+
+/// The timer thread looks at the engine at least this often.
+pub(crate) const TIMER_TICK: Duration = Duration::from_millis(5);
+
+static NEXT_CACHE_ID: AtomicUsize = AtomicUsize::new(1);
+
+thread_local! {
+    /// This thread's engine task in each cache it used: (cache id, task).
+    static TASKS: RefCell<Vec<(usize, TaskId)>> = const { RefCell::new(Vec::new()) };
+}
+
+pub(crate) struct Shared {
+    pub id: usize,
+    pub core: Mutex<Core>,
+    /// Signalled when tasks are woken and when the timer should look again.
+    pub cv: Condvar,
+    pub backend: RwLock<Option<Box<dyn IoBackend>>>,
+    pub backend_name: &'static str,
+    pub clock: Clock,
+}
+
+impl Shared {
+    pub fn new(engine: Engine, backend: Box<dyn IoBackend>) -> Shared {
+        let backend_name = backend.name();
+        Shared {
+            id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
+            core: Mutex::new(Core::new(engine)),
+            cv: Condvar::new(),
+            backend: RwLock::new(Some(backend)),
+            backend_name,
+            clock: Clock::new(),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Core> {
+        // A panic while holding the lock leaves the engine in an unknown
+        // state; carrying on would risk data, so propagate it.
+        self.core
+            .lock()
+            .unwrap_or_else(|poisoned| panic!("cache state poisoned: {poisoned}"))
+    }
+
+    /// This thread's task in this cache, created on first use.
+    pub fn task(&self, core: &mut Core) -> TaskId {
+        TASKS.with(|tasks| {
+            let mut tasks = tasks.borrow_mut();
+            if let Some(&(_, t)) = tasks.iter().find(|(id, _)| *id == self.id) {
+                return t;
+            }
+            let t = core.add_task();
+            tasks.push((self.id, t));
+            t
+        })
+    }
+
+    /// O_DIRECT writes whole pages, which can leave the backing file longer
+    /// than the file: cut it back to the cached length (after a sync, when
+    /// the writes that extended it are done).
+    pub fn settle_length(&self, file: wb_engine::FileId) -> std::io::Result<()> {
+        let (size, backing) = {
+            let core = self.lock();
+            (
+                core.engine.file_size(file),
+                std::sync::Arc::clone(&core.backing[file.index()]),
+            )
+        };
+        if backing.metadata()?.len() != size {
+            backing.set_len(size)?;
+        }
+        Ok(())
+    }
+
+    /// Hands ops to the backend (lock released) and wakes sleepers.
+    pub fn dispatch(&self, ops: Vec<IoOp>, woke: bool) {
+        if !ops.is_empty() {
+            let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(backend) = backend.as_ref() {
+                for op in ops {
+                    backend.submit(op);
+                }
+            }
+        }
+        if woke {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Runs one engine operation for the calling thread to its end.
+    /// `start` begins it; `progress` runs under the lock after every engine
+    /// call, before I/O is built from the frames, and is told whether the
+    /// operation is done (the write path copies the caller's data as the
+    /// engine prepares pages; the read path copies out when done).
+    pub fn run_op(
+        &self,
+        start: impl FnOnce(&mut Engine, Instant, TaskId) -> Result<Step, EngineError>,
+        mut progress: impl FnMut(&mut Core, TaskId, bool),
+    ) -> Result<(), Error> {
+        let mut core = self.lock();
+        if core.closed {
+            return Err(Error::Closed);
+        }
+        let task = self.task(&mut core);
+        core.woken[task.index()] = false;
+        let now = self.clock.now();
+        let mut step = start(&mut core.engine, now, task);
+        loop {
+            let pending = core.take_actions();
+            progress(&mut core, task, matches!(step, Ok(Step::Done)));
+            let mut ops = Vec::new();
+            let woke = core.finish_actions(pending, &mut ops);
+            let stall = match step {
+                Ok(Step::Sleep(stall)) => stall,
+                Ok(Step::Done) => {
+                    drop(core);
+                    self.dispatch(ops, woke);
+                    return Ok(());
+                }
+                Err(e) => {
+                    drop(core);
+                    self.dispatch(ops, woke);
+                    return Err(from_engine(e));
+                }
+            };
+            drop(core);
+            self.dispatch(ops, woke);
+            core = self.wait(task, self.clock.at(stall.until), stall.wakeable);
+            core.woken[task.index()] = false;
+            step = core.engine.resume(self.clock.now(), task);
+        }
+    }
+
+    /// Sleeps until `deadline`, or until woken if `wakeable`. Bounded by
+    /// the deadline the engine set.
+    fn wait(
+        &self,
+        task: TaskId,
+        deadline: std::time::Instant,
+        wakeable: bool,
+    ) -> MutexGuard<'_, Core> {
+        let mut core = self.lock();
+        loop {
+            let now = std::time::Instant::now();
+            if now >= deadline || (wakeable && core.woken[task.index()]) {
+                return core;
+            }
+            let (guard, _) = self
+                .cv
+                .wait_timeout(core, deadline - now)
+                .unwrap_or_else(|p| panic!("cache state poisoned: {p}"));
+            core = guard;
+        }
+    }
+
+    /// The completion thread: feeds finished I/O to the engine until the
+    /// backend is gone.
+    pub fn completion_loop(&self, completions: Receiver<IoDone>) {
+        while let Ok(done) = completions.recv() {
+            let mut core = self.lock();
+            core.complete(done, self.clock.now());
+            // Take whatever else finished meanwhile under the same lock.
+            while let Ok(more) = completions.try_recv() {
+                core.complete(more, self.clock.now());
+            }
+            let mut ops = Vec::new();
+            let woke = core.drain(&mut ops);
+            drop(core);
+            self.dispatch(ops, woke);
+        }
+    }
+
+    /// The timer thread: calls the engine at its deadlines until closed.
+    pub fn timer_loop(&self) {
+        let mut core = self.lock();
+        while !core.closed {
+            let now = self.clock.now();
+            if core.engine.poll_timeout().is_some_and(|t| t <= now) {
+                core.engine.handle_timeout(now);
+                let mut ops = Vec::new();
+                let woke = core.drain(&mut ops);
+                drop(core);
+                self.dispatch(ops, woke);
+                core = self.lock();
+                continue;
+            }
+            let next = core.engine.poll_timeout().map_or(TIMER_TICK, |t| {
+                Duration::from_nanos(t.since_ns(now)).min(TIMER_TICK)
+            });
+            let (guard, _) = self
+                .cv
+                .wait_timeout(core, next)
+                .unwrap_or_else(|p| panic!("cache state poisoned: {p}"));
+            core = guard;
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The library on real files: what is written reads back, through the
+//! cache and after it is gone; partial pages; several handles; lengths.
+
+use std::path::PathBuf;
+use writeback::{Cache, OpenOptions};
+
+fn dir(name: &str) -> Option<PathBuf> {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("files-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    if !writeback::io::supports_direct(&d) {
+        eprintln!("skipping: {} does not support O_DIRECT", d.display());
+        return None;
+    }
+    Some(d)
+}
+
+fn cache(memory: &str) -> Cache {
+    Cache::builder()
+        .knob("memory", memory)
+        .unwrap()
+        .calibrate(false)
+        .build()
+        .unwrap()
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+const CREATE: OpenOptions = OpenOptions { create: true };
+
+#[test]
+fn write_read_back_then_after_the_cache_is_gone() {
+    let Some(d) = dir("basic") else { return };
+    let path = d.join("f");
+    let data = pattern(1, 3 * 1024 * 1024 + 123);
+    {
+        let c = cache("64MiB");
+        let f = c.open(&path, CREATE).unwrap();
+        f.write_at(&data, 7).unwrap();
+        assert_eq!(f.len(), data.len() as u64 + 7);
+        let mut back = vec![0u8; data.len()];
+        assert_eq!(f.read_at(&mut back, 7).unwrap(), data.len());
+        assert!(back == data, "read through the cache");
+        f.sync_data().unwrap();
+    }
+    // A new cache reads from the device.
+    let c = cache("64MiB");
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    assert_eq!(f.len(), data.len() as u64 + 7);
+    let mut back = vec![0u8; data.len() + 100];
+    assert_eq!(
+        f.read_at(&mut back, 7).unwrap(),
+        data.len(),
+        "short read at the end"
+    );
+    assert!(back[..data.len()] == data[..], "read from the device");
+    let mut head = [1u8; 7];
+    f.read_at(&mut head, 0).unwrap();
+    assert_eq!(head, [0u8; 7], "the hole before the data reads as zeros");
+}
+
+#[test]
+fn partial_page_writes_keep_the_rest_of_the_page() {
+    let Some(d) = dir("partial") else { return };
+    let path = d.join("f");
+    let base = pattern(2, 64 * 1024);
+    {
+        let c = cache("16MiB");
+        let f = c.open(&path, CREATE).unwrap();
+        f.write_at(&base, 0).unwrap();
+    } // dropped: written back
+    let c = cache("16MiB");
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    let mut model = base.clone();
+    for (i, &(off, len)) in [
+        (100usize, 10usize),
+        (4090, 20),
+        (8192, 4096),
+        (12_000, 9000),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let patch = pattern(10 + i as u64, len);
+        f.write_at(&patch, off as u64).unwrap();
+        model[off..off + len].copy_from_slice(&patch);
+    }
+    let mut back = vec![0u8; model.len()];
+    f.read_at(&mut back, 0).unwrap();
+    assert!(back == model);
+    drop(f);
+    drop(c);
+    let on_disk = std::fs::read(&path).unwrap();
+    assert!(on_disk == model, "what reached the disk matches");
+}
+
+#[test]
+fn every_handle_sees_every_write() {
+    let Some(d) = dir("handles") else { return };
+    let c = cache("16MiB");
+    let a = c.open(d.join("f"), CREATE).unwrap();
+    let b = c.open(d.join("f"), OpenOptions::default()).unwrap();
+    a.write_at(b"written through a", 4096 * 3 + 5).unwrap();
+    let mut buf = [0u8; 17];
+    assert_eq!(b.read_at(&mut buf, 4096 * 3 + 5).unwrap(), 17);
+    assert_eq!(&buf, b"written through a");
+    assert_eq!(b.len(), 4096 * 3 + 5 + 17);
+}
+
+#[test]
+fn set_len_shrinks_and_grows_with_zeros() {
+    let Some(d) = dir("setlen") else { return };
+    let c = cache("16MiB");
+    let f = c.open(d.join("f"), CREATE).unwrap();
+    f.write_at(&[7u8; 10_000], 0).unwrap();
+    f.set_len(5000).unwrap();
+    assert_eq!(f.len(), 5000);
+    f.set_len(10_000).unwrap();
+    let mut back = vec![1u8; 10_000];
+    assert_eq!(f.read_at(&mut back, 0).unwrap(), 10_000);
+    assert!(back[..5000].iter().all(|&b| b == 7));
+    assert!(
+        back[5000..].iter().all(|&b| b == 0),
+        "the regrown tail reads as zeros"
+    );
+    f.sync_all().unwrap();
+    assert_eq!(std::fs::metadata(d.join("f")).unwrap().len(), 10_000);
+}
+
+#[test]
+fn bad_paths_are_errors_with_the_path() {
+    let c = cache("16MiB");
+    let err = match c.open("/nonexistent/dir/f", CREATE) {
+        Ok(_) => panic!("opened a file in a missing directory"),
+        Err(e) => e,
+    };
+    assert!(err.to_string().contains("/nonexistent/dir/f"), "{err}");
+    assert_eq!(err.errno(), libc_enoent());
+}
+
+fn libc_enoent() -> i32 {
+    2
+}

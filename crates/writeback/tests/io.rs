@@ -1,0 +1,343 @@
+//! Real-I/O tests of the writeback I/O layer. They run in a directory under
+//! `CARGO_TARGET_TMPDIR` (on the real disk) and skip, with a note, if that
+//! filesystem does not support O_DIRECT.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use writeback::io::calibrate::{calibrate, device_id, CALIBRATION_FILE};
+use writeback::io::{
+    backend_by_name, open_backend, open_direct, supports_direct, AlignedBuf, IoBackend, IoDone,
+    IoOp, PAGE_SIZE,
+};
+
+const BACKENDS: [&str; 2] = ["threads", "io_uring"];
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A fresh directory for one test, or `None` (with a note) if O_DIRECT is
+/// unsupported there.
+fn test_dir(name: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("writeback-io")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    if supports_direct(&dir) {
+        Some(dir)
+    } else {
+        eprintln!(
+            "NOTE: skipping {name}: {} does not support O_DIRECT",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// The backend `name`, or `None` (with a note) if it cannot run here.
+fn backend(name: &str, workers: usize) -> Option<(Box<dyn IoBackend>, Receiver<IoDone>)> {
+    let (tx, rx) = mpsc::channel();
+    match backend_by_name(name, tx, workers) {
+        Ok(b) => {
+            assert_eq!(b.name(), name);
+            Some((b, rx))
+        }
+        Err(e) => {
+            eprintln!("NOTE: skipping backend {name}: {e}");
+            None
+        }
+    }
+}
+
+fn collect(rx: &Receiver<IoDone>, n: usize) -> HashMap<u64, IoDone> {
+    let mut out = HashMap::new();
+    for _ in 0..n {
+        let d = rx.recv_timeout(WAIT).expect("completion did not arrive");
+        assert!(out.insert(d.id, d).is_none(), "duplicate completion");
+    }
+    assert!(
+        rx.try_recv().is_err(),
+        "more completions than submitted ops"
+    );
+    out
+}
+
+fn pattern(offset: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| {
+            let x = offset + i;
+            (x ^ (x >> 8) ^ (x >> 16) ^ 0x5A) as u8
+        })
+        .collect()
+}
+
+fn op(id: u64, file: &Arc<File>, write: bool, offset: u64, buf: AlignedBuf) -> IoOp {
+    IoOp {
+        id,
+        file: Arc::clone(file),
+        write,
+        offset,
+        buf,
+    }
+}
+
+#[test]
+fn roundtrip_4mib_each_backend() {
+    const TOTAL: usize = 4 << 20;
+    let Some(dir) = test_dir("roundtrip") else {
+        return;
+    };
+    for name in BACKENDS {
+        let Some((b, rx)) = backend(name, 4) else {
+            continue;
+        };
+        let path = dir.join(format!("data-{name}"));
+        let file = Arc::new(open_direct(&path, true).unwrap());
+
+        // Write as 64 concurrent 64 KiB ops.
+        let wchunk = 64 << 10;
+        for i in 0..(TOTAL / wchunk) as u64 {
+            let off = i * wchunk as u64;
+            let mut buf = AlignedBuf::new(wchunk);
+            buf.as_mut_slice().copy_from_slice(&pattern(off, wchunk));
+            b.submit(op(i, &file, true, off, buf));
+        }
+        for (id, d) in collect(&rx, TOTAL / wchunk) {
+            assert_eq!(d.result.unwrap(), wchunk, "{name} write {id}");
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), TOTAL as u64);
+
+        // Read back as 16 concurrent 256 KiB ops, buffers pre-dirtied.
+        let rchunk = 256 << 10;
+        for i in 0..(TOTAL / rchunk) as u64 {
+            let mut buf = AlignedBuf::new(rchunk);
+            buf.as_mut_slice().fill(0xEE);
+            b.submit(op(1000 + i, &file, false, i * rchunk as u64, buf));
+        }
+        for (id, d) in collect(&rx, TOTAL / rchunk) {
+            let off = (id - 1000) * rchunk as u64;
+            assert_eq!(d.result.unwrap(), rchunk, "{name} read {id}");
+            assert!(
+                d.buf.as_slice() == pattern(off, rchunk).as_slice(),
+                "{name}: data mismatch at offset {off}"
+            );
+        }
+        // And through plain std I/O, to be sure it reached the file.
+        assert!(std::fs::read(&path).unwrap() == pattern(0, TOTAL), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn short_read_at_eof_zero_fills() {
+    let Some(dir) = test_dir("eof") else {
+        return;
+    };
+    for name in BACKENDS {
+        let Some((b, rx)) = backend(name, 2) else {
+            continue;
+        };
+        let path = dir.join(format!("short-{name}"));
+        let size = PAGE_SIZE + 100;
+        let data = pattern(7, size);
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&data)
+            .unwrap();
+        let file = Arc::new(open_direct(&path, false).unwrap());
+
+        let dirty = |len| {
+            let mut buf = AlignedBuf::new(len);
+            buf.as_mut_slice().fill(0xFF);
+            buf
+        };
+        b.submit(op(1, &file, false, 0, dirty(4 * PAGE_SIZE)));
+        b.submit(op(2, &file, false, PAGE_SIZE as u64, dirty(2 * PAGE_SIZE)));
+        b.submit(op(3, &file, false, 8 * PAGE_SIZE as u64, dirty(PAGE_SIZE)));
+        let done = collect(&rx, 3);
+
+        let d = &done[&1];
+        assert_eq!(*d.result.as_ref().unwrap(), size, "{name}");
+        assert_eq!(&d.buf.as_slice()[..size], &data[..], "{name}");
+        assert!(d.buf.as_slice()[size..].iter().all(|&x| x == 0), "{name}");
+
+        let d = &done[&2];
+        assert_eq!(*d.result.as_ref().unwrap(), 100, "{name}");
+        assert_eq!(&d.buf.as_slice()[..100], &data[PAGE_SIZE..], "{name}");
+        assert!(d.buf.as_slice()[100..].iter().all(|&x| x == 0), "{name}");
+
+        let d = &done[&3];
+        assert_eq!(*d.result.as_ref().unwrap(), 0, "{name}");
+        assert!(d.buf.as_slice().iter().all(|&x| x == 0), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn write_to_read_only_file_fails_on_completion() {
+    let Some(dir) = test_dir("rdonly") else {
+        return;
+    };
+    let path = dir.join("ro");
+    std::fs::write(&path, vec![1u8; PAGE_SIZE]).unwrap();
+    for name in BACKENDS {
+        let Some((b, rx)) = backend(name, 1) else {
+            continue;
+        };
+        let file = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&path)
+                .unwrap(),
+        );
+        b.submit(op(9, &file, true, 0, AlignedBuf::new(PAGE_SIZE)));
+        let d = rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(d.id, 9);
+        let e = d.result.expect_err("write to read-only fd must fail");
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{name}: {e}");
+        // The backend is still usable afterwards.
+        b.submit(op(10, &file, false, 0, AlignedBuf::new(PAGE_SIZE)));
+        let d = rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(d.result.unwrap(), PAGE_SIZE, "{name}");
+        assert!(d.buf.as_slice().iter().all(|&x| x == 1));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// More ops than the queue bound plus the ring size, submitted without
+/// consuming completions: submit may block, but must not deadlock.
+#[test]
+fn many_small_ops_beyond_queue_bound() {
+    const OPS: u64 = 3000;
+    let Some(dir) = test_dir("many") else {
+        return;
+    };
+    for name in BACKENDS {
+        let Some((b, rx)) = backend(name, 4) else {
+            continue;
+        };
+        let file = Arc::new(open_direct(&dir.join(format!("many-{name}")), true).unwrap());
+        for i in 0..OPS {
+            let mut buf = AlignedBuf::new(PAGE_SIZE);
+            buf.as_mut_slice()[..8].copy_from_slice(&i.to_le_bytes());
+            b.submit(op(i, &file, true, i * PAGE_SIZE as u64, buf));
+        }
+        for (_, d) in collect(&rx, OPS as usize) {
+            assert_eq!(d.result.unwrap(), PAGE_SIZE, "{name}");
+        }
+        let on_disk = std::fs::read(dir.join(format!("many-{name}"))).unwrap();
+        for i in 0..OPS as usize {
+            let at = i * PAGE_SIZE;
+            assert_eq!(on_disk[at..at + 8], (i as u64).to_le_bytes(), "{name}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Dropping the backend right after submitting still completes every op.
+#[test]
+fn drop_completes_submitted_ops() {
+    const OPS: u64 = 200;
+    let Some(dir) = test_dir("drop") else {
+        return;
+    };
+    for name in BACKENDS {
+        let Some((b, rx)) = backend(name, 2) else {
+            continue;
+        };
+        let file = Arc::new(open_direct(&dir.join(format!("drop-{name}")), true).unwrap());
+        for i in 0..OPS {
+            b.submit(op(i, &file, true, i * 65536, AlignedBuf::new(65536)));
+        }
+        drop(b);
+        let done = collect(&rx, OPS as usize);
+        assert!(done.values().all(|d| d.result.is_ok()), "{name}");
+        // All senders are gone once the backend's threads have exited.
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_secs(5)),
+            Err(mpsc::RecvTimeoutError::Disconnected)
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn uring_rejects_reserved_id() {
+    let Some(dir) = test_dir("reserved") else {
+        return;
+    };
+    let Some((b, rx)) = backend("io_uring", 1) else {
+        return;
+    };
+    let file = Arc::new(open_direct(&dir.join("f"), true).unwrap());
+    b.submit(op(u64::MAX, &file, true, 0, AlignedBuf::new(PAGE_SIZE)));
+    let d = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(d.id, u64::MAX);
+    assert_eq!(
+        d.result.unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn backend_selection() {
+    let (tx, _rx) = mpsc::channel();
+    let b = open_backend(tx.clone(), 2);
+    eprintln!("open_backend picked {}", b.name());
+    assert!(BACKENDS.contains(&b.name()));
+    assert_eq!(
+        b.name(),
+        writeback::io::backend::default_backend_name(),
+        "open_backend and default_backend_name disagree"
+    );
+    let e = backend_by_name("nope", tx.clone(), 1).err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(backend_by_name("threads", tx, 1).unwrap().name(), "threads");
+}
+
+#[test]
+fn calibration_measures_then_remembers() {
+    let Some(dir) = test_dir("calibrate") else {
+        return;
+    };
+    let data_dir = dir.join("data"); // does not exist yet: calibrate creates it
+    let t = Instant::now();
+    let p = calibrate(&dir, &data_dir, Duration::from_secs(2)).unwrap();
+    let took = t.elapsed();
+    eprintln!(
+        "calibration in {took:?}: read latency {} ns, write bw {} bytes/s ({:.1} MB/s), backend {}",
+        p.idle_read_latency_ns,
+        p.write_bw_bytes_s,
+        p.write_bw_bytes_s as f64 / 1e6,
+        p.backend
+    );
+    assert_eq!(p.st_dev, device_id(&dir).unwrap());
+    assert!(p.idle_read_latency_ns > 0 && p.idle_read_latency_ns < 1_000_000_000);
+    assert!(p.write_bw_bytes_s > 1_000_000);
+    assert!(BACKENDS.contains(&p.backend.as_str()));
+    assert!(data_dir.join(CALIBRATION_FILE).is_file());
+    // The measurement file was removed.
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with(".wb-calibrate"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let t = Instant::now();
+    let again = calibrate(&dir, &data_dir, Duration::from_secs(2)).unwrap();
+    let took = t.elapsed();
+    assert_eq!(again, p);
+    assert!(
+        took < Duration::from_millis(100),
+        "remembered lookup took {took:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
