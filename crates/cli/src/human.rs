@@ -46,18 +46,27 @@ fn job(out: &mut String, j: &JobReport) {
     }
 }
 
-pub fn render(r: &RunReport) -> String {
+/// The report of a simulated run (`real` false) or a real one.
+pub fn render(r: &RunReport, real: bool) -> String {
     let mut out = String::new();
-    let speed = if r.wall_time_s > 0.0 {
-        r.sim_time_s / r.wall_time_s
+    if real {
+        let _ = writeln!(
+            out,
+            "scenario {} (seed {}): jobs ran for {:.2}s ({:.2}s with set-up)\n",
+            r.scenario, r.seed, r.sim_time_s, r.wall_time_s
+        );
     } else {
-        0.0
-    };
-    let _ = writeln!(
-        out,
-        "scenario {} (seed {}): {:.2}s simulated in {:.2}s of wall time ({:.0}x real time)\n",
-        r.scenario, r.seed, r.sim_time_s, r.wall_time_s, speed
-    );
+        let speed = if r.wall_time_s > 0.0 {
+            r.sim_time_s / r.wall_time_s
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "scenario {} (seed {}): {:.2}s simulated in {:.2}s of wall time ({:.0}x real time)\n",
+            r.scenario, r.seed, r.sim_time_s, r.wall_time_s, speed
+        );
+    }
     for j in &r.jobs {
         job(&mut out, j);
     }
@@ -115,10 +124,10 @@ pub fn render(r: &RunReport) -> String {
         };
         let _ = writeln!(
             out,
-            "  device {} ({}): util {:.1}%, {} reads ({:.1}MiB), {} writes ({:.1}MiB), in flight peak {}, {}",
+            "  device {} ({}): util {}, {} reads ({:.1}MiB), {} writes ({:.1}MiB), in flight peak {}, {}",
             d.name,
             d.model,
-            d.utilization * 100.0,
+            d.utilization.map_or("n/a".to_string(), |u| format!("{:.1}%", u * 100.0)),
             d.reads,
             d.read_mib,
             d.writes,

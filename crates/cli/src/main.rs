@@ -2,6 +2,7 @@
 
 mod human;
 mod progress;
+mod run_cmd;
 mod sim_cmd;
 
 use clap::{Parser, Subcommand};
@@ -30,11 +31,14 @@ struct Cli {
 enum Command {
     /// Run a scenario on the deterministic simulator (virtual time, device models).
     Sim(sim_cmd::SimArgs),
+    /// Run a scenario for real: jobs as threads, devices as directories, real I/O.
+    Run(run_cmd::RunArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args),
     }
 }

@@ -81,7 +81,7 @@ pub fn run(args: SimArgs) -> ExitCode {
             }
         }
     } else {
-        print!("{}", crate::human::render(&report));
+        print!("{}", crate::human::render(&report, false));
     }
     ExitCode::SUCCESS
 }

@@ -97,7 +97,8 @@ pub struct StallReport {
 pub struct DeviceReport {
     pub name: String,
     pub model: String,
-    pub utilization: f64,
+    /// Fraction of the time the device was busy; None where not measured (real devices).
+    pub utilization: Option<f64>,
     pub reads: u64,
     pub writes: u64,
     pub read_mib: f64,
@@ -151,7 +152,7 @@ fn ms(ns: u64) -> f64 {
 /// Per-device facts the engine does not know (model name, utilisation).
 pub struct DeviceFacts {
     pub model: String,
-    pub utilization: f64,
+    pub utilization: Option<f64>,
 }
 
 impl EngineReport {

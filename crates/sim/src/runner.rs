@@ -454,7 +454,7 @@ impl Sim {
             .zip(&self.models)
             .map(|(d, m)| DeviceFacts {
                 model: m.clone(),
-                utilization: d.busy_ns(end) as f64 / end.as_ns().max(1) as f64,
+                utilization: Some(d.busy_ns(end) as f64 / end.as_ns().max(1) as f64),
             })
             .collect();
         RunReport {

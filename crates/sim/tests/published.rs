@@ -76,7 +76,11 @@ fn sekiyama_2007_per_device_limits_keep_the_idle_device_responsive() {
         .iter()
         .find(|d| d.name == "usb")
         .unwrap();
-    assert!(usb.utilization > 0.9, "usb utilization {}", usb.utilization);
+    assert!(
+        usb.utilization.unwrap_or(0.0) > 0.9,
+        "usb utilization {:?}",
+        usb.utilization
+    );
     assert!(usb.throttle_pauses > 0);
 
     let old = sim("sekiyama-2007.toml", &["dirty_throttle=global-2007"]);

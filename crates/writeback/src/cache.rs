@@ -46,6 +46,12 @@ impl CacheBuilder {
         Ok(self)
     }
 
+    /// Replaces all cache-wide knobs at once.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
     /// Sets a knob for every device the cache meets (`wbt_lat_usec`, `max_ratio`, ...).
     pub fn device_knob(mut self, knob: &str, value: &str) -> Result<Self, Error> {
         self.device.set(knob, value)?;
@@ -174,6 +180,34 @@ impl Cache {
         ))
     }
 
+    /// Sets up the device (filesystem) holding `dir` with its own knobs,
+    /// before any file on it is opened; later files on it share them.
+    /// Calibrates the device if calibration is on. Returns false if the
+    /// device was already set up (its knobs are left as they are).
+    pub fn add_device(&self, dir: &Path, name: &str, config: DeviceConfig) -> Result<bool, Error> {
+        let st_dev = io::device_id(dir).map_err(|e| Error::io(dir, e))?;
+        if self.shared.lock().devices.contains_key(&st_dev) {
+            return Ok(false);
+        }
+        let idle_ns = self.idle_latency(dir)?;
+        let mut core = self.shared.lock();
+        if core.devices.contains_key(&st_dev) {
+            return Ok(false);
+        }
+        let d = core.engine.add_device(name, config, idle_ns);
+        core.devices.insert(st_dev, d);
+        Ok(true)
+    }
+
+    fn idle_latency(&self, dir: &Path) -> Result<u64, Error> {
+        if !self.calibrate {
+            return Ok(UNCALIBRATED_READ_LATENCY_NS);
+        }
+        let profile: DeviceProfile = io::calibrate(dir, &self.data_dir, CALIBRATION_BUDGET)
+            .map_err(|e| Error::io(dir, e))?;
+        Ok(profile.idle_read_latency_ns)
+    }
+
     /// The engine device for a filesystem, calibrated on first use.
     fn device_for(&self, path: &Path, st_dev: u64) -> Result<wb_engine::DeviceId, Error> {
         if let Some(&d) = self.shared.lock().devices.get(&st_dev) {
@@ -183,13 +217,7 @@ impl Cache {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let idle_ns = if self.calibrate {
-            let profile: DeviceProfile = io::calibrate(dir, &self.data_dir, CALIBRATION_BUDGET)
-                .map_err(|e| Error::io(dir, e))?;
-            profile.idle_read_latency_ns
-        } else {
-            UNCALIBRATED_READ_LATENCY_NS
-        };
+        let idle_ns = self.idle_latency(dir)?;
         let mut core = self.shared.lock();
         if let Some(&d) = core.devices.get(&st_dev) {
             return Ok(d);

@@ -1,0 +1,245 @@
+//! `wb bench`: measurements of the real runtime against the kernel.
+//!
+//! - `wb bench interference`: how much a big sequential writer hurts a
+//!   4 KiB O_DIRECT random reader on the same filesystem, for the kernel's
+//!   buffered writeback and for ours.
+//! - `wb bench cached`: the cost of 4 KiB reads and writes of cached data,
+//!   through the engine and through the kernel's page cache.
+//!
+//! Human progress goes to standard error; results (a table, or one JSON
+//! object with `--json`) to standard output. Files the benchmarks create are
+//! removed at the end, also on errors and on Ctrl-C, and every sysctl they
+//! change is restored (see [`cleanup`]).
+
+pub mod cached;
+pub mod cleanup;
+pub mod fio;
+pub mod interference;
+pub mod sysctl;
+pub mod table;
+
+use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
+use clap::{Args, Subcommand};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Reader latency next to a big sequential writer: kernel writeback vs the engine.
+    Interference(interference::InterferenceArgs),
+    /// 4 KiB reads and writes of cached data: the engine vs the kernel page cache.
+    Cached(cached::CachedArgs),
+}
+
+/// Why a benchmark could not run or finish.
+#[derive(Debug)]
+pub enum BenchError {
+    /// The user can fix it (arguments, directory, missing tool): exit 2.
+    BadInput(String),
+    /// Something failed while running: exit 1.
+    Failed(String),
+}
+
+impl BenchError {
+    pub fn failed(context: impl fmt::Display, e: impl fmt::Display) -> BenchError {
+        BenchError::Failed(format!("{context}: {e}"))
+    }
+
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            BenchError::BadInput(_) => ExitCode::from(EXIT_BAD_INPUT),
+            BenchError::Failed(_) => ExitCode::from(EXIT_FAILURE),
+        }
+    }
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::BadInput(m) | BenchError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+pub fn run(args: BenchArgs) -> ExitCode {
+    if let Err(e) = cleanup::install_ctrlc_handler() {
+        eprintln!("wb bench: {e}");
+        return ExitCode::from(EXIT_FAILURE);
+    }
+    let result = match args.command {
+        BenchCommand::Interference(a) => interference::run(a),
+        BenchCommand::Cached(a) => cached::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wb bench: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// A progress line on standard error.
+macro_rules! progress {
+    ($($arg:tt)*) => {
+        eprintln!("wb bench: {}", format_args!($($arg)*))
+    };
+}
+pub(crate) use progress;
+
+/// Parses a size argument ("2GiB", "512MiB", "1073741824") for clap.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let bytes = wb_engine::units::parse_bytes(text).map_err(|e| e.to_string())?;
+    if bytes == 0 {
+        return Err("size must be more than 0".into());
+    }
+    Ok(bytes)
+}
+
+/// Parses a positive whole number of seconds for clap.
+pub fn parse_seconds(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("must be at least 1 second".into()),
+        Ok(s) if s > 3600 => Err("at most 3600 seconds".into()),
+        Ok(s) => Ok(s),
+        Err(_) => Err(format!("'{text}' is not a whole number of seconds")),
+    }
+}
+
+/// Parses a repeat count (1..=100) for clap.
+pub fn parse_repeat(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=100).contains(&n) => Ok(n),
+        _ => Err(format!("'{text}' is not a count from 1 to 100")),
+    }
+}
+
+/// Creates `dir` if missing and checks that it is a writable directory on
+/// a filesystem that supports O_DIRECT. Returns it made absolute (fio runs
+/// with the same working directory, but messages read better).
+pub fn prepare_dir(dir: &Path) -> Result<PathBuf, BenchError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(BenchError::BadInput(format!(
+            "--dir {}: exists and is not a directory",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        BenchError::BadInput(format!("--dir {}: cannot create it: {e}", dir.display()))
+    })?;
+    let dir = std::fs::canonicalize(dir)
+        .map_err(|e| BenchError::BadInput(format!("--dir {}: {e}", dir.display())))?;
+    if !writeback::io::supports_direct(&dir) {
+        return Err(BenchError::BadInput(format!(
+            "--dir {}: cannot create O_DIRECT files there (read-only, no permission, \
+             or a filesystem without O_DIRECT such as tmpfs); pick a directory on a disk",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// Bytes available to us on the filesystem holding `dir`.
+pub fn free_bytes(dir: &Path) -> Result<u64, BenchError> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| BenchError::BadInput(format!("{}: path contains a NUL", dir.display())))?;
+    // SAFETY: statvfs only writes into the struct we pass; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(BenchError::failed(
+            format!("statvfs {}", dir.display()),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// The median of `values` (mean of the two middle ones for an even count); 0 if empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Small deterministic PRNG (SplitMix64) for offsets and fill data.
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Fills `buf` with pseudo-random bytes (so nothing below can compress
+    /// or deduplicate it).
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let w = self.next_u64().to_ne_bytes();
+            chunk.copy_from_slice(&w[..chunk.len()]);
+        }
+    }
+}
+
+pub const MIB: f64 = 1024.0 * 1024.0;
+
+/// "1.5 GiB" style rendering of a byte count, for messages.
+pub fn human_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * MIB {
+        format!("{:.1} GiB", b / (1024.0 * MIB))
+    } else {
+        format!("{:.0} MiB", b / MIB)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn sizes_and_counts_parse_or_explain() {
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_seconds("5"), Ok(5));
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_repeat("0").is_err());
+        assert_eq!(parse_repeat("3"), Ok(3));
+    }
+
+    #[test]
+    fn prepare_dir_rejects_a_file() {
+        let path = std::env::temp_dir().join(format!("wb-bench-notadir-{}", std::process::id()));
+        std::fs::write(&path, b"x").expect("temp file");
+        let err = prepare_dir(&path).expect_err("a file is not a directory");
+        assert!(matches!(err, BenchError::BadInput(_)), "{err}");
+        let _ = std::fs::remove_file(&path);
+    }
+}

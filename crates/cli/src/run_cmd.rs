@@ -1,0 +1,414 @@
+//! `wb run FILE`: the same scenario files as `wb sim`, for real: jobs
+//! become threads, devices become directories on real filesystems, and the
+//! engine runs on real time through the `writeback` library.
+
+use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
+use clap::Args;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant as StdInstant};
+use wb_scenario::{JobKind, Scenario};
+use wb_sim::report::{DeviceFacts, EngineReport, JobReport, Latency, RunReport};
+use wb_sim::rng::Rng;
+use wb_sim::workload::{FsyncLoop, Next, OccasionalWriter, Op, Reader, Workload, Writer};
+use writeback::{Cache, File, OpenOptions};
+
+/// Default place for the run's files: one directory per device.
+pub const DEFAULT_RUN_DIR: &str = "wb-data/run";
+/// A job waiting for its next operation looks at the stop flag this often.
+const IDLE_POLL: Duration = Duration::from_millis(20);
+
+#[derive(Args)]
+#[command(after_help = "\
+Each [[device]] of the scenario becomes a directory: --dir PATH puts every device in PATH/<device>,
+--dir DEVICE=PATH puts one device at PATH (repeatable; use directories on different filesystems
+to get different devices). Default: ./wb-data/run/<device>. Device models and their params are
+ignored; the engine's knobs from the scenario and --set apply. Readers' cold files are created
+once (written with O_DIRECT) and reused by later runs.
+
+Example:
+  wb run scenarios/sekiyama-2007.toml --dir usb=/mnt/slow --dir ssd=/mnt/fast")]
+pub struct RunArgs {
+    /// Scenario file (TOML), as for `wb sim`.
+    pub scenario: PathBuf,
+    /// Where devices live: PATH for all, or DEVICE=PATH for one. Repeatable.
+    #[arg(long = "dir", value_name = "[DEVICE=]PATH")]
+    pub dirs: Vec<String>,
+    /// Print one JSON object instead of the human report.
+    #[arg(long)]
+    pub json: bool,
+    /// Override a knob: KNOB=VALUE or DEVICE.KNOB=VALUE (as for `wb sim`). Repeatable.
+    #[arg(long = "set", value_name = "KNOB=VALUE")]
+    pub sets: Vec<String>,
+    /// Seed for random offsets; defaults to the scenario's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Do not measure devices; assume 1 ms idle reads for the automatic wbt target.
+    #[arg(long)]
+    pub no_calibrate: bool,
+}
+
+fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("wb run: {msg}");
+    ExitCode::from(EXIT_BAD_INPUT)
+}
+
+/// Directory of each device, from the --dir arguments.
+fn device_dirs(scenario: &Scenario, args: &[String]) -> Result<Vec<PathBuf>, String> {
+    let mut base = PathBuf::from(DEFAULT_RUN_DIR);
+    let mut one: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for arg in args {
+        match arg.split_once('=') {
+            Some((dev, path)) => {
+                if !scenario.devices.iter().any(|d| d.name == dev) {
+                    let known: Vec<_> = scenario.devices.iter().map(|d| d.name.as_str()).collect();
+                    return Err(format!(
+                        "--dir {arg}: no device '{dev}' in the scenario (devices: {})",
+                        known.join(", ")
+                    ));
+                }
+                one.insert(dev.to_string(), PathBuf::from(path));
+            }
+            None => base = PathBuf::from(arg),
+        }
+    }
+    Ok(scenario
+        .devices
+        .iter()
+        .map(|d| {
+            one.get(&d.name)
+                .cloned()
+                .unwrap_or_else(|| base.join(&d.name))
+        })
+        .collect())
+}
+
+pub fn run(args: RunArgs) -> ExitCode {
+    let mut scenario = match wb_scenario::load(&args.scenario, &wb_sim::device::validate) {
+        Ok(s) => s,
+        Err(e) => return bad_input(e),
+    };
+    for spec in &args.sets {
+        if let Err(e) = wb_scenario::apply_set(&mut scenario, spec) {
+            return bad_input(e);
+        }
+    }
+    if let Some(seed) = args.seed {
+        scenario.seed = seed;
+    }
+    let dirs = match device_dirs(&scenario, &args.dirs) {
+        Ok(d) => d,
+        Err(e) => return bad_input(e),
+    };
+    match execute(&scenario, &dirs, !args.no_calibrate) {
+        Ok(report) => {
+            if args.json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => {
+                        eprintln!("wb run: could not encode the report: {e}");
+                        return ExitCode::from(EXIT_FAILURE);
+                    }
+                }
+            } else {
+                print!("{}", crate::human::render(&report, true));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("wb run: {e}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+struct JobFiles {
+    files: Vec<File>,
+}
+
+fn workload_for(kind: &JobKind, rng: Rng) -> Box<dyn Workload + Send> {
+    match *kind {
+        JobKind::Writer {
+            files,
+            file_size,
+            block_size,
+            sync,
+            fsync_each,
+        } => Box::new(Writer::new(files, file_size, block_size, sync, fsync_each)),
+        JobKind::Reader {
+            file_size,
+            block_size,
+            random,
+            rate_iops,
+        } => Box::new(Reader::new(
+            file_size,
+            block_size,
+            random.then_some(rng),
+            rate_iops,
+        )),
+        JobKind::OccasionalWriter {
+            block_size,
+            interval_ns,
+            count,
+        } => Box::new(OccasionalWriter::new(block_size, interval_ns, count)),
+        JobKind::FsyncLoop {
+            block_size,
+            interval_ns,
+            count,
+        } => Box::new(FsyncLoop::new(block_size, interval_ns, count)),
+    }
+}
+
+fn block_size(kind: &JobKind) -> u64 {
+    match *kind {
+        JobKind::Writer { block_size, .. }
+        | JobKind::Reader { block_size, .. }
+        | JobKind::OccasionalWriter { block_size, .. }
+        | JobKind::FsyncLoop { block_size, .. } => block_size,
+    }
+}
+
+/// A cold file of `size` bytes for a reader: written once with O_DIRECT
+/// (never through the kernel's page cache), reused when it is already there.
+fn prepare_cold_file(path: &Path, size: u64) -> std::io::Result<()> {
+    if std::fs::metadata(path)
+        .map(|m| m.len() == size)
+        .unwrap_or(false)
+    {
+        return Ok(());
+    }
+    let file = writeback::io::open_direct(path, true)?;
+    file.set_len(0)?;
+    let chunk = 1 << 20;
+    let mut buf = writeback::io::AlignedBuf::new(chunk);
+    let mut rng = Rng::new(size);
+    for b in buf.as_mut_slice().iter_mut() {
+        *b = rng.next_u64() as u8;
+    }
+    use std::os::unix::fs::FileExt;
+    let mut off = 0;
+    while off < size {
+        file.write_all_at(buf.as_slice(), off)?;
+        off += chunk as u64;
+    }
+    file.set_len(size)?;
+    file.sync_all()
+}
+
+fn open_job_files(
+    cache: &Cache,
+    scenario: &Scenario,
+    dirs: &[PathBuf],
+    job: usize,
+) -> Result<JobFiles, String> {
+    let spec = &scenario.jobs[job];
+    let dir = &dirs[spec.device];
+    let workload = workload_for(&spec.kind, Rng::new(0));
+    let mut files = Vec::new();
+    for (i, (size, _extent)) in workload.files().into_iter().enumerate() {
+        let path = dir.join(format!("{}-{i}", spec.name));
+        if size > 0 {
+            eprintln!(
+                "wb run: preparing cold file {} ({} bytes)",
+                path.display(),
+                size
+            );
+            prepare_cold_file(&path, size).map_err(|e| format!("{}: {e}", path.display()))?;
+        } else {
+            std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        files.push(
+            cache
+                .open(&path, OpenOptions::default())
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(JobFiles { files })
+}
+
+struct JobResult {
+    lat: Latency,
+    sync_lat: Latency,
+    ops: u64,
+    bytes: u64,
+    errors: u64,
+    elapsed: Duration,
+}
+
+/// Runs one job's operations on its own thread until it finishes.
+fn job_thread(
+    cache: &Cache,
+    files: &JobFiles,
+    mut workload: Box<dyn Workload + Send>,
+    block: u64,
+    spec: &wb_scenario::JobSpec,
+    run_start: StdInstant,
+    foreground_left: &AtomicUsize,
+) -> JobResult {
+    let start = run_start + Duration::from_nanos(spec.start_ns);
+    std::thread::sleep(start.saturating_duration_since(StdInstant::now()));
+    let began = StdInstant::now();
+    let mut buf = vec![0u8; block as usize];
+    let mut rng = Rng::new(spec.start_ns ^ block);
+    for b in buf.iter_mut() {
+        *b = rng.next_u64() as u8;
+    }
+    let mut r = JobResult {
+        lat: Latency::default(),
+        sync_lat: Latency::default(),
+        ops: 0,
+        bytes: 0,
+        errors: 0,
+        elapsed: Duration::ZERO,
+    };
+    loop {
+        let over_runtime = spec
+            .runtime_ns
+            .is_some_and(|rt| began.elapsed() >= Duration::from_nanos(rt));
+        let stop_background = spec.background && foreground_left.load(Ordering::Acquire) == 0;
+        if over_runtime || stop_background {
+            break;
+        }
+        let now = wb_engine::Instant(run_start.elapsed().as_nanos() as u64);
+        match workload.next(now) {
+            Next::Finished => break,
+            Next::Until(t) => {
+                let wait = Duration::from_nanos(t.since_ns(now)).min(IDLE_POLL);
+                std::thread::sleep(wait);
+            }
+            Next::Op(op) => {
+                let t0 = StdInstant::now();
+                let result = match op {
+                    Op::Write { file, offset, len } => {
+                        files.files[file].write_at(&buf[..len as usize], offset)
+                    }
+                    Op::Read { file, offset, len } => files.files[file]
+                        .read_at(&mut buf[..len as usize], offset)
+                        .map(|_| ()),
+                    Op::Fsync { file } => files.files[file].sync_data(),
+                    Op::Sync => cache.sync(),
+                };
+                let ns = t0.elapsed().as_nanos() as u64;
+                if result.is_err() {
+                    r.errors += 1;
+                }
+                match op {
+                    Op::Write { len, .. } | Op::Read { len, .. } => {
+                        r.lat.record(ns);
+                        r.ops += 1;
+                        r.bytes += len;
+                    }
+                    Op::Fsync { .. } | Op::Sync => r.sync_lat.record(ns),
+                }
+            }
+        }
+    }
+    r.elapsed = began.elapsed();
+    if !spec.background {
+        foreground_left.fetch_sub(1, Ordering::AcqRel);
+    }
+    r
+}
+
+fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<RunReport, String> {
+    let wall = StdInstant::now();
+    for dir in dirs {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !writeback::io::supports_direct(dir) {
+            return Err(format!(
+                "{}: the filesystem does not support O_DIRECT; pick another --dir",
+                dir.display()
+            ));
+        }
+    }
+    let cache = Cache::builder()
+        .config(scenario.cache.clone())
+        .calibrate(calibrate)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    for (spec, dir) in scenario.devices.iter().zip(dirs) {
+        let added = cache
+            .add_device(dir, &spec.name, spec.config.clone())
+            .map_err(|e| e.to_string())?;
+        if !added {
+            eprintln!("wb run: device '{}' is on a filesystem already in use; it shares that device's knobs", spec.name);
+        }
+        names.insert(spec.name.clone(), format!("dir {}", dir.display()));
+    }
+    let files: Vec<JobFiles> = (0..scenario.jobs.len())
+        .map(|j| open_job_files(&cache, scenario, dirs, j))
+        .collect::<Result<_, _>>()?;
+    let foreground_left = AtomicUsize::new(scenario.jobs.iter().filter(|j| !j.background).count());
+    let run_start = StdInstant::now();
+    let seed_rng = Rng::new(scenario.seed);
+    let cache_ref = &cache;
+    let results: Vec<JobResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = scenario
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(j, spec)| {
+                let workload = workload_for(&spec.kind, seed_rng.fork(1000 + j as u64));
+                let block = block_size(&spec.kind);
+                let (files, left) = (&files[j], &foreground_left);
+                s.spawn(move || {
+                    job_thread(cache_ref, files, workload, block, spec, run_start, left)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| panic!("a job thread panicked")))
+            .collect()
+    });
+    let sim_time_s = run_start.elapsed().as_secs_f64();
+    drop(files);
+    let stats = cache.stats();
+    let facts: Vec<DeviceFacts> = stats
+        .devices
+        .iter()
+        .map(|d| DeviceFacts {
+            model: names
+                .get(&d.name)
+                .cloned()
+                .unwrap_or_else(|| "dir".to_string()),
+            utilization: None,
+        })
+        .collect();
+    let jobs = scenario
+        .jobs
+        .iter()
+        .zip(&results)
+        .map(|(spec, r)| {
+            let elapsed_s = r.elapsed.as_secs_f64();
+            let per_s = |x: f64| if elapsed_s > 0.0 { x / elapsed_s } else { 0.0 };
+            JobReport {
+                name: spec.name.clone(),
+                kind: spec.kind.name().to_string(),
+                device: scenario.devices[spec.device].name.clone(),
+                ops: r.ops,
+                bytes: r.bytes,
+                elapsed_s,
+                iops: per_s(r.ops as f64),
+                bw_mib_s: per_s(r.bytes as f64 / (1024.0 * 1024.0)),
+                lat_us: r.lat.summary(),
+                syncs: r.sync_lat.count(),
+                sync_lat_us: r.sync_lat.summary(),
+                errors: r.errors,
+            }
+        })
+        .collect();
+    let engine = EngineReport::new(&stats, &facts);
+    drop(cache);
+    Ok(RunReport {
+        scenario: scenario.name.clone(),
+        seed: scenario.seed,
+        sim_time_s,
+        wall_time_s: wall.elapsed().as_secs_f64(),
+        jobs,
+        engine,
+    })
+}
