@@ -1,5 +1,6 @@
 //! `wb`: the command line of the writeback engine.
 
+mod bench;
 mod human;
 mod progress;
 mod run_cmd;
@@ -33,6 +34,8 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a scenario for real: jobs as threads, devices as directories, real I/O.
     Run(run_cmd::RunArgs),
+    /// Benchmarks of the real runtime against the kernel (interference, cached).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,5 +43,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

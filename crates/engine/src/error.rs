@@ -17,6 +17,9 @@ pub enum EngineError {
     NothingToResume(TaskId),
     /// The byte range does not fit in a file.
     OutOfRange { offset: u64, len: u64 },
+    /// One read may cover at most a quarter of the cache (it needs all its
+    /// pages cached at once); split larger reads.
+    ReadTooLarge { len: u64, max: u64 },
     /// Write-back of this file's data failed since the handle last synced.
     WriteBack(IoErrorKind),
     /// A read from the device failed.
@@ -34,6 +37,12 @@ impl fmt::Display for EngineError {
                 write!(
                     f,
                     "range of {len} bytes at offset {offset} is beyond the largest file size"
+                )
+            }
+            EngineError::ReadTooLarge { len, max } => {
+                write!(
+                    f,
+                    "a read of {len} bytes is larger than one read may be ({max} bytes); split it"
                 )
             }
             EngineError::WriteBack(e) => write!(f, "writing back data failed: {e}"),

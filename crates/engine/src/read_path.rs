@@ -20,6 +20,10 @@ impl Engine {
     ) -> Result<Step, EngineError> {
         self.handle(handle)?;
         Self::page_range(offset, len)?;
+        let max = self.memory_pages / 4 * crate::ids::PAGE_SIZE;
+        if len > max {
+            return Err(EngineError::ReadTooLarge { len, max });
+        }
         self.begin(
             task,
             Op::Read {

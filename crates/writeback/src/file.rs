@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use wb_engine::{FileId, HandleId, PAGE_SIZE};
 
+/// Largest piece of a read handed to the engine at once.
+const READ_CHUNK: usize = 256 * 1024;
+
 /// An open file. Reads see every write made through any handle of the
 /// same file; lengths include extensions not yet written back.
 pub struct File {
@@ -56,6 +59,26 @@ impl File {
 
     /// Reads into `buf` at `offset`; returns the bytes read (short at end of file).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
+        offset
+            .checked_add(buf.len() as u64)
+            .ok_or(Error::OutOfRange {
+                offset,
+                len: buf.len() as u64,
+            })?;
+        let mut total = 0;
+        // In pieces: one engine read needs all its pages cached at once,
+        // which a range larger than the cache could never have.
+        for chunk in buf.chunks_mut(READ_CHUNK) {
+            let n = self.read_chunk(chunk, offset + total as u64)?;
+            total += n;
+            if n < chunk.len() {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    fn read_chunk(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
         let len = buf.len() as u64;
         let (file, handle) = (self.file, self.handle);
         let mut n = 0usize;

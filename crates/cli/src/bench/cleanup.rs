@@ -1,0 +1,244 @@
+//! Leaving the machine as we found it.
+//!
+//! Every file a benchmark creates, every child process it starts and every
+//! sysctl it changes is held by a guard that undoes it when dropped: at the
+//! normal end and on every error path (`?` drops them too). Guards also
+//! register what they hold in a process-wide [`Registry`], so that the
+//! Ctrl-C handler, which runs on its own thread while the guards are still
+//! alive elsewhere, can undo everything still registered and exit with 130.
+
+use super::sysctl::DirtySnapshot;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::{Mutex, MutexGuard};
+
+/// Exit status after Ctrl-C, as shells report a death by SIGINT.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// What is still to be undone. One process-wide instance ([`global`]);
+/// tests make their own.
+#[derive(Default)]
+pub struct Registry {
+    next_id: u64,
+    files: Vec<(u64, PathBuf)>,
+    children: Vec<(u64, u32)>,
+    sysctls: Vec<(u64, DirtySnapshot)>,
+}
+
+impl Registry {
+    pub const fn new() -> Registry {
+        Registry {
+            next_id: 0,
+            files: Vec::new(),
+            children: Vec::new(),
+            sysctls: Vec::new(),
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    pub fn add_file(&mut self, path: PathBuf) -> u64 {
+        let id = self.id();
+        self.files.push((id, path));
+        id
+    }
+
+    pub fn add_child(&mut self, pid: u32) -> u64 {
+        let id = self.id();
+        self.children.push((id, pid));
+        id
+    }
+
+    pub fn add_sysctls(&mut self, snapshot: DirtySnapshot) -> u64 {
+        let id = self.id();
+        self.sysctls.push((id, snapshot));
+        id
+    }
+
+    /// Forgets entry `id` (its guard undid it).
+    pub fn remove(&mut self, id: u64) {
+        self.files.retain(|(i, _)| *i != id);
+        self.children.retain(|(i, _)| *i != id);
+        self.sysctls.retain(|(i, _)| *i != id);
+    }
+
+    /// Undoes everything registered: kills children, restores sysctls (most
+    /// recent first), removes files. Returns what could not be undone.
+    pub fn undo_all(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (_, pid) in self.children.drain(..) {
+            // SAFETY: plain syscalls on a pid we spawned and have not reaped yet.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
+            }
+        }
+        while let Some((_, snapshot)) = self.sysctls.pop() {
+            if let Err(e) = snapshot.restore() {
+                problems.push(e);
+            }
+        }
+        for (_, path) in self.files.drain(..) {
+            if let Err(e) = remove_if_exists(&path) {
+                problems.push(format!("could not remove {}: {e}", path.display()));
+            }
+        }
+        problems
+    }
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry::new());
+
+/// The process-wide registry (a poisoned lock is still usable: it only
+/// holds lists).
+pub fn global() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// On Ctrl-C (SIGINT, SIGTERM, SIGHUP): undo everything registered and exit 130.
+pub fn install_ctrlc_handler() -> Result<(), String> {
+    ctrlc::set_handler(|| {
+        eprintln!("\nwb bench: interrupted; restoring sysctls and removing files");
+        let problems = global().undo_all();
+        for p in problems {
+            eprintln!("wb bench: {p}");
+        }
+        std::process::exit(EXIT_INTERRUPTED);
+    })
+    .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))
+}
+
+fn remove_if_exists(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// A file this run created; removed when dropped.
+pub struct TempFile {
+    id: u64,
+    path: PathBuf,
+}
+
+impl TempFile {
+    /// Takes charge of `path` (which may not exist yet).
+    pub fn new(path: PathBuf) -> TempFile {
+        let id = global().add_file(path.clone());
+        TempFile { id, path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Err(e) = remove_if_exists(&self.path) {
+            eprintln!("wb bench: could not remove {}: {e}", self.path.display());
+        }
+        global().remove(self.id);
+    }
+}
+
+/// A child process this run started; killed (and reaped) when dropped
+/// while still running.
+pub struct ChildGuard {
+    id: u64,
+    child: Child,
+    reaped: bool,
+}
+
+impl ChildGuard {
+    pub fn spawn(command: &mut Command) -> std::io::Result<ChildGuard> {
+        // Hold the registry while spawning so a Ctrl-C cannot slip between
+        // the spawn and the registration.
+        let mut registry = global();
+        let child = command.spawn()?;
+        let id = registry.add_child(child.id());
+        Ok(ChildGuard {
+            id,
+            child,
+            reaped: false,
+        })
+    }
+
+    /// The exit status if the child has ended (non-blocking).
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        let status = self.child.try_wait()?;
+        if status.is_some() {
+            self.forget();
+        }
+        Ok(status)
+    }
+
+    /// Waits for the child to end.
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let status = self.child.wait()?;
+        self.forget();
+        Ok(status)
+    }
+
+    fn forget(&mut self) {
+        if !self.reaped {
+            self.reaped = true;
+            global().remove(self.id);
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            self.forget();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_file_is_removed_on_drop_and_forgotten() {
+        let path = std::env::temp_dir().join(format!("wb-bench-tmp-{}", std::process::id()));
+        {
+            let f = TempFile::new(path.clone());
+            std::fs::write(f.path(), b"data").expect("write temp file");
+            assert!(path.exists());
+        }
+        assert!(!path.exists());
+        assert!(!global().files.iter().any(|(_, p)| *p == path));
+    }
+
+    #[test]
+    fn child_is_killed_on_drop() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("60");
+        let Ok(guard) = ChildGuard::spawn(&mut cmd) else {
+            return; // no `sleep` here: nothing to test
+        };
+        let pid = guard.child.id() as libc::pid_t;
+        drop(guard);
+        // SAFETY: signal 0 only checks whether the pid exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "child {pid} survived its guard");
+    }
+
+    #[test]
+    fn undo_all_removes_registered_files() {
+        let mut registry = Registry::new();
+        let path = std::env::temp_dir().join(format!("wb-bench-undo-{}", std::process::id()));
+        std::fs::write(&path, b"x").expect("write temp file");
+        registry.add_file(path.clone());
+        registry.add_file(path.with_extension("never-created"));
+        assert!(registry.undo_all().is_empty());
+        assert!(!path.exists());
+    }
+}

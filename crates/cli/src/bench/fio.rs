@@ -1,0 +1,350 @@
+//! Running fio and reading its JSON output.
+//!
+//! fio is the kernel-side workload of the benchmarks: the O_DIRECT random
+//! reader everywhere, and the buffered writer of the kernel configurations.
+//! Each fio runs as a child process writing its JSON report to a file
+//! (`--output`), so the child can be polled while it runs and its report
+//! read once it ends.
+
+use super::cleanup::{ChildGuard, TempFile};
+use super::BenchError;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Percentiles asked of fio for the reader (and read back by [`parse_reader`]).
+const PERCENTILES: &str = "50:99:99.9";
+
+/// fio, found on the PATH.
+pub struct Fio {
+    pub version: String,
+}
+
+/// Finds fio, or says how to install it.
+pub fn find() -> Result<Fio, BenchError> {
+    match Command::new("fio").arg("--version").output() {
+        Ok(out) if out.status.success() => Ok(Fio {
+            version: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        }),
+        Ok(out) => Err(BenchError::BadInput(format!(
+            "fio --version failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BenchError::BadInput(
+            "fio not found; run ./scripts/setup.sh".into(),
+        )),
+        Err(e) => Err(BenchError::BadInput(format!("cannot run fio: {e}"))),
+    }
+}
+
+impl Fio {
+    /// Whether this fio knows option `name` (`fio --cmdhelp=NAME`; old fios
+    /// print "No such command" and still exit 0).
+    pub fn supports_option(&self, name: &str) -> bool {
+        match Command::new("fio")
+            .arg(format!("--cmdhelp={name}"))
+            .output()
+        {
+            Ok(out) => {
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                out.status.success() && !text.contains("No such command") && !text.is_empty()
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Starts fio with `job_args`; its JSON report goes to `DIR/.wb-bench-NAME.json`.
+    pub fn spawn(
+        &self,
+        dir: &Path,
+        name: &str,
+        job_args: &[String],
+    ) -> Result<RunningFio, BenchError> {
+        let output = TempFile::new(dir.join(format!(".wb-bench-{name}.json")));
+        let errlog = TempFile::new(dir.join(format!(".wb-bench-{name}.err")));
+        let stderr = std::fs::File::create(errlog.path())
+            .map_err(|e| BenchError::failed(errlog.path().display(), e))?;
+        let mut cmd = Command::new("fio");
+        cmd.arg(format!("--name={name}"))
+            .args(job_args)
+            .arg("--output-format=json")
+            .arg(format!("--output={}", output.path().display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        let child =
+            ChildGuard::spawn(&mut cmd).map_err(|e| BenchError::failed("starting fio", e))?;
+        Ok(RunningFio {
+            name: name.to_string(),
+            child,
+            output,
+            errlog,
+            status: None,
+        })
+    }
+}
+
+/// Escapes a path for fio's `--filename` (':' separates file names there).
+pub fn fio_filename(path: &Path) -> String {
+    path.display().to_string().replace(':', "\\:")
+}
+
+/// The reader of every configuration: 4 KiB O_DIRECT random reads at queue
+/// depth 1 of an existing file, for `seconds`. `randrepeat=0` so repeats do
+/// not replay the same offsets (which a caching host would then serve).
+pub fn reader_args(file: &Path, seconds: u64) -> Vec<String> {
+    vec![
+        format!("--filename={}", fio_filename(file)),
+        "--rw=randread".into(),
+        "--bs=4k".into(),
+        "--direct=1".into(),
+        "--ioengine=psync".into(),
+        "--iodepth=1".into(),
+        format!("--runtime={seconds}"),
+        "--time_based".into(),
+        "--randrepeat=0".into(),
+        format!("--percentile_list={PERCENTILES}"),
+    ]
+}
+
+/// The kernel writer: buffered sequential 1 MiB writes of `size` bytes and
+/// an fsync at the end; with `uncached`, RWF_DONTCACHE writes (fio's
+/// `uncached=1`, which needs the pvsync2 engine). No fallocate, as the
+/// engine's writer does not either.
+pub fn writer_args(file: &Path, size: u64, uncached: bool) -> Vec<String> {
+    let mut args = vec![
+        format!("--filename={}", fio_filename(file)),
+        "--rw=write".into(),
+        "--bs=1M".into(),
+        "--direct=0".into(),
+        format!("--size={size}"),
+        "--end_fsync=1".into(),
+        "--fallocate=none".into(),
+    ];
+    if uncached {
+        args.push("--ioengine=pvsync2".into());
+        args.push("--uncached=1".into());
+    } else {
+        args.push("--ioengine=psync".into());
+    }
+    args
+}
+
+/// A running fio.
+pub struct RunningFio {
+    name: String,
+    child: ChildGuard,
+    output: TempFile,
+    errlog: TempFile,
+    status: Option<std::process::ExitStatus>,
+}
+
+impl RunningFio {
+    /// Whether fio has ended (non-blocking).
+    pub fn has_finished(&mut self) -> Result<bool, BenchError> {
+        if self.status.is_none() {
+            self.status = self
+                .child
+                .try_wait()
+                .map_err(|e| BenchError::failed(format!("waiting for fio {}", self.name), e))?;
+        }
+        Ok(self.status.is_some())
+    }
+
+    /// Waits for fio to end and returns its JSON report.
+    pub fn finish(mut self) -> Result<String, BenchError> {
+        let status = match self.status {
+            Some(s) => s,
+            None => self
+                .child
+                .wait()
+                .map_err(|e| BenchError::failed(format!("waiting for fio {}", self.name), e))?,
+        };
+        let errors = std::fs::read_to_string(self.errlog.path()).unwrap_or_default();
+        if !status.success() {
+            return Err(BenchError::Failed(format!(
+                "fio {} failed ({status}): {}",
+                self.name,
+                errors.trim()
+            )));
+        }
+        std::fs::read_to_string(self.output.path()).map_err(|e| {
+            BenchError::failed(
+                format!("reading fio's report {}", self.output.path().display()),
+                e,
+            )
+        })
+    }
+}
+
+/// What the reader saw: completion latencies in microseconds, and IOPS.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReaderResult {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p99_9_us: f64,
+    pub max_us: f64,
+    pub iops: f64,
+}
+
+/// What the writer did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WriterResult {
+    pub bytes: u64,
+    /// Bytes per second over fio's runtime, which includes the final fsync.
+    pub bw_bytes_s: f64,
+}
+
+/// The JSON object of a fio report; text fio printed before it (warnings
+/// such as "fio: file hash not empty on exit") is skipped.
+fn parse_report(text: &str) -> Result<Value, String> {
+    let start = text
+        .find("\n{")
+        .map(|i| i + 1)
+        .or_else(|| text.starts_with('{').then_some(0))
+        .ok_or("fio's report holds no JSON object")?;
+    serde_json::from_str(&text[start..]).map_err(|e| format!("fio's report is not valid JSON: {e}"))
+}
+
+/// The first job of a report, checked for fio's own error code.
+fn first_job(report: &Value) -> Result<&Value, String> {
+    let job = report
+        .get("jobs")
+        .and_then(|j| j.get(0))
+        .ok_or("fio's report has no jobs")?;
+    match job.get("error").and_then(Value::as_i64) {
+        Some(0) | None => Ok(job),
+        Some(e) => Err(format!(
+            "fio job {} ended with error {e} ({})",
+            job.get("jobname").and_then(Value::as_str).unwrap_or("?"),
+            std::io::Error::from_raw_os_error(e as i32)
+        )),
+    }
+}
+
+fn number(v: &Value, path: &[&str]) -> Result<f64, String> {
+    let mut cur = v;
+    for key in path {
+        cur = cur
+            .get(key)
+            .ok_or_else(|| format!("fio's report lacks {}", path.join(".")))?;
+    }
+    cur.as_f64()
+        .ok_or_else(|| format!("fio's report: {} is not a number", path.join(".")))
+}
+
+/// The value of percentile `p` in fio's `clat_ns.percentile` map (keys like
+/// "99.900000"), in nanoseconds.
+fn percentile_ns(clat: &Value, p: f64) -> Result<f64, String> {
+    let map = clat
+        .get("percentile")
+        .and_then(Value::as_object)
+        .ok_or("fio's report lacks clat_ns.percentile")?;
+    map.iter()
+        .find(|(k, _)| k.parse::<f64>().is_ok_and(|kp| (kp - p).abs() < 1e-6))
+        .and_then(|(_, v)| v.as_f64())
+        .ok_or_else(|| format!("fio's report lacks the {p} percentile"))
+}
+
+/// Reads the reader's numbers from a fio JSON report.
+pub fn parse_reader(text: &str) -> Result<ReaderResult, String> {
+    let report = parse_report(text)?;
+    let read = first_job(&report)?
+        .get("read")
+        .ok_or("fio's report has no read section")?;
+    if number(read, &["total_ios"]).unwrap_or(1.0) == 0.0 {
+        return Err("fio's reader completed no reads".into());
+    }
+    let clat = read.get("clat_ns").ok_or("fio's report lacks clat_ns")?;
+    Ok(ReaderResult {
+        p50_us: percentile_ns(clat, 50.0)? / 1000.0,
+        p99_us: percentile_ns(clat, 99.0)? / 1000.0,
+        p99_9_us: percentile_ns(clat, 99.9)? / 1000.0,
+        max_us: number(clat, &["max"])? / 1000.0,
+        iops: number(read, &["iops"])?,
+    })
+}
+
+/// Reads the writer's numbers from a fio JSON report.
+pub fn parse_writer(text: &str) -> Result<WriterResult, String> {
+    let report = parse_report(text)?;
+    let write = first_job(&report)?
+        .get("write")
+        .ok_or("fio's report has no write section")?;
+    Ok(WriterResult {
+        bytes: number(write, &["io_bytes"])? as u64,
+        bw_bytes_s: number(write, &["bw_bytes"])?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured from `fio-3.33 --name=reader --rw=randread --bs=4k --direct=1
+    /// --ioengine=psync --runtime=1 --time_based --percentile_list=50:99:99.9
+    /// --output-format=json` on a virtio disk.
+    const READER: &str = include_str!("testdata/fio-3.33-randread.json");
+    /// Captured from `fio-3.33 --name=writer --rw=write --bs=1M --direct=0
+    /// --size=512M --end_fsync=1 --output-format=json`.
+    const WRITER: &str = include_str!("testdata/fio-3.33-write.json");
+
+    #[test]
+    fn reader_percentiles_iops_and_max() {
+        let r = parse_reader(READER).expect("parse");
+        assert_eq!(r.p50_us, 27.776);
+        assert_eq!(r.p99_us, 46.336);
+        assert_eq!(r.p99_9_us, 1105.92);
+        assert_eq!(r.max_us, 20410.583);
+        assert!((r.iops - 26499.007937).abs() < 1e-6);
+    }
+
+    #[test]
+    fn writer_bytes_and_bandwidth() {
+        let w = parse_writer(WRITER).expect("parse");
+        assert_eq!(w.bytes, 512 << 20);
+        assert_eq!(w.bw_bytes_s, 413613953.0);
+    }
+
+    #[test]
+    fn warnings_before_the_json_are_skipped() {
+        let text = format!("fio: file hash not empty on exit\n{READER}");
+        assert_eq!(parse_reader(&text), parse_reader(READER));
+    }
+
+    #[test]
+    fn errors_are_explained() {
+        assert!(parse_reader("").unwrap_err().contains("no JSON"));
+        assert!(parse_reader("{ \"jobs\": [] }")
+            .unwrap_err()
+            .contains("no jobs"));
+        let failed = READER.replacen("\"error\" : 0", "\"error\" : 28", 1);
+        let e = parse_reader(&failed).unwrap_err();
+        assert!(e.contains("error 28"), "{e}");
+        // A writer report has no reads: the reader parser says so.
+        assert!(parse_reader(WRITER).unwrap_err().contains("no reads"));
+        let truncated = &READER[..READER.len() / 2];
+        assert!(parse_reader(truncated)
+            .unwrap_err()
+            .contains("not valid JSON"));
+    }
+
+    #[test]
+    fn filenames_with_colons_are_escaped() {
+        assert_eq!(fio_filename(Path::new("/a:b/f")), "/a\\:b/f");
+    }
+
+    #[test]
+    fn writer_uses_pvsync2_for_uncached() {
+        let a = writer_args(Path::new("/d/w"), 1 << 30, true);
+        assert!(a.contains(&"--uncached=1".to_string()));
+        assert!(a.contains(&"--ioengine=pvsync2".to_string()));
+        let b = writer_args(Path::new("/d/w"), 1 << 30, false);
+        assert!(!b.iter().any(|x| x.starts_with("--uncached")));
+    }
+}
