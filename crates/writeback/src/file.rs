@@ -81,21 +81,31 @@ impl File {
     fn read_chunk(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
         let len = buf.len() as u64;
         let (file, handle) = (self.file, self.handle);
-        let mut n = 0usize;
+        let frames = Arc::clone(&self.shared.frames);
+        let mut held = None;
+        let mut pieces = Vec::new();
         self.shared.run_op(
             |e, now, task| e.read(now, task, handle, offset, len),
             |core, _task, done| {
-                // Done means every page of the range (up to the end of the
-                // file) is cached; copy while the lock keeps them there.
+                // Done: every page of the range (up to the end of the file)
+                // is cached. Note where, and hold the frames for reading
+                // before the engine's lock goes, so they cannot be reused;
+                // the copy itself runs without the engine's lock.
                 if done {
                     let end = (offset + len).min(core.engine.file_size(file));
                     if end > offset {
-                        n = (end - offset) as usize;
-                        core.copy_out(file, offset, &mut buf[..n]);
+                        pieces = core.pieces(file, offset, (end - offset) as usize);
                     }
+                    held = Some(frames.read());
                 }
             },
         )?;
+        let Some(frames) = held else { return Ok(0) };
+        let mut n = 0;
+        for (frame, in_page, len) in pieces {
+            buf[n..n + len].copy_from_slice(&frames.frame(frame)[in_page..in_page + len]);
+            n += len;
+        }
         Ok(n)
     }
 
@@ -134,12 +144,12 @@ impl File {
             |e, now, task| e.set_len(now, task, handle, len),
             |_, _, _| {},
         )?;
-        let mut core = self.shared.lock();
+        let core = self.shared.lock();
         // A now partial last page must read as zeros past the end if the file grows again.
         if len % PAGE_SIZE != 0 {
             if let Some(frame) = core.engine.page_frame(file, len / PAGE_SIZE) {
                 let from = (len % PAGE_SIZE) as usize;
-                core.frame_mut(frame)[from..].fill(0);
+                core.frames.write().frame_mut(frame)[from..].fill(0);
             }
         }
         let backing = Arc::clone(&core.backing[file.index()]);

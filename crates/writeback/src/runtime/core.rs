@@ -3,6 +3,7 @@
 //! lock held and never blocks: I/O is handed to the backend after the lock
 //! is released.
 
+use super::frames::{Frames, FramesRead};
 use crate::io::{AlignedBuf, IoDone, IoOp};
 use std::collections::BTreeMap;
 use std::fs::File as StdFile;
@@ -14,7 +15,7 @@ const PAGE: usize = PAGE_SIZE as usize;
 pub(crate) struct Core {
     pub engine: Engine,
     /// `memory_pages` frames of PAGE_SIZE bytes; the engine assigns them.
-    frames: Vec<u8>,
+    pub frames: std::sync::Arc<Frames>,
     /// Backing file of each engine file, by FileId.
     pub backing: Vec<Arc<StdFile>>,
     /// Engine files by (st_dev, st_ino), so every handle of a file shares its pages.
@@ -34,13 +35,10 @@ pub(crate) struct Core {
 pub(crate) struct Pending(Vec<Action>);
 
 impl Core {
-    pub fn new(engine: Engine) -> Core {
-        let bytes = engine.memory_pages() as usize * PAGE;
+    pub fn new(engine: Engine, frames: std::sync::Arc<Frames>) -> Core {
         Core {
             engine,
-            // Zeroed memory from the allocator is mapped lazily by the OS:
-            // the budget is reserved, not touched.
-            frames: vec![0u8; bytes],
+            frames,
             backing: Vec::new(),
             by_inode: BTreeMap::new(),
             devices: BTreeMap::new(),
@@ -52,24 +50,21 @@ impl Core {
         }
     }
 
-    pub fn frame(&self, frame: u32) -> &[u8] {
-        let start = frame as usize * PAGE;
-        &self.frames[start..start + PAGE]
-    }
-
-    pub fn frame_mut(&mut self, frame: u32) -> &mut [u8] {
-        let start = frame as usize * PAGE;
-        &mut self.frames[start..start + PAGE]
-    }
-
     /// Takes the engine's actions, zeroing fresh frames at once (before any
     /// caller copies into them).
     pub fn take_actions(&mut self) -> Pending {
         let mut rest = Vec::new();
+        let mut zero = Vec::new();
         while let Some(action) = self.engine.poll_action() {
             match action {
-                Action::ZeroFrame(frame) => self.frame_mut(frame).fill(0),
+                Action::ZeroFrame(frame) => zero.push(frame),
                 other => rest.push(other),
+            }
+        }
+        if !zero.is_empty() {
+            let mut frames = self.frames.write();
+            for frame in zero {
+                frames.frame_mut(frame).fill(0);
             }
         }
         Pending(rest)
@@ -80,9 +75,11 @@ impl Core {
     /// once the lock is released, and whether anyone was woken.
     pub fn finish_actions(&mut self, pending: Pending, ops: &mut Vec<IoOp>) -> bool {
         let mut woke = false;
+        let frames = std::sync::Arc::clone(&self.frames);
+        let frames = frames.read();
         for action in pending.0 {
             match action {
-                Action::Submit(req) => ops.push(self.build_op(req)),
+                Action::Submit(req) => ops.push(self.build_op(req, &frames)),
                 Action::Wake(task) => {
                     self.woken[task.index()] = true;
                     woke = true;
@@ -99,7 +96,7 @@ impl Core {
         self.finish_actions(pending, ops)
     }
 
-    fn build_op(&mut self, req: IoRequest) -> IoOp {
+    fn build_op(&mut self, req: IoRequest, frames: &FramesRead<'_>) -> IoOp {
         let len = req.pages as usize * PAGE;
         let mut buf = AlignedBuf::new(len);
         let write = req.dir == IoDir::Write;
@@ -110,7 +107,7 @@ impl Core {
                     .page_frame(req.file, req.first_page + i)
                     .expect("page under writeback is cached");
                 let at = i as usize * PAGE;
-                buf.as_mut_slice()[at..at + PAGE].copy_from_slice(self.frame(frame));
+                buf.as_mut_slice()[at..at + PAGE].copy_from_slice(frames.frame(frame));
             }
         }
         let op = IoOp {
@@ -136,10 +133,12 @@ impl Core {
         if req.dir == IoDir::Read {
             self.reads_done += 1;
             if result.is_ok() {
+                let mut frames = self.frames.write();
                 for i in 0..req.pages as u64 {
                     if let Some(frame) = self.engine.page_frame(req.file, req.first_page + i) {
                         let at = i as usize * PAGE;
-                        self.frame_mut(frame)
+                        frames
+                            .frame_mut(frame)
                             .copy_from_slice(&done.buf.as_slice()[at..at + PAGE]);
                     }
                 }
@@ -159,6 +158,8 @@ impl Core {
     /// Copies bytes into the cached pages of `file` at `offset` (the pages
     /// must be cached: the engine has prepared them).
     pub fn copy_in(&mut self, file: FileId, offset: u64, data: &[u8]) {
+        let frames = std::sync::Arc::clone(&self.frames);
+        let mut frames = frames.write();
         let mut done = 0;
         while done < data.len() {
             let pos = offset + done as u64;
@@ -169,25 +170,27 @@ impl Core {
                 .engine
                 .page_frame(file, page)
                 .expect("written page is cached");
-            self.frame_mut(frame)[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            frames.frame_mut(frame)[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
     }
 
-    /// Copies cached bytes of `file` at `offset` out into `out`.
-    pub fn copy_out(&self, file: FileId, offset: u64, out: &mut [u8]) {
+    /// The frames of the cached bytes of `file` from `offset`, `len` long,
+    /// as (frame, offset in page, length) pieces.
+    pub fn pieces(&self, file: FileId, offset: u64, len: usize) -> Vec<(u32, usize, usize)> {
+        let mut pieces = Vec::new();
         let mut done = 0;
-        while done < out.len() {
+        while done < len {
             let pos = offset + done as u64;
-            let page = pos / PAGE_SIZE;
             let in_page = (pos % PAGE_SIZE) as usize;
-            let n = (PAGE - in_page).min(out.len() - done);
+            let n = (PAGE - in_page).min(len - done);
             let frame = self
                 .engine
-                .page_frame(file, page)
+                .page_frame(file, pos / PAGE_SIZE)
                 .expect("read page is cached");
-            out[done..done + n].copy_from_slice(&self.frame(frame)[in_page..in_page + n]);
+            pieces.push((frame, in_page, n));
             done += n;
         }
+        pieces
     }
 }

@@ -6,4 +6,5 @@
 
 pub(crate) mod clock;
 pub(crate) mod core;
+pub(crate) mod frames;
 pub(crate) mod shared;

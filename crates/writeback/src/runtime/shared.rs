@@ -25,6 +25,8 @@ thread_local! {
 pub(crate) struct Shared {
     pub id: usize,
     pub core: Mutex<Core>,
+    /// The cache's memory; see `frames.rs` for the lock order.
+    pub frames: std::sync::Arc<super::frames::Frames>,
     /// Signalled when tasks are woken and when the timer should look again.
     pub cv: Condvar,
     pub backend: RwLock<Option<Box<dyn IoBackend>>>,
@@ -35,9 +37,11 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn new(engine: Engine, backend: Box<dyn IoBackend>) -> Shared {
         let backend_name = backend.name();
+        let frames = std::sync::Arc::new(super::frames::Frames::new(engine.memory_pages()));
         Shared {
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
-            core: Mutex::new(Core::new(engine)),
+            core: Mutex::new(Core::new(engine, std::sync::Arc::clone(&frames))),
+            frames,
             cv: Condvar::new(),
             backend: RwLock::new(Some(backend)),
             backend_name,
