@@ -72,6 +72,9 @@ pub fn render(r: &RunReport, real: bool) -> String {
     }
     let e = &r.engine;
     let _ = writeln!(out, "\nengine:");
+    if let Some(backend) = &r.io_backend {
+        let _ = writeln!(out, "  I/O backend: {backend}");
+    }
     let _ = writeln!(
         out,
         "  memory {:.0}MiB, dirty thresh {:.0}MiB, background thresh {:.0}MiB",

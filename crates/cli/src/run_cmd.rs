@@ -402,6 +402,7 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
         })
         .collect();
     let engine = EngineReport::new(&stats, &facts);
+    let io_backend = Some(cache.io_backend().to_string());
     drop(cache);
     Ok(RunReport {
         scenario: scenario.name.clone(),
@@ -410,5 +411,6 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
         wall_time_s: wall.elapsed().as_secs_f64(),
         jobs,
         engine,
+        io_backend,
     })
 }

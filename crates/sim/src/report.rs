@@ -139,6 +139,9 @@ pub struct RunReport {
     pub wall_time_s: f64,
     pub jobs: Vec<JobReport>,
     pub engine: EngineReport,
+    /// Real runs: the I/O backend used ("io_uring" or "threads").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_backend: Option<String>,
 }
 
 fn mib(pages: u64) -> f64 {

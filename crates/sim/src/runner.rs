@@ -464,6 +464,7 @@ impl Sim {
             wall_time_s,
             jobs,
             engine: EngineReport::new(&self.engine.stats(), &facts),
+            io_backend: None,
         }
     }
 }
