@@ -36,9 +36,10 @@ const CLOCK_EVERY: u64 = 64;
 #[derive(Args)]
 #[command(after_help = "\
 Runs, for --seconds each and --repeat times (medians reported): kernel-pread, engine-read,
-kernel-pwrite, engine-write, with 1 and 2 threads, 4 KiB at random 4 KiB-aligned offsets (fixed seed) of a 64 MiB file that is fully
-cached (engine: memory 256MiB, dirty_background_ratio 40 so no background writeback starts;
-kernel: the file's pages in the page cache).
+kernel-pwrite, engine-write, with 1 and 2 threads, 4 KiB at random 4 KiB-aligned offsets
+(fixed seed) of a 64 MiB file that is fully cached (engine: memory 256MiB,
+dirty_background_ratio 40 so no background writeback starts; kernel: the file's pages in the
+page cache).
 
 Exit status: 0 on success, 1 if a run failed, 2 for bad arguments or an unusable --dir.")]
 pub struct CachedArgs {

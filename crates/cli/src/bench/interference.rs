@@ -145,6 +145,11 @@ struct Setup {
 
 pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
     let started = Instant::now();
+    if args.writer_size < CHUNK as u64 {
+        return Err(BenchError::BadInput(
+            "--writer-size must be at least 1MiB (the writers write 1 MiB at a time)".into(),
+        ));
+    }
     let fio = fio::find()?;
     let dir = prepare_dir(&args.dir)?;
     sysctl::check_writable(Path::new(sysctl::PROC_VM)).map_err(BenchError::BadInput)?;
@@ -161,7 +166,9 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
         progress!("kernel wbt on {dev}: wbt_lat_usec={wbt} (left as it is)");
     }
 
-    let writer_size = fit_writer(&dir, args.reader_size, args.writer_size)?;
+    // Whole 1 MiB writes, as both writers issue them.
+    let wanted = args.writer_size / CHUNK as u64 * CHUNK as u64;
+    let writer_size = fit_writer(&dir, args.reader_size, wanted)?;
     let mut configs: Vec<Config> = Config::ALL.to_vec();
     if !fio.supports_option("uncached") {
         progress!(
