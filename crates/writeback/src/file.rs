@@ -81,7 +81,7 @@ impl File {
     fn read_chunk(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
         let len = buf.len() as u64;
         let (file, handle) = (self.file, self.handle);
-        let frames = Arc::clone(&self.shared.frames);
+        let frames = &self.shared.frames;
         let mut held = None;
         let mut pieces = Vec::new();
         self.shared.run_op(

@@ -75,6 +75,9 @@ impl Core {
     /// once the lock is released, and whether anyone was woken.
     pub fn finish_actions(&mut self, pending: Pending, ops: &mut Vec<IoOp>) -> bool {
         let mut woke = false;
+        if pending.0.is_empty() {
+            return false;
+        }
         let frames = std::sync::Arc::clone(&self.frames);
         let frames = frames.read();
         for action in pending.0 {
