@@ -331,6 +331,25 @@ impl Engine {
         Ok(())
     }
 
+    /// Reports reads the device served for others since the last report
+    /// (from the device's statistics): `reads` reads taking `latency_ns` in
+    /// all. Lets wbt protect readers outside the engine.
+    pub fn note_foreign_reads(
+        &mut self,
+        now: Instant,
+        device: DeviceId,
+        reads: u64,
+        latency_ns: u64,
+    ) {
+        if reads == 0 {
+            return;
+        }
+        let wbt = &mut self.devices[device.index()].wbt;
+        if wbt.enabled() {
+            wbt.on_foreign_reads(now, reads, latency_ns / reads);
+        }
+    }
+
     pub fn add_domain(&mut self, name: &str) -> DomainId {
         assert!(self.domains.len() < MAX_DOMAINS, "too many domains");
         self.domains.push(name.to_string());

@@ -230,6 +230,20 @@ impl Wbt {
         }
     }
 
+    /// Reads the engine did not issue but the device served (other
+    /// processes' reads, seen in the device's statistics): `reads` of them
+    /// with this average latency since the last report. They count as one
+    /// sample at their average, so a window of slow foreign reads scales
+    /// writes down as our own slow reads would.
+    pub fn on_foreign_reads(&mut self, now: Instant, reads: u64, avg_latency_ns: u64) {
+        if reads == 0 {
+            return;
+        }
+        self.last_comp = Some(now);
+        self.read_min_ns = self.read_min_ns.min(avg_latency_ns);
+        self.read_samples += reads.min(u32::MAX as u64) as u32;
+    }
+
     fn arm_timer(&mut self, now: Instant) {
         self.cur_win_ns = if self.rq_depth.scale_step > 0 {
             // Shorter windows when throttled, so we recover quickly: win / sqrt(step + 1).
@@ -430,6 +444,28 @@ mod tests {
         assert!(wbt.sleeping, "7 in flight of normal 8: room 1 < bg/2 = 2");
         wbt.on_write_done();
         assert!(!wbt.sleeping);
+    }
+
+    #[test]
+    fn slow_foreign_reads_scale_down() {
+        let mut wbt = Wbt::new(32, 2 * NS_PER_MS);
+        for _ in 0..3 {
+            wbt.on_write_issue(T0);
+            wbt.on_write_done();
+        }
+        // 40 reads by another process averaging 5 ms: over the 2 ms target.
+        wbt.on_foreign_reads(T0 + NS_PER_MS, 40, 5 * NS_PER_MS);
+        let end = wbt.window_end.unwrap();
+        assert_eq!(wbt.on_timer(end, false), WindowStatus::Exceeded);
+        assert_eq!(wbt.rq_depth.max_depth, 8);
+        // Fast foreign reads are fine.
+        for _ in 0..3 {
+            wbt.on_write_issue(end);
+            wbt.on_write_done();
+        }
+        wbt.on_foreign_reads(end + NS_PER_MS, 40, 100_000);
+        let end2 = wbt.window_end.unwrap();
+        assert_eq!(wbt.on_timer(end2, false), WindowStatus::Ok);
     }
 
     #[test]

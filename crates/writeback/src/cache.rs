@@ -6,6 +6,7 @@
 use crate::error::Error;
 use crate::file::File;
 use crate::io::{self, DeviceProfile};
+use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -196,6 +197,9 @@ impl Cache {
         }
         let d = core.engine.add_device(name, config, idle_ns);
         core.devices.insert(st_dev, d);
+        if let Some(stats) = DiskStats::for_st_dev(st_dev) {
+            core.diskstats.push((d, stats));
+        }
         Ok(true)
     }
 
@@ -227,6 +231,9 @@ impl Cache {
             .engine
             .add_device(&name, self.device_defaults.clone(), idle_ns);
         core.devices.insert(st_dev, d);
+        if let Some(stats) = DiskStats::for_st_dev(st_dev) {
+            core.diskstats.push((d, stats));
+        }
         Ok(d)
     }
 

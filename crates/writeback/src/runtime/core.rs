@@ -26,6 +26,8 @@ pub(crate) struct Core {
     /// Per task: woken since its last engine call.
     pub woken: Vec<bool>,
     pub closed: bool,
+    /// Block-layer statistics of each device that has them, for wbt.
+    pub diskstats: Vec<(DeviceId, super::diskstats::DiskStats)>,
     /// Backend counters, for stats.
     pub reads_done: u64,
     pub writes_done: u64,
@@ -45,6 +47,7 @@ impl Core {
             inflight: BTreeMap::new(),
             woken: Vec::new(),
             closed: false,
+            diskstats: Vec::new(),
             reads_done: 0,
             writes_done: 0,
         }

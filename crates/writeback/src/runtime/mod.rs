@@ -6,5 +6,6 @@
 
 pub(crate) mod clock;
 pub(crate) mod core;
+pub(crate) mod diskstats;
 pub(crate) mod frames;
 pub(crate) mod shared;

@@ -185,11 +185,28 @@ impl Shared {
         }
     }
 
+    /// Feeds the devices' read statistics to the engine (see diskstats.rs).
+    fn sample_diskstats(core: &mut Core, now: Instant) {
+        let Core {
+            engine, diskstats, ..
+        } = core;
+        for (device, stats) in diskstats.iter_mut() {
+            if let Some((reads, latency_ns)) = stats.sample() {
+                engine.note_foreign_reads(now, *device, reads, latency_ns);
+            }
+        }
+    }
+
     /// The timer thread: calls the engine at its deadlines until closed.
     pub fn timer_loop(&self) {
         let mut core = self.lock();
+        let mut next_sample = std::time::Instant::now();
         while !core.closed {
             let now = self.clock.now();
+            if std::time::Instant::now() >= next_sample {
+                Self::sample_diskstats(&mut core, now);
+                next_sample = std::time::Instant::now() + super::diskstats::SAMPLE_INTERVAL;
+            }
             if core.engine.poll_timeout().is_some_and(|t| t <= now) {
                 core.engine.handle_timeout(now);
                 let mut ops = Vec::new();
