@@ -12,7 +12,7 @@ use std::time::{Duration, Instant as StdInstant};
 use wb_scenario::{JobKind, Scenario};
 use wb_sim::report::{DeviceFacts, EngineReport, JobReport, Latency, RunReport};
 use wb_sim::rng::Rng;
-use wb_sim::workload::{FsyncLoop, Next, OccasionalWriter, Op, Reader, Workload, Writer};
+use wb_sim::workload::{Next, Op, Workload};
 use writeback::{Cache, File, OpenOptions};
 
 /// Default place for the run's files: one directory per device.
@@ -128,39 +128,6 @@ struct JobFiles {
     files: Vec<File>,
 }
 
-fn workload_for(kind: &JobKind, rng: Rng) -> Box<dyn Workload + Send> {
-    match *kind {
-        JobKind::Writer {
-            files,
-            file_size,
-            block_size,
-            sync,
-            fsync_each,
-        } => Box::new(Writer::new(files, file_size, block_size, sync, fsync_each)),
-        JobKind::Reader {
-            file_size,
-            block_size,
-            random,
-            rate_iops,
-        } => Box::new(Reader::new(
-            file_size,
-            block_size,
-            random.then_some(rng),
-            rate_iops,
-        )),
-        JobKind::OccasionalWriter {
-            block_size,
-            interval_ns,
-            count,
-        } => Box::new(OccasionalWriter::new(block_size, interval_ns, count)),
-        JobKind::FsyncLoop {
-            block_size,
-            interval_ns,
-            count,
-        } => Box::new(FsyncLoop::new(block_size, interval_ns, count)),
-    }
-}
-
 fn block_size(kind: &JobKind) -> u64 {
     match *kind {
         JobKind::Writer { block_size, .. }
@@ -205,7 +172,7 @@ fn open_job_files(
 ) -> Result<JobFiles, String> {
     let spec = &scenario.jobs[job];
     let dir = &dirs[spec.device];
-    let workload = workload_for(&spec.kind, Rng::new(0));
+    let workload = wb_sim::workload::for_job(&spec.kind, Rng::new(0));
     let mut files = Vec::new();
     for (i, (size, _extent)) in workload.files().into_iter().enumerate() {
         let path = dir.join(format!("{}-{i}", spec.name));
@@ -351,7 +318,8 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
             .iter()
             .enumerate()
             .map(|(j, spec)| {
-                let workload = workload_for(&spec.kind, seed_rng.fork(1000 + j as u64));
+                let workload =
+                    wb_sim::workload::for_job(&spec.kind, seed_rng.fork(1000 + j as u64));
                 let block = block_size(&spec.kind);
                 let (files, left) = (&files[j], &foreground_left);
                 s.spawn(move || {

@@ -6,7 +6,7 @@ use crate::device::{self, DevRequest, DeviceModel};
 use crate::layout::Layout;
 use crate::report::{DeviceFacts, EngineReport, JobReport, Latency, RunReport};
 use crate::rng::Rng;
-use crate::workload::{FsyncLoop, Next, OccasionalWriter, Op, Reader, Workload, Writer};
+use crate::workload::{Next, Op, Workload};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
@@ -14,7 +14,7 @@ use wb_engine::{
     Action, DeviceId, DomainId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId,
     PAGE_SIZE,
 };
-use wb_scenario::{JobKind, Scenario};
+use wb_scenario::Scenario;
 
 /// CPU cost of one system call, in the simulated world.
 pub const OP_OVERHEAD_NS: u64 = 1_000;
@@ -108,39 +108,6 @@ fn op_cpu_ns(op: &Op) -> u64 {
     }
 }
 
-fn workload_for(kind: &JobKind, rng: Rng) -> Box<dyn Workload> {
-    match *kind {
-        JobKind::Writer {
-            files,
-            file_size,
-            block_size,
-            sync,
-            fsync_each,
-        } => Box::new(Writer::new(files, file_size, block_size, sync, fsync_each)),
-        JobKind::Reader {
-            file_size,
-            block_size,
-            random,
-            rate_iops,
-        } => Box::new(Reader::new(
-            file_size,
-            block_size,
-            random.then_some(rng),
-            rate_iops,
-        )),
-        JobKind::OccasionalWriter {
-            block_size,
-            interval_ns,
-            count,
-        } => Box::new(OccasionalWriter::new(block_size, interval_ns, count)),
-        JobKind::FsyncLoop {
-            block_size,
-            interval_ns,
-            count,
-        } => Box::new(FsyncLoop::new(block_size, interval_ns, count)),
-    }
-}
-
 impl Sim {
     fn build(scenario: &Scenario) -> Result<Sim, SimError> {
         let now = Instant::ZERO;
@@ -181,7 +148,7 @@ impl Sim {
                     d
                 }
             };
-            let workload = workload_for(&spec.kind, rng.fork(1000 + j as u64));
+            let workload = crate::workload::for_job(&spec.kind, rng.fork(1000 + j as u64));
             let mut handles = Vec::new();
             for (size, extent) in workload.files() {
                 let dev = &devices[spec.device];

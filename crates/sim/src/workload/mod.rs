@@ -12,7 +12,9 @@ pub use occasional::OccasionalWriter;
 pub use reader::Reader;
 pub use writer::Writer;
 
+use crate::rng::Rng;
 use wb_engine::Instant;
+use wb_scenario::JobKind;
 
 /// One operation on the job's files (indices into the job's file list).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,4 +40,38 @@ pub trait Workload {
     fn next(&mut self, now: Instant) -> Next;
     /// File sizes to create: (initial size on the device, extent to reserve).
     fn files(&self) -> Vec<(u64, u64)>;
+}
+
+/// The workload of a scenario job. `rng` drives random offsets.
+pub fn for_job(kind: &JobKind, rng: Rng) -> Box<dyn Workload + Send> {
+    match *kind {
+        JobKind::Writer {
+            files,
+            file_size,
+            block_size,
+            sync,
+            fsync_each,
+        } => Box::new(Writer::new(files, file_size, block_size, sync, fsync_each)),
+        JobKind::Reader {
+            file_size,
+            block_size,
+            random,
+            rate_iops,
+        } => Box::new(Reader::new(
+            file_size,
+            block_size,
+            random.then_some(rng),
+            rate_iops,
+        )),
+        JobKind::OccasionalWriter {
+            block_size,
+            interval_ns,
+            count,
+        } => Box::new(OccasionalWriter::new(block_size, interval_ns, count)),
+        JobKind::FsyncLoop {
+            block_size,
+            interval_ns,
+            count,
+        } => Box::new(FsyncLoop::new(block_size, interval_ns, count)),
+    }
 }
