@@ -35,6 +35,53 @@ impl Engine {
         self.continue_read(now, task)
     }
 
+    /// The cached-read fast path: if every page of the range (up to the end
+    /// of the file) is cached and valid, counts the read as `read` would
+    /// (pages referenced, the task's read position for readahead), puts the
+    /// pages' frames in `frames` in order and returns true; the caller
+    /// copies. Otherwise returns false: use `read`.
+    pub fn read_hit(
+        &mut self,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+        frames: &mut Vec<u32>,
+    ) -> Result<bool, EngineError> {
+        let file = self.handle(handle)?.file;
+        Self::page_range(offset, len)?;
+        if self
+            .tasks
+            .get(task.index())
+            .ok_or(EngineError::BadTask(task))?
+            .op
+            != Op::Idle
+        {
+            return Err(EngineError::Busy(task));
+        }
+        frames.clear();
+        let f = &mut self.files[file.index()];
+        let end = (offset + len).min(f.size);
+        if offset >= end {
+            return Ok(true);
+        }
+        let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        // One pass: marking pages referenced before knowing all are there is
+        // harmless (the slow path would mark them too).
+        for (&p, page) in f.pages.range_mut(first..last) {
+            if p != first + frames.len() as u64 || page.flags & PG_READING != 0 {
+                return Ok(false);
+            }
+            page.flags |= PG_REFERENCED;
+            frames.push(page.frame);
+        }
+        if frames.len() as u64 != last - first {
+            return Ok(false);
+        }
+        self.tasks[task.index()].last_read = Some((file, last));
+        Ok(true)
+    }
+
     pub(crate) fn continue_read(
         &mut self,
         now: Instant,

@@ -1,6 +1,6 @@
 //! [`File`]: a handle on a file through the cache.
 
-use crate::error::Error;
+use crate::error::{from_engine, Error};
 use crate::runtime::shared::Shared;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,6 +79,9 @@ impl File {
     }
 
     fn read_chunk(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
+        if let Some(n) = self.read_cached(buf, offset)? {
+            return Ok(n);
+        }
         let len = buf.len() as u64;
         let (file, handle) = (self.file, self.handle);
         let frames = &self.shared.frames;
@@ -107,6 +110,38 @@ impl File {
             n += len;
         }
         Ok(n)
+    }
+
+    /// The fast path for data that is all cached: one short hold of the
+    /// engine's lock to check and account, the copy outside it. None if
+    /// something is missing.
+    fn read_cached(&self, buf: &mut [u8], offset: u64) -> Result<Option<usize>, Error> {
+        let len = buf.len() as u64;
+        let mut core = self.shared.lock();
+        if core.closed {
+            return Err(Error::Closed);
+        }
+        let task = self.shared.task(&mut core);
+        let mut page_frames = Vec::with_capacity(1 + buf.len() / PAGE_SIZE as usize);
+        let hit = core
+            .engine
+            .read_hit(task, self.handle, offset, len, &mut page_frames);
+        if !hit.map_err(from_engine)? {
+            return Ok(None);
+        }
+        let end = (offset + len).min(core.engine.file_size(self.file));
+        let n = end.saturating_sub(offset) as usize;
+        // Hold the frames before the engine's lock goes (see frames.rs).
+        let frames = self.shared.frames.read();
+        drop(core);
+        let mut at = 0;
+        for frame in page_frames {
+            let in_page = ((offset + at as u64) % PAGE_SIZE) as usize;
+            let piece = (PAGE_SIZE as usize - in_page).min(n - at);
+            buf[at..at + piece].copy_from_slice(&frames.frame(frame)[in_page..in_page + piece]);
+            at += piece;
+        }
+        Ok(Some(n))
     }
 
     /// Makes this file's data and length durable (fdatasync).
