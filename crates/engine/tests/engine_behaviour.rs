@@ -275,3 +275,36 @@ fn set_len_drops_pages_past_the_end_without_writing_them() {
     assert_eq!(hs.engine.file_size(file), 1 << 20);
     hs.engine.check_invariants();
 }
+
+#[test]
+fn read_hit_is_the_fast_path_only_for_fully_cached_ranges() {
+    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+    let file = e.add_file(Instant(0), dev, DomainId(0), 1 << 20);
+    let h = e.open(file);
+    let task = e.add_task();
+    let mut frames = Vec::new();
+    assert_eq!(
+        e.read_hit(task, h, 0, 8192, &mut frames),
+        Ok(false),
+        "nothing cached yet"
+    );
+    let mut hs = Harness::new(e, 10_000);
+    hs.run(task, |e, now| e.read(now, task, h, 0, 8192))
+        .unwrap();
+    let e = &mut hs.engine;
+    assert_eq!(e.read_hit(task, h, 100, 8000, &mut frames), Ok(true));
+    assert_eq!(frames.len(), 2);
+    assert_eq!(Some(frames[1]), e.page_frame(file, 1));
+    // Readahead brought in 128 KiB; past it, a miss.
+    assert_eq!(e.read_hit(task, h, 120 * 1024, 8192, &mut frames), Ok(true));
+    assert_eq!(
+        e.read_hit(task, h, 512 * 1024, 8192, &mut frames),
+        Ok(false)
+    );
+    assert_eq!(
+        e.read_hit(task, h, 2 << 20, 10, &mut frames),
+        Ok(true),
+        "past the end: nothing to copy"
+    );
+    assert!(frames.is_empty());
+}
