@@ -99,7 +99,8 @@ impl File {
                     if end > offset {
                         pieces = core.pieces(file, offset, (end - offset) as usize);
                     }
-                    held = Some(frames.read());
+                    let wanted: Vec<u32> = pieces.iter().map(|&(f, _, _)| f).collect();
+                    held = Some(frames.read(&wanted));
                 }
             },
         )?;
@@ -132,10 +133,10 @@ impl File {
         let end = (offset + len).min(core.engine.file_size(self.file));
         let n = end.saturating_sub(offset) as usize;
         // Hold the frames before the engine's lock goes (see frames.rs).
-        let frames = self.shared.frames.read();
+        let frames = self.shared.frames.read(&page_frames);
         drop(core);
         let mut at = 0;
-        for frame in page_frames {
+        for &frame in &page_frames {
             let in_page = ((offset + at as u64) % PAGE_SIZE) as usize;
             let piece = (PAGE_SIZE as usize - in_page).min(n - at);
             buf[at..at + piece].copy_from_slice(&frames.frame(frame)[in_page..in_page + piece]);
@@ -184,7 +185,7 @@ impl File {
         if len % PAGE_SIZE != 0 {
             if let Some(frame) = core.engine.page_frame(file, len / PAGE_SIZE) {
                 let from = (len % PAGE_SIZE) as usize;
-                core.frames.write().frame_mut(frame)[from..].fill(0);
+                core.frames.write(frame).bytes()[from..].fill(0);
             }
         }
         let backing = Arc::clone(&core.backing[file.index()]);

@@ -3,7 +3,7 @@
 //! lock held and never blocks: I/O is handed to the backend after the lock
 //! is released.
 
-use super::frames::{Frames, FramesRead};
+use super::frames::Frames;
 use crate::io::{AlignedBuf, IoDone, IoOp};
 use std::collections::BTreeMap;
 use std::fs::File as StdFile;
@@ -64,11 +64,8 @@ impl Core {
                 other => rest.push(other),
             }
         }
-        if !zero.is_empty() {
-            let mut frames = self.frames.write();
-            for frame in zero {
-                frames.frame_mut(frame).fill(0);
-            }
+        for frame in zero {
+            self.frames.write(frame).bytes().fill(0);
         }
         Pending(rest)
     }
@@ -81,11 +78,9 @@ impl Core {
         if pending.0.is_empty() {
             return false;
         }
-        let frames = std::sync::Arc::clone(&self.frames);
-        let frames = frames.read();
         for action in pending.0 {
             match action {
-                Action::Submit(req) => ops.push(self.build_op(req, &frames)),
+                Action::Submit(req) => ops.push(self.build_op(req)),
                 Action::Wake(task) => {
                     self.woken[task.index()] = true;
                     woke = true;
@@ -102,18 +97,21 @@ impl Core {
         self.finish_actions(pending, ops)
     }
 
-    fn build_op(&mut self, req: IoRequest, frames: &FramesRead<'_>) -> IoOp {
+    fn build_op(&mut self, req: IoRequest) -> IoOp {
         let len = req.pages as usize * PAGE;
         let mut buf = AlignedBuf::new(len);
         let write = req.dir == IoDir::Write;
         if write {
-            for i in 0..req.pages as u64 {
-                let frame = self
-                    .engine
-                    .page_frame(req.file, req.first_page + i)
-                    .expect("page under writeback is cached");
-                let at = i as usize * PAGE;
-                buf.as_mut_slice()[at..at + PAGE].copy_from_slice(frames.frame(frame));
+            let page_frames: Vec<u32> = (0..req.pages as u64)
+                .map(|i| {
+                    self.engine
+                        .page_frame(req.file, req.first_page + i)
+                        .expect("page under writeback is cached")
+                })
+                .collect();
+            let frames = self.frames.read(&page_frames);
+            for (i, &frame) in page_frames.iter().enumerate() {
+                buf.as_mut_slice()[i * PAGE..(i + 1) * PAGE].copy_from_slice(frames.frame(frame));
             }
         }
         let op = IoOp {
@@ -139,12 +137,12 @@ impl Core {
         if req.dir == IoDir::Read {
             self.reads_done += 1;
             if result.is_ok() {
-                let mut frames = self.frames.write();
                 for i in 0..req.pages as u64 {
                     if let Some(frame) = self.engine.page_frame(req.file, req.first_page + i) {
                         let at = i as usize * PAGE;
-                        frames
-                            .frame_mut(frame)
+                        self.frames
+                            .write(frame)
+                            .bytes()
                             .copy_from_slice(&done.buf.as_slice()[at..at + PAGE]);
                     }
                 }
@@ -164,8 +162,6 @@ impl Core {
     /// Copies bytes into the cached pages of `file` at `offset` (the pages
     /// must be cached: the engine has prepared them).
     pub fn copy_in(&mut self, file: FileId, offset: u64, data: &[u8]) {
-        let frames = std::sync::Arc::clone(&self.frames);
-        let mut frames = frames.write();
         let mut done = 0;
         while done < data.len() {
             let pos = offset + done as u64;
@@ -176,7 +172,8 @@ impl Core {
                 .engine
                 .page_frame(file, page)
                 .expect("written page is cached");
-            frames.frame_mut(frame)[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            self.frames.write(frame).bytes()[in_page..in_page + n]
+                .copy_from_slice(&data[done..done + n]);
             done += n;
         }
     }
