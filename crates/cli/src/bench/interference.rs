@@ -83,6 +83,24 @@ pub struct InterferenceArgs {
     /// Where the engine remembers device calibrations.
     #[arg(long, default_value = "wb-data", value_name = "DIR")]
     pub data_dir: PathBuf,
+    /// An engine knob for both engine configurations (cache or device knob,
+    /// e.g. max_sectors_kb=128); wbt_lat_usec is set by the configuration. Repeatable.
+    #[arg(long = "engine-set", value_name = "KNOB=VALUE", value_parser = parse_engine_set)]
+    pub engine_sets: Vec<(String, String)>,
+}
+
+/// KNOB=VALUE, checked against the engine's knobs.
+fn parse_engine_set(text: &str) -> Result<(String, String), String> {
+    let (knob, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}': expected KNOB=VALUE"))?;
+    let checked = if wb_engine::Config::KNOBS.contains(&knob) {
+        wb_engine::Config::default().set(knob, value)
+    } else {
+        wb_engine::DeviceConfig::default().set(knob, value)
+    };
+    checked.map_err(|e| e.to_string())?;
+    Ok((knob.to_string(), value.to_string()))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,6 +159,8 @@ struct Setup {
     data_dir: PathBuf,
     /// The engine's dirty limits in bytes: (dirty, background).
     dirty_limits: (u64, u64),
+    /// Extra engine knobs (--engine-set).
+    engine_sets: Vec<(String, String)>,
 }
 
 pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
@@ -196,6 +216,7 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
         memory: args.memory,
         data_dir: args.data_dir.clone(),
         dirty_limits,
+        engine_sets: args.engine_sets.clone(),
     };
 
     let mut results: Vec<(Config, Vec<RunResult>)> =
@@ -472,9 +493,18 @@ struct EngineWriter {
 
 impl EngineWriter {
     fn start(setup: &Setup, wbt_auto: bool) -> Result<EngineWriter, BenchError> {
-        let cache = Cache::builder()
+        let mut builder = Cache::builder()
             .knob("memory", &setup.memory.to_string())
-            .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?
+            .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?;
+        for (knob, value) in &setup.engine_sets {
+            builder = if wb_engine::Config::KNOBS.contains(&knob.as_str()) {
+                builder.knob(knob, value)
+            } else {
+                builder.device_knob(knob, value)
+            }
+            .map_err(|e| BenchError::BadInput(format!("--engine-set: {e}")))?;
+        }
+        let cache = builder
             .device_knob("wbt_lat_usec", if wbt_auto { "-1" } else { "0" })
             .map_err(|e| BenchError::failed("wbt_lat_usec", e))?
             .data_dir(&setup.data_dir)
