@@ -118,12 +118,13 @@ impl File {
     /// something is missing.
     fn read_cached(&self, buf: &mut [u8], offset: u64) -> Result<Option<usize>, Error> {
         let len = buf.len() as u64;
+        // Allocate before taking the lock: keep the time under it short.
+        let mut page_frames = Vec::with_capacity(2 + buf.len() / PAGE_SIZE as usize);
         let mut core = self.shared.lock();
         if core.closed {
             return Err(Error::Closed);
         }
         let task = self.shared.task(&mut core);
-        let mut page_frames = Vec::with_capacity(1 + buf.len() / PAGE_SIZE as usize);
         let hit = core
             .engine
             .read_hit(task, self.handle, offset, len, &mut page_frames);
