@@ -408,19 +408,16 @@ impl Engine {
 
     /// Opens a handle on a file; it will see write-back errors from now on.
     pub fn open(&mut self, file: FileId) -> HandleId {
-        let f = &mut self.files[file.index()];
-        f.open_handles += 1;
         let handle = Handle {
             file,
-            err_seen: f.err_seq,
+            err_seen: self.files[file.index()].err_seq,
         };
         self.handles.push(Some(handle));
         HandleId((self.handles.len() - 1) as u32)
     }
 
     pub fn close(&mut self, handle: HandleId) -> Result<(), EngineError> {
-        let h = self.handle(handle)?.file;
-        self.files[h.index()].open_handles -= 1;
+        self.handle(handle)?;
         self.handles[handle.index()] = None;
         Ok(())
     }

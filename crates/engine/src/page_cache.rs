@@ -48,7 +48,6 @@ pub struct CachedFile {
     pub last_err: Option<crate::action::IoErrorKind>,
     /// A failed read, reported to the next reader that misses.
     pub read_error: Option<crate::action::IoErrorKind>,
-    pub open_handles: u32,
 }
 
 impl CachedFile {
@@ -65,7 +64,6 @@ impl CachedFile {
             err_seq: 0,
             last_err: None,
             read_error: None,
-            open_handles: 0,
         }
     }
 

@@ -4,7 +4,7 @@
 use crate::action::{Action, IoDir, IoErrorKind, IoRequest};
 use crate::engine::{Engine, Inflight, WaitKey};
 use crate::flusher::{writeback_chunk_size, WbReason, Work};
-use crate::ids::{DeviceId, FileId, IoId, PageIndex, WbId, PAGE_SIZE};
+use crate::ids::{DeviceId, FileId, IoId, PageIndex, WbId};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::ratelimit::RatelimitInput;
 use crate::time::Instant;
@@ -544,10 +544,5 @@ impl Engine {
             f.dirtied_when = Some(when);
             wb.dirty_files.insert((when, file));
         }
-    }
-
-    /// Byte offset of a page, for runtimes.
-    pub fn page_offset(page: PageIndex) -> u64 {
-        page * PAGE_SIZE
     }
 }

@@ -28,9 +28,6 @@ pub(crate) struct Core {
     pub closed: bool,
     /// Block-layer statistics of each device that has them, for wbt.
     pub diskstats: Vec<(DeviceId, super::diskstats::DiskStats)>,
-    /// Backend counters, for stats.
-    pub reads_done: u64,
-    pub writes_done: u64,
 }
 
 /// Actions left after frames were zeroed: submits and wakes.
@@ -48,8 +45,6 @@ impl Core {
             woken: Vec::new(),
             closed: false,
             diskstats: Vec::new(),
-            reads_done: 0,
-            writes_done: 0,
         }
     }
 
@@ -134,21 +129,17 @@ impl Core {
             Ok(_) => Ok(()),
             Err(e) => Err(crate::error::io_error_kind(e)),
         };
-        if req.dir == IoDir::Read {
-            self.reads_done += 1;
-            if result.is_ok() {
-                for i in 0..req.pages as u64 {
-                    if let Some(frame) = self.engine.page_frame(req.file, req.first_page + i) {
-                        let at = i as usize * PAGE;
-                        self.frames
-                            .write(frame)
-                            .bytes()
-                            .copy_from_slice(&done.buf.as_slice()[at..at + PAGE]);
-                    }
+        // A finished read fills its frames before the engine calls them valid.
+        if req.dir == IoDir::Read && result.is_ok() {
+            for i in 0..req.pages as u64 {
+                if let Some(frame) = self.engine.page_frame(req.file, req.first_page + i) {
+                    let at = i as usize * PAGE;
+                    self.frames
+                        .write(frame)
+                        .bytes()
+                        .copy_from_slice(&done.buf.as_slice()[at..at + PAGE]);
                 }
             }
-        } else {
-            self.writes_done += 1;
         }
         self.engine.io_complete(now, IoId(done.id), result);
     }
