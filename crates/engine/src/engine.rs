@@ -174,6 +174,8 @@ pub struct Engine {
     pub(crate) next_period: Instant,
     pub(crate) next_kupdate: Option<Instant>,
     pub(crate) stats: Stats,
+    /// Pages that left the cache, if a runtime asked (unmap_log.rs).
+    pub(crate) unmapped: Option<Vec<(FileId, PageIndex)>>,
 }
 
 impl Engine {
@@ -210,6 +212,7 @@ impl Engine {
             next_period: now + PERIOD_NS,
             next_kupdate,
             stats: Stats::default(),
+            unmapped: None,
         };
         engine.stats.memory_pages = memory_pages;
         engine

@@ -1,7 +1,7 @@
 //! Errors returned to callers of the engine.
 
 use crate::action::IoErrorKind;
-use crate::ids::{HandleId, TaskId};
+use crate::ids::{FileId, HandleId, TaskId};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -11,6 +11,8 @@ pub enum EngineError {
     BadHandle(HandleId),
     /// The task does not exist.
     BadTask(TaskId),
+    /// The file does not exist.
+    BadFile(FileId),
     /// The task already has an operation in progress; finish it with `resume`.
     Busy(TaskId),
     /// `resume` was called but the task has nothing in progress.
@@ -31,6 +33,7 @@ impl fmt::Display for EngineError {
         match self {
             EngineError::BadHandle(h) => write!(f, "no open file handle {}", h.0),
             EngineError::BadTask(t) => write!(f, "no task {}", t.0),
+            EngineError::BadFile(file) => write!(f, "no file {}", file.0),
             EngineError::Busy(t) => write!(f, "task {} already has an operation in progress", t.0),
             EngineError::NothingToResume(t) => write!(f, "task {} has nothing to resume", t.0),
             EngineError::OutOfRange { offset, len } => {

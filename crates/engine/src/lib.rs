@@ -28,6 +28,7 @@ mod sync;
 pub mod time;
 mod truncate;
 pub mod units;
+mod unmap_log;
 mod wbt;
 mod write_path;
 mod writeback;

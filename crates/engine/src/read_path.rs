@@ -35,51 +35,37 @@ impl Engine {
         self.continue_read(now, task)
     }
 
-    /// The cached-read fast path: if every page of the range (up to the end
-    /// of the file) is cached and valid, counts the read as `read` would
-    /// (pages referenced, the task's read position for readahead), puts the
-    /// pages' frames in `frames` in order and returns true; the caller
-    /// copies. Otherwise returns false: use `read`.
-    pub fn read_hit(
+    /// Accounts a cached read that a runtime served from a page index of
+    /// its own, without calling `read` (see `report_unmapped`): marks the
+    /// pages `first..end` that are still cached referenced, as `read`
+    /// would have, and moves the task's readahead position. Runtimes may
+    /// batch these notes (as Linux batches folio references per CPU), so a
+    /// note can arrive after its pages have gone; those are skipped.
+    pub fn note_cached_read(
         &mut self,
         task: TaskId,
-        handle: HandleId,
-        offset: u64,
-        len: u64,
-        frames: &mut Vec<u32>,
-    ) -> Result<bool, EngineError> {
-        let file = self.handle(handle)?.file;
-        Self::page_range(offset, len)?;
-        if self
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+    ) -> Result<(), EngineError> {
+        let t = self
             .tasks
-            .get(task.index())
-            .ok_or(EngineError::BadTask(task))?
-            .op
-            != Op::Idle
-        {
-            return Err(EngineError::Busy(task));
+            .get_mut(task.index())
+            .ok_or(EngineError::BadTask(task))?;
+        let f = self
+            .files
+            .get_mut(file.index())
+            .ok_or(EngineError::BadFile(file))?;
+        if first >= end {
+            return Ok(());
         }
-        frames.clear();
-        let f = &mut self.files[file.index()];
-        let end = (offset + len).min(f.size);
-        if offset >= end {
-            return Ok(true);
-        }
-        let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
-        // One pass: marking pages referenced before knowing all are there is
-        // harmless (the slow path would mark them too).
-        for (&p, page) in f.pages.range_mut(first..last) {
-            if p != first + frames.len() as u64 || page.flags & PG_READING != 0 {
-                return Ok(false);
+        for (_, page) in f.pages.range_mut(first..end) {
+            if page.flags & PG_READING == 0 {
+                page.flags |= PG_REFERENCED;
             }
-            page.flags |= PG_REFERENCED;
-            frames.push(page.frame);
         }
-        if frames.len() as u64 != last - first {
-            return Ok(false);
-        }
-        self.tasks[task.index()].last_read = Some((file, last));
-        Ok(true)
+        t.last_read = Some((file, end));
+        Ok(())
     }
 
     pub(crate) fn continue_read(

@@ -99,6 +99,7 @@ impl Engine {
             .expect("page is cached");
         self.frames.free(removed.frame);
         self.nr_cached -= 1;
+        self.log_unmapped(file, page);
     }
 
     /// A page became clean: it is reclaimable.

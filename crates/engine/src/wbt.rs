@@ -163,10 +163,15 @@ impl Wbt {
         if !self.enabled() {
             return u32::MAX;
         }
-        // Integrity writeback, and writeback that dirty-throttled writers are
-        // waiting on, get the full depth: holding it back only stalls them.
-        if class == WbtClass::Sync || recent_dirty_sleep {
+        // Integrity writeback gets the full depth. So does writeback that
+        // dirty-throttled writers wait on (Linux's wb_recent_wait), unless
+        // reads compete: a streaming writer is throttled all the time, and
+        // the boost would keep a full queue of its writes ahead of every
+        // read. Then it gets wb_normal (ours; see BENCHMARKS.md).
+        if class == WbtClass::Sync || (recent_dirty_sleep && !self.close_io(now)) {
             self.rq_depth.max_depth
+        } else if recent_dirty_sleep {
+            self.wb_normal
         } else if class == WbtClass::Background || self.close_io(now) {
             // Background work, or competing reads within 100 ms: stay shallow.
             self.wb_background
@@ -373,6 +378,14 @@ mod tests {
             16,
             "dirty-throttled writers boost"
         );
+        let mut read = Wbt::new(32, 2 * NS_PER_MS);
+        read.on_read_issue(T0, IoId(1));
+        assert_eq!(
+            read.limit(WbtClass::Background, T0, true),
+            8,
+            "reads within 100 ms cap the boost at wb_normal"
+        );
+        assert_eq!(read.limit(WbtClass::Sync, T0, true), 16);
         let off = Wbt::new(32, 0);
         assert!(off.may_issue(WbtClass::Background, T0, false));
     }

@@ -276,35 +276,68 @@ fn set_len_drops_pages_past_the_end_without_writing_them() {
     hs.engine.check_invariants();
 }
 
-#[test]
-fn read_hit_is_the_fast_path_only_for_fully_cached_ranges() {
+/// Reads 8 KiB at 0 (readahead caches pages 0..32), optionally notes a
+/// cached read of pages 2..32 as a runtime's own index would, then reads
+/// page 32: whether page 40 got cached shows whether it counted as sequential.
+fn page_40_cached_after(note: bool) -> bool {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
     let file = e.add_file(Instant(0), dev, DomainId(0), 1 << 20);
     let h = e.open(file);
     let task = e.add_task();
-    let mut frames = Vec::new();
-    assert_eq!(
-        e.read_hit(task, h, 0, 8192, &mut frames),
-        Ok(false),
-        "nothing cached yet"
-    );
     let mut hs = Harness::new(e, 10_000);
     hs.run(task, |e, now| e.read(now, task, h, 0, 8192))
         .unwrap();
-    let e = &mut hs.engine;
-    assert_eq!(e.read_hit(task, h, 100, 8000, &mut frames), Ok(true));
-    assert_eq!(frames.len(), 2);
-    assert_eq!(Some(frames[1]), e.page_frame(file, 1));
-    // Readahead brought in 128 KiB; past it, a miss.
-    assert_eq!(e.read_hit(task, h, 120 * 1024, 8192, &mut frames), Ok(true));
+    assert!(hs.engine.page_frame(file, 31).is_some(), "readahead");
+    assert!(hs.engine.page_frame(file, 32).is_none());
+    if note {
+        hs.engine.note_cached_read(task, file, 2, 32).unwrap();
+    }
+    hs.run(task, |e, now| e.read(now, task, h, 32 * 4096, 4096))
+        .unwrap();
+    hs.engine.page_frame(file, 40).is_some()
+}
+
+#[test]
+fn cached_reads_noted_by_a_runtime_keep_readahead_sequential() {
+    assert!(page_40_cached_after(true), "noted: a sequential reader");
+    assert!(!page_40_cached_after(false), "not noted: a random read");
+    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
+    let task = e.add_task();
     assert_eq!(
-        e.read_hit(task, h, 512 * 1024, 8192, &mut frames),
-        Ok(false)
+        e.note_cached_read(task, FileId(7), 0, 1),
+        Err(EngineError::BadFile(FileId(7)))
     );
     assert_eq!(
-        e.read_hit(task, h, 2 << 20, 10, &mut frames),
-        Ok(true),
-        "past the end: nothing to copy"
+        e.note_cached_read(TaskId(9), file, 0, 1),
+        Err(EngineError::BadTask(TaskId(9)))
     );
-    assert!(frames.is_empty());
+    assert_eq!(e.note_cached_read(task, file, 5, 1), Ok(()), "empty range");
+}
+
+#[test]
+fn pages_leaving_the_cache_are_reported_only_when_asked() {
+    let run = |report: bool| {
+        let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+        if report {
+            e.report_unmapped();
+        }
+        let file = e.add_file(Instant(0), dev, DomainId(0), 0);
+        let h = e.open(file);
+        let task = e.add_task();
+        let mut hs = Harness::new(e, 10_000);
+        hs.run(task, |e, now| e.write(now, task, h, 0, 5 * 4096))
+            .unwrap();
+        hs.run(task, |e, now| e.set_len(now, task, h, 4096 + 10))
+            .unwrap();
+        let mut out = Vec::new();
+        hs.engine.take_unmapped(&mut out);
+        out
+    };
+    assert_eq!(
+        run(true),
+        vec![(FileId(0), 2), (FileId(0), 3), (FileId(0), 4)],
+        "the pages past the new end, in order"
+    );
+    assert!(run(false).is_empty());
 }

@@ -9,6 +9,7 @@ use crate::io::{self, DeviceProfile};
 use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -167,16 +168,19 @@ impl Cache {
                 let now = self.shared.clock.now();
                 let f = core.engine.add_file(now, device, DomainId(0), meta.len());
                 core.backing.push(Arc::new(backing));
+                core.sizes.push(Arc::new(AtomicU64::new(meta.len())));
                 core.by_inode.insert(key, f);
                 f
             }
         };
         let handle = core.engine.open(file);
+        let size = Arc::clone(&core.sizes[file.index()]);
         drop(core);
         Ok(File::new(
             Arc::clone(&self.shared),
             file,
             handle,
+            size,
             path.to_path_buf(),
         ))
     }
@@ -280,6 +284,7 @@ impl Drop for Cache {
             eprintln!("writeback: writing back dirty data at shutdown failed: {e}");
         }
         self.shared.lock().closed = true;
+        self.shared.closed.store(true, Ordering::Release);
         self.shared.cv.notify_all();
         // Dropping the backend joins its workers and closes the completion channel.
         let backend = self.shared.backend.write().map(|mut b| b.take());

@@ -1,8 +1,9 @@
 //! [`File`]: a handle on a file through the cache.
 
-use crate::error::{from_engine, Error};
+use crate::error::Error;
 use crate::runtime::shared::Shared;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use wb_engine::{FileId, HandleId, PAGE_SIZE};
 
@@ -15,15 +16,24 @@ pub struct File {
     shared: Arc<Shared>,
     file: FileId,
     handle: HandleId,
+    /// The file's length as published for reads without the engine's lock.
+    size: Arc<AtomicU64>,
     path: PathBuf,
 }
 
 impl File {
-    pub(crate) fn new(shared: Arc<Shared>, file: FileId, handle: HandleId, path: PathBuf) -> File {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        file: FileId,
+        handle: HandleId,
+        size: Arc<AtomicU64>,
+        path: PathBuf,
+    ) -> File {
         File {
             shared,
             file,
             handle,
+            size,
             path,
         }
     }
@@ -98,6 +108,7 @@ impl File {
                     let end = (offset + len).min(core.engine.file_size(file));
                     if end > offset {
                         pieces = core.pieces(file, offset, (end - offset) as usize);
+                        core.index_pages(file, offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
                     }
                     let wanted: Vec<u32> = pieces.iter().map(|&(f, _, _)| f).collect();
                     held = Some(frames.read(&wanted));
@@ -113,36 +124,39 @@ impl File {
         Ok(n)
     }
 
-    /// The fast path for data that is all cached: one short hold of the
-    /// engine's lock to check and account, the copy outside it. None if
-    /// something is missing.
+    /// The fast path for data that is all cached: the pages are found in
+    /// the page index and copied one by one, without the engine's lock;
+    /// the engine hears of the read later, in a batch. None if a page is
+    /// missing (some bytes may have been copied; the slow path redoes them).
     fn read_cached(&self, buf: &mut [u8], offset: u64) -> Result<Option<usize>, Error> {
-        let len = buf.len() as u64;
-        // Allocate before taking the lock: keep the time under it short.
-        let mut page_frames = Vec::with_capacity(2 + buf.len() / PAGE_SIZE as usize);
-        let mut core = self.shared.lock();
-        if core.closed {
+        if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        let task = self.shared.task(&mut core);
-        let hit = core
-            .engine
-            .read_hit(task, self.handle, offset, len, &mut page_frames);
-        if !hit.map_err(from_engine)? {
-            return Ok(None);
+        // The length is published after the data it covers: every page
+        // below it that the index has holds data at least that new.
+        let size = self.size.load(Ordering::Acquire);
+        let end = (offset + buf.len() as u64).min(size);
+        if end <= offset {
+            return Ok(Some(0));
         }
-        let end = (offset + len).min(core.engine.file_size(self.file));
-        let n = end.saturating_sub(offset) as usize;
-        // Hold the frames before the engine's lock goes (see frames.rs).
-        let frames = self.shared.frames.read(&page_frames);
-        drop(core);
+        let n = (end - offset) as usize;
         let mut at = 0;
-        for &frame in &page_frames {
-            let in_page = ((offset + at as u64) % PAGE_SIZE) as usize;
+        while at < n {
+            let pos = offset + at as u64;
+            let in_page = (pos % PAGE_SIZE) as usize;
             let piece = (PAGE_SIZE as usize - in_page).min(n - at);
-            buf[at..at + piece].copy_from_slice(&frames.frame(frame)[in_page..in_page + piece]);
+            let Some(frame) =
+                self.shared
+                    .index
+                    .read(&self.shared.frames, self.file, pos / PAGE_SIZE)
+            else {
+                return Ok(None);
+            };
+            buf[at..at + piece].copy_from_slice(&frame.bytes()[in_page..in_page + piece]);
             at += piece;
         }
+        self.shared
+            .note_hit(self.file, offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
         Ok(Some(n))
     }
 
@@ -177,26 +191,32 @@ impl File {
     /// Sets the length; a shorter file drops cached data past the end.
     pub fn set_len(&self, len: u64) -> Result<(), Error> {
         let (file, handle) = (self.file, self.handle);
+        let mut backing = None;
         self.shared.run_op(
             |e, now, task| e.set_len(now, task, handle, len),
-            |_, _, _| {},
+            |core, _, done| {
+                if !done {
+                    return;
+                }
+                // A now partial last page must read as zeros past the end
+                // if the file grows again.
+                if len % PAGE_SIZE != 0 {
+                    if let Some(frame) = core.engine.page_frame(file, len / PAGE_SIZE) {
+                        let from = (len % PAGE_SIZE) as usize;
+                        core.frames.write(frame).bytes()[from..].fill(0);
+                    }
+                }
+                core.publish_size(file);
+                backing = Some(Arc::clone(&core.backing[file.index()]));
+            },
         )?;
-        let core = self.shared.lock();
-        // A now partial last page must read as zeros past the end if the file grows again.
-        if len % PAGE_SIZE != 0 {
-            if let Some(frame) = core.engine.page_frame(file, len / PAGE_SIZE) {
-                let from = (len % PAGE_SIZE) as usize;
-                core.frames.write(frame).bytes()[from..].fill(0);
-            }
-        }
-        let backing = Arc::clone(&core.backing[file.index()]);
-        drop(core);
+        let backing = backing.expect("set_len finished");
         backing.set_len(len).map_err(|e| Error::io(&self.path, e))
     }
 
     /// The length, including extensions not yet written back.
     pub fn len(&self) -> u64 {
-        self.shared.lock().engine.file_size(self.file)
+        self.size.load(Ordering::Acquire)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -45,16 +45,18 @@ const MIN_WRITER: u64 = 256 << 20;
 #[command(after_help = "\
 Runs, in one go on the filesystem of --dir, each configuration --repeat times and reports medians:
   floor             the reader alone
-  kernel            fio buffered sequential writer (1 MiB writes, fsync at the end), with
-                    vm.dirty_bytes / vm.dirty_background_bytes set to 20% / 10% of --memory
-                    for the run and restored afterwards (also on Ctrl-C); needs root
+  kernel            fio buffered sequential writer (1 MiB writes, fsync at the end)
   kernel-dontcache  the same with fio's uncached=1 (RWF_DONTCACHE), if this fio has it
   engine-wbt-off    the writer is the writeback library (memory --memory, wbt_lat_usec=0)
   engine            the same with wbt_lat_usec=-1 (automatic target)
 The reader is `fio --rw=randread --bs=4k --direct=1 --ioengine=psync` (queue depth 1) on a
 file written once with O_DIRECT, started 1 s after the writer, for --seconds.
+While any writer runs, vm.dirty_bytes / vm.dirty_background_bytes are 20% / 10% of
+--memory (the engine's limits; they also bound page caches under the filesystem, such
+as a buffered loop device's), restored afterwards (also on Ctrl-C); needs root.
 
 Quick run: wb bench interference --writer-size 2GiB --seconds 5 --repeat 1
+Experiment: wb bench interference --configs floor,engine --engine-set queue_depth=8
 
 Exit status: 0 on success, 1 if a run failed, 2 for bad arguments, an unusable --dir,
 no fio, or no permission to change the dirty limits; 130 on Ctrl-C.")]
@@ -87,6 +89,24 @@ pub struct InterferenceArgs {
     /// e.g. max_sectors_kb=128); wbt_lat_usec is set by the configuration. Repeatable.
     #[arg(long = "engine-set", value_name = "KNOB=VALUE", value_parser = parse_engine_set)]
     pub engine_sets: Vec<(String, String)>,
+    /// Only these configurations, comma-separated (for experiments; ratios
+    /// to the floor or the kernel need those in the list).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_config)]
+    pub configs: Vec<Config>,
+}
+
+/// A configuration's name, as printed.
+fn parse_config(text: &str) -> Result<Config, String> {
+    Config::ALL
+        .into_iter()
+        .find(|c| c.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Config::ALL.iter().map(|c| c.name()).collect();
+            format!(
+                "unknown configuration '{text}' (one of: {})",
+                names.join(", ")
+            )
+        })
 }
 
 /// KNOB=VALUE, checked against the engine's knobs.
@@ -104,7 +124,7 @@ fn parse_engine_set(text: &str) -> Result<(String, String), String> {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Config {
+pub enum Config {
     Floor,
     Kernel,
     KernelDontcache,
@@ -190,6 +210,9 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
     let wanted = args.writer_size / CHUNK as u64 * CHUNK as u64;
     let writer_size = fit_writer(&dir, args.reader_size, wanted)?;
     let mut configs: Vec<Config> = Config::ALL.to_vec();
+    if !args.configs.is_empty() {
+        configs.retain(|c| args.configs.contains(c));
+    }
     if !fio.supports_option("uncached") {
         progress!(
             "kernel-dontcache: skipped: {} has no `uncached` option \
@@ -384,18 +407,18 @@ fn run_config(
         });
     }
 
-    // The kernel's dirty limits are the engine's while a kernel writer runs.
-    let limits = match config {
-        Config::Kernel | Config::KernelDontcache => Some(
-            DirtyLimitsGuard::apply(
-                Path::new(sysctl::PROC_VM),
-                setup.dirty_limits.0,
-                setup.dirty_limits.1,
-            )
-            .map_err(BenchError::Failed)?,
-        ),
-        _ => None,
-    };
+    // The kernel's dirty limits are the engine's whenever a writer runs.
+    // The engine's files bypass the kernel's page cache, but a layer under
+    // the filesystem may not (a loop device writing its image through the
+    // page cache), and every configuration must run on the same machine.
+    let limits = Some(
+        DirtyLimitsGuard::apply(
+            Path::new(sysctl::PROC_VM),
+            setup.dirty_limits.0,
+            setup.dirty_limits.1,
+        )
+        .map_err(BenchError::Failed)?,
+    );
     let writer_start = Instant::now();
     let mut writer = match config {
         Config::Kernel | Config::KernelDontcache => {

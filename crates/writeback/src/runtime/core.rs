@@ -4,11 +4,15 @@
 //! is released.
 
 use super::frames::Frames;
+use super::page_index::PageIndex;
 use crate::io::{AlignedBuf, IoDone, IoOp};
 use std::collections::BTreeMap;
 use std::fs::File as StdFile;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use wb_engine::{Action, DeviceId, Engine, FileId, IoDir, IoId, IoRequest, TaskId, PAGE_SIZE};
+use wb_engine::{
+    Action, DeviceId, Engine, FileId, IoDir, IoId, IoRequest, PageIndex as Page, TaskId, PAGE_SIZE,
+};
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -16,8 +20,16 @@ pub(crate) struct Core {
     pub engine: Engine,
     /// `memory_pages` frames of PAGE_SIZE bytes; the engine assigns them.
     pub frames: std::sync::Arc<Frames>,
+    /// The cached pages whose frames hold their data, for reads that do
+    /// not take this lock (page_index.rs).
+    pub index: Arc<PageIndex>,
     /// Backing file of each engine file, by FileId.
     pub backing: Vec<Arc<StdFile>>,
+    /// Length of each engine file, by FileId, for reads that do not take
+    /// this lock: published after the data it covers is in the frames.
+    pub sizes: Vec<Arc<AtomicU64>>,
+    /// Scratch for the engine's unmapped pages.
+    unmapped: Vec<(FileId, Page)>,
     /// Engine files by (st_dev, st_ino), so every handle of a file shares its pages.
     pub by_inode: BTreeMap<(u64, u64), FileId>,
     /// Engine devices by st_dev.
@@ -34,11 +46,15 @@ pub(crate) struct Core {
 pub(crate) struct Pending(Vec<Action>);
 
 impl Core {
-    pub fn new(engine: Engine, frames: std::sync::Arc<Frames>) -> Core {
+    pub fn new(mut engine: Engine, frames: Arc<Frames>, index: Arc<PageIndex>) -> Core {
+        engine.report_unmapped();
         Core {
             engine,
             frames,
+            index,
             backing: Vec::new(),
+            sizes: Vec::new(),
+            unmapped: Vec::new(),
             by_inode: BTreeMap::new(),
             devices: BTreeMap::new(),
             inflight: BTreeMap::new(),
@@ -48,9 +64,36 @@ impl Core {
         }
     }
 
+    /// Drops the pages the engine let go from the page index. Runs after
+    /// every engine call and before any frame is written, so the index
+    /// never maps a page to a frame that was given to another.
+    pub fn apply_unmaps(&mut self) {
+        self.engine.take_unmapped(&mut self.unmapped);
+        for (file, page) in self.unmapped.drain(..) {
+            self.index.remove(file, page);
+        }
+    }
+
+    /// Puts the cached pages `first..end` of `file` in the page index (their
+    /// frames hold their data: the engine has finished reading them).
+    pub fn index_pages(&mut self, file: FileId, first: Page, end: Page) {
+        for page in first..end {
+            if let Some(frame) = self.engine.page_frame(file, page) {
+                self.index.insert(file, page, frame);
+            }
+        }
+    }
+
+    /// Publishes the file's length to readers that do not take this lock;
+    /// call after the data it covers is in the frames.
+    pub fn publish_size(&self, file: FileId) {
+        self.sizes[file.index()].store(self.engine.file_size(file), Ordering::Release);
+    }
+
     /// Takes the engine's actions, zeroing fresh frames at once (before any
     /// caller copies into them).
     pub fn take_actions(&mut self) -> Pending {
+        self.apply_unmaps();
         let mut rest = Vec::new();
         let mut zero = Vec::new();
         while let Some(action) = self.engine.poll_action() {
@@ -131,6 +174,7 @@ impl Core {
         };
         // A finished read fills its frames before the engine calls them valid.
         if req.dir == IoDir::Read && result.is_ok() {
+            self.apply_unmaps();
             for i in 0..req.pages as u64 {
                 if let Some(frame) = self.engine.page_frame(req.file, req.first_page + i) {
                     let at = i as usize * PAGE;
@@ -151,8 +195,10 @@ impl Core {
     }
 
     /// Copies bytes into the cached pages of `file` at `offset` (the pages
-    /// must be cached: the engine has prepared them).
+    /// must be cached: the engine has prepared them), indexes the pages and
+    /// publishes the length.
     pub fn copy_in(&mut self, file: FileId, offset: u64, data: &[u8]) {
+        self.apply_unmaps();
         let mut done = 0;
         while done < data.len() {
             let pos = offset + done as u64;
@@ -165,8 +211,10 @@ impl Core {
                 .expect("written page is cached");
             self.frames.write(frame).bytes()[in_page..in_page + n]
                 .copy_from_slice(&data[done..done + n]);
+            self.index.insert(file, page, frame);
             done += n;
         }
+        self.publish_size(file);
     }
 
     /// The frames of the cached bytes of `file` from `offset`, `len` long,

@@ -4,10 +4,11 @@
 //!
 //! Lock order: the engine's lock first, then frame locks. Writers (filling,
 //! zeroing, copying caller data in) take a frame's lock only while holding
-//! the engine's lock, one frame at a time. Readers take the read locks of
-//! the frames they need while holding the engine's lock (they cannot block
-//! then: nobody else holds a frame lock for writing), then let the engine's
-//! lock go and copy; the frames cannot be reused under them.
+//! the engine's lock, one frame at a time, and no other frame lock. Readers
+//! take the read locks of the frames they need either while holding the
+//! engine's lock (a cache miss) or while holding the shard of the page
+//! index that maps the page (a hit; see page_index.rs), then let that lock
+//! go and copy: the frames cannot be reused under them.
 
 use std::cell::UnsafeCell;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -33,6 +34,13 @@ pub(crate) struct FramesRead<'a> {
     frames: &'a Frames,
     /// (shard, guard), shards ascending and distinct.
     guards: Vec<(usize, RwLockReadGuard<'a, ()>)>,
+}
+
+/// Read access to one frame.
+pub(crate) struct FrameRead<'a> {
+    frames: &'a Frames,
+    frame: u32,
+    _guard: RwLockReadGuard<'a, ()>,
 }
 
 /// Write access to one frame.
@@ -84,6 +92,16 @@ impl Frames {
         }
     }
 
+    /// Read access to one frame.
+    pub fn read_one(&self, frame: u32) -> FrameRead<'_> {
+        let guard = self.lock_read(shard(frame));
+        FrameRead {
+            frames: self,
+            frame,
+            _guard: guard,
+        }
+    }
+
     /// Write access to one frame.
     pub fn write(&self, frame: u32) -> FrameWrite<'_> {
         let guard = self.shards[shard(frame)]
@@ -117,6 +135,16 @@ impl FramesRead<'_> {
         // SAFETY: we hold the frame's shard lock for reading (checked above)
         // for as long as `self`, which the returned slice borrows, so no
         // writer can touch these bytes meanwhile; the range is in bounds.
+        unsafe { std::slice::from_raw_parts(self.frames.data[start].get() as *const u8, PAGE) }
+    }
+}
+
+impl FrameRead<'_> {
+    pub fn bytes(&self) -> &[u8] {
+        let start = self.frames.start(self.frame);
+        // SAFETY: we hold the frame's shard lock for reading for as long as
+        // `self`, which the returned slice borrows, so no writer can touch
+        // these bytes meanwhile; the range is in bounds.
         unsafe { std::slice::from_raw_parts(self.frames.data[start].get() as *const u8, PAGE) }
     }
 }

@@ -3,23 +3,38 @@
 
 use super::clock::Clock;
 use super::core::Core;
+use super::page_index::PageIndex;
 use crate::error::{from_engine, Error};
 use crate::io::{IoBackend, IoDone, IoOp};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
-use wb_engine::{Engine, EngineError, Instant, Step, TaskId};
+use wb_engine::{Engine, EngineError, FileId, Instant, PageIndex as Page, Step, TaskId};
 
 /// The timer thread looks at the engine at least this often.
 pub(crate) const TIMER_TICK: Duration = Duration::from_millis(5);
 
 static NEXT_CACHE_ID: AtomicUsize = AtomicUsize::new(1);
 
+/// Cached reads served from the page index that a thread notes before
+/// telling the engine in one go (see `note_hit`).
+const HITS_BATCH: usize = 32;
+
 thread_local! {
     /// This thread's engine task in each cache it used: (cache id, task).
     static TASKS: RefCell<Vec<(usize, TaskId)>> = const { RefCell::new(Vec::new()) };
+    /// This thread's cached reads not yet told to the engine.
+    static HITS: RefCell<Hits> = const { RefCell::new(Hits { cache: 0, reads: 0, ranges: Vec::new() }) };
+}
+
+/// Cached reads of one cache: (file, first page, end page), neighbours merged.
+struct Hits {
+    cache: usize,
+    reads: usize,
+    ranges: Vec<(FileId, Page, Page)>,
 }
 
 pub(crate) struct Shared {
@@ -27,6 +42,10 @@ pub(crate) struct Shared {
     pub core: Mutex<Core>,
     /// The cache's memory; see `frames.rs` for the lock order.
     pub frames: std::sync::Arc<super::frames::Frames>,
+    /// Cached pages, for reads without the engine's lock (page_index.rs).
+    pub index: Arc<PageIndex>,
+    /// Set when the cache closes; read without the engine's lock.
+    pub closed: AtomicBool,
     /// Signalled when tasks are woken and when the timer should look again.
     pub cv: Condvar,
     pub backend: RwLock<Option<Box<dyn IoBackend>>>,
@@ -37,11 +56,14 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn new(engine: Engine, backend: Box<dyn IoBackend>) -> Shared {
         let backend_name = backend.name();
-        let frames = std::sync::Arc::new(super::frames::Frames::new(engine.memory_pages()));
+        let frames = Arc::new(super::frames::Frames::new(engine.memory_pages()));
+        let index = Arc::new(PageIndex::new());
         Shared {
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
-            core: Mutex::new(Core::new(engine, std::sync::Arc::clone(&frames))),
+            core: Mutex::new(Core::new(engine, Arc::clone(&frames), Arc::clone(&index))),
             frames,
+            index,
+            closed: AtomicBool::new(false),
             cv: Condvar::new(),
             backend: RwLock::new(Some(backend)),
             backend_name,
@@ -68,6 +90,49 @@ impl Shared {
             tasks.push((self.id, t));
             t
         })
+    }
+
+    /// Notes a cached read served from the page index; every HITS_BATCH
+    /// reads the thread tells the engine (pages referenced for reclaim, the
+    /// readahead position), as Linux batches folio references per CPU.
+    /// Notes of another cache the thread used before are dropped: they are
+    /// hints, and a late one is worth less than a bound on the batch.
+    pub fn note_hit(&self, file: FileId, first: Page, end: Page) {
+        let full = HITS.with(|hits| {
+            let mut hits = hits.borrow_mut();
+            if hits.cache != self.id {
+                hits.cache = self.id;
+                hits.reads = 0;
+                hits.ranges.clear();
+            }
+            hits.reads += 1;
+            match hits.ranges.last_mut() {
+                Some((f, _, e)) if *f == file && *e == first => *e = end,
+                _ => hits.ranges.push((file, first, end)),
+            }
+            hits.reads >= HITS_BATCH
+        });
+        if full {
+            let mut core = self.lock();
+            self.flush_hits(&mut core);
+        }
+    }
+
+    /// Tells the engine this thread's noted cached reads.
+    fn flush_hits(&self, core: &mut Core) {
+        let task = self.task(core);
+        HITS.with(|hits| {
+            let mut hits = hits.borrow_mut();
+            if hits.cache != self.id {
+                return;
+            }
+            hits.reads = 0;
+            for (file, first, end) in hits.ranges.drain(..) {
+                // A file unknown to the engine cannot be: ids are never reused.
+                let noted = core.engine.note_cached_read(task, file, first, end);
+                debug_assert!(noted.is_ok(), "{noted:?}");
+            }
+        });
     }
 
     /// O_DIRECT writes whole pages, which can leave the backing file longer
@@ -117,6 +182,9 @@ impl Shared {
             return Err(Error::Closed);
         }
         let task = self.task(&mut core);
+        // The engine hears of this thread's cached reads before its next
+        // operation (readahead follows the reader).
+        self.flush_hits(&mut core);
         core.woken[task.index()] = false;
         let now = self.clock.now();
         let mut step = start(&mut core.engine, now, task);
