@@ -23,6 +23,7 @@ pub struct Registry {
     files: Vec<(u64, PathBuf)>,
     children: Vec<(u64, u32)>,
     sysctls: Vec<(u64, DirtySnapshot)>,
+    mounts: Vec<(u64, PathBuf)>,
 }
 
 impl Registry {
@@ -32,6 +33,7 @@ impl Registry {
             files: Vec::new(),
             children: Vec::new(),
             sysctls: Vec::new(),
+            mounts: Vec::new(),
         }
     }
 
@@ -58,15 +60,23 @@ impl Registry {
         id
     }
 
+    pub fn add_mount(&mut self, mountpoint: PathBuf) -> u64 {
+        let id = self.id();
+        self.mounts.push((id, mountpoint));
+        id
+    }
+
     /// Forgets entry `id` (its guard undid it).
     pub fn remove(&mut self, id: u64) {
+        self.mounts.retain(|(i, _)| *i != id);
         self.files.retain(|(i, _)| *i != id);
         self.children.retain(|(i, _)| *i != id);
         self.sysctls.retain(|(i, _)| *i != id);
     }
 
-    /// Undoes everything registered: kills children, restores sysctls (most
-    /// recent first), removes files. Returns what could not be undone.
+    /// Undoes everything registered: kills children, detaches mounts left
+    /// behind by a killed `wb mount`, restores sysctls (most recent first),
+    /// removes files. Returns what could not be undone.
     pub fn undo_all(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         for (_, pid) in self.children.drain(..) {
@@ -74,6 +84,11 @@ impl Registry {
             unsafe {
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
                 libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
+            }
+        }
+        for (_, mountpoint) in self.mounts.drain(..) {
+            if let Err(e) = super::mount::detach(&mountpoint) {
+                problems.push(e);
             }
         }
         while let Some((_, snapshot)) = self.sysctls.pop() {
@@ -174,6 +189,11 @@ impl ChildGuard {
             self.forget();
         }
         Ok(status)
+    }
+
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// Waits for the child to end.

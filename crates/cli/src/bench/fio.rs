@@ -282,6 +282,18 @@ pub fn parse_writer(text: &str) -> Result<WriterResult, String> {
     })
 }
 
+/// Read bandwidth in bytes per second from a fio JSON report.
+pub fn parse_read_bw(text: &str) -> Result<f64, String> {
+    let report = parse_report(text)?;
+    let read = first_job(&report)?
+        .get("read")
+        .ok_or("fio's report has no read section")?;
+    if number(read, &["total_ios"]).unwrap_or(1.0) == 0.0 {
+        return Err("fio's reader completed no reads".into());
+    }
+    number(read, &["bw_bytes"])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +321,12 @@ mod tests {
         let w = parse_writer(WRITER).expect("parse");
         assert_eq!(w.bytes, 512 << 20);
         assert_eq!(w.bw_bytes_s, 413613953.0);
+    }
+
+    #[test]
+    fn read_bandwidth() {
+        assert_eq!(parse_read_bw(READER), Ok(108539936.0));
+        assert!(parse_read_bw(WRITER).unwrap_err().contains("no reads"));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! never in the kernel's page cache).
 
 use super::cleanup::TempFile;
+use super::mount::Mount;
 use super::fio::{self, Fio, ReaderResult};
 use super::sysctl::{self, DirtyLimitsGuard};
 use super::table::{self, Table};
@@ -40,6 +41,8 @@ const POLL: Duration = Duration::from_millis(20);
 const SPACE_MARGIN: u64 = 1 << 30;
 /// Smallest writer worth running.
 const MIN_WRITER: u64 = 256 << 20;
+/// The reader's file, unless --reader-size says otherwise (without --fuse).
+const DEFAULT_READER_SIZE: u64 = 1 << 30;
 
 #[derive(Args)]
 #[command(after_help = "\
@@ -49,6 +52,9 @@ Runs, in one go on the filesystem of --dir, each configuration --repeat times an
   kernel-dontcache  the same with fio's uncached=1 (RWF_DONTCACHE), if this fio has it
   engine-wbt-off    the writer is the writeback library (memory --memory, wbt_lat_usec=0)
   engine            the same with wbt_lat_usec=-1 (automatic target)
+With --fuse: floor, kernel, and
+  mount             `wb mount --dir` on a temporary mountpoint (memory --memory, plus
+                    --engine-set knobs), the same fio writer and reader through it
 The reader is `fio --rw=randread --bs=4k --direct=1 --ioengine=psync` (queue depth 1) on a
 file written once with O_DIRECT, started 1 s after the writer, for --seconds.
 While any writer runs, vm.dirty_bytes / vm.dirty_background_bytes are 20% / 10% of
@@ -79,9 +85,15 @@ pub struct InterferenceArgs {
     /// The engine's memory; the kernel's dirty limits are set to 20% / 10% of it.
     #[arg(long, default_value = "1GiB", value_parser = parse_size, value_name = "SIZE")]
     pub memory: u64,
-    /// Size of the reader's file.
-    #[arg(long, default_value = "1GiB", value_parser = parse_size, value_name = "SIZE")]
-    pub reader_size: u64,
+    /// Size of the reader's file [default: 1GiB; with --fuse 4 x --memory,
+    /// so the mount's cache can hold little of it].
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub reader_size: Option<u64>,
+    /// Compare the kernel with `wb mount` instead: fio is the writer and the
+    /// reader both on --dir (the kernel) and on a mount of --dir (configs
+    /// floor, kernel, mount); --engine-set knobs go to the mount.
+    #[arg(long)]
+    pub fuse: bool,
     /// Where the engine remembers device calibrations.
     #[arg(long, default_value = "wb-data", value_name = "DIR")]
     pub data_dir: PathBuf,
@@ -130,16 +142,20 @@ pub enum Config {
     KernelDontcache,
     EngineWbtOff,
     Engine,
+    Mount,
 }
 
 impl Config {
-    const ALL: [Config; 5] = [
+    const ALL: [Config; 6] = [
         Config::Floor,
         Config::Kernel,
         Config::KernelDontcache,
         Config::EngineWbtOff,
         Config::Engine,
+        Config::Mount,
     ];
+    /// The configurations of `--fuse`.
+    const FUSE: [Config; 3] = [Config::Floor, Config::Kernel, Config::Mount];
 
     fn name(self) -> &'static str {
         match self {
@@ -148,6 +164,7 @@ impl Config {
             Config::KernelDontcache => "kernel-dontcache",
             Config::EngineWbtOff => "engine-wbt-off",
             Config::Engine => "engine",
+            Config::Mount => "mount",
         }
     }
 }
@@ -208,8 +225,20 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
 
     // Whole 1 MiB writes, as both writers issue them.
     let wanted = args.writer_size / CHUNK as u64 * CHUNK as u64;
-    let writer_size = fit_writer(&dir, args.reader_size, wanted)?;
-    let mut configs: Vec<Config> = Config::ALL.to_vec();
+    let reader_size = args.reader_size.unwrap_or(if args.fuse {
+        4 * args.memory
+    } else {
+        DEFAULT_READER_SIZE
+    });
+    let writer_size = fit_writer(&dir, reader_size, wanted)?;
+    let mut configs: Vec<Config> = if args.fuse {
+        Config::FUSE.to_vec()
+    } else {
+        Config::ALL
+            .into_iter()
+            .filter(|c| *c != Config::Mount)
+            .collect()
+    };
     if !args.configs.is_empty() {
         configs.retain(|c| args.configs.contains(c));
     }
@@ -225,9 +254,9 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
     let reader = TempFile::new(dir.join("wb-bench-reader.dat"));
     progress!(
         "writing the reader's file ({}) with O_DIRECT",
-        human_bytes(args.reader_size)
+        human_bytes(reader_size)
     );
-    write_direct_file(reader.path(), args.reader_size)?;
+    write_direct_file(reader.path(), reader_size)?;
     let writer = TempFile::new(dir.join("wb-bench-writer.dat"));
     let setup = Setup {
         fio,
@@ -374,6 +403,13 @@ fn settle() {
     std::thread::sleep(Duration::from_secs(2));
 }
 
+/// `wb mount` of the bench directory with the engine's memory and knobs.
+fn start_mount(setup: &Setup) -> Result<Mount, BenchError> {
+    let mut sets = vec![("memory".to_string(), setup.memory.to_string())];
+    sets.extend(setup.engine_sets.iter().cloned());
+    Mount::start(&setup.dir, &sets)
+}
+
 /// The writer of a run.
 enum Writer {
     Fio(fio::RunningFio),
@@ -419,17 +455,29 @@ fn run_config(
         )
         .map_err(BenchError::Failed)?,
     );
+    // With --fuse, fio writes and reads the same files through the mount.
+    let mount = match config {
+        Config::Mount => Some(start_mount(setup)?),
+        _ => None,
+    };
+    let through = |path: &Path| match &mount {
+        Some(m) => m.path().join(path.file_name().unwrap_or_default()),
+        None => path.to_path_buf(),
+    };
+    let reader_args = fio::reader_args(&through(&setup.reader_file), setup.seconds);
     let writer_start = Instant::now();
     let mut writer = match config {
-        Config::Kernel | Config::KernelDontcache => {
+        Config::Kernel | Config::KernelDontcache | Config::Mount => {
             let args = fio::writer_args(
-                &setup.writer_file,
+                &through(&setup.writer_file),
                 setup.writer_size,
                 config == Config::KernelDontcache,
             );
             Writer::Fio(setup.fio.spawn(&setup.dir, "writer", &args)?)
         }
-        _ => Writer::Engine(EngineWriter::start(setup, config == Config::Engine)?),
+        Config::Floor | Config::EngineWbtOff | Config::Engine => {
+            Writer::Engine(EngineWriter::start(setup, config == Config::Engine)?)
+        }
     };
     let mut writer_end: Option<Instant> = None;
     while writer_start.elapsed() < READER_DELAY {
@@ -488,6 +536,10 @@ fn run_config(
             outcome.bytes as f64 / MIB / outcome.elapsed.as_secs_f64().max(1e-9)
         }
     };
+    if let Some(mount) = mount {
+        let took = mount.stop()?;
+        progress!("{label}: wb mount stopped in {:.1} s", took.as_secs_f64());
+    }
     if let Some(guard) = limits {
         guard.restore().map_err(BenchError::Failed)?;
     }

@@ -15,6 +15,7 @@ pub mod cached;
 pub mod cleanup;
 pub mod fio;
 pub mod interference;
+pub mod mount;
 pub mod sysctl;
 pub mod table;
 
