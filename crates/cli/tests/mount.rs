@@ -121,7 +121,7 @@ impl Mount {
                 let _ = tx.send(line);
             }
         });
-        let mut mount = Mount {
+        let mount = Mount {
             child: Some(child),
             backing: backing.to_path_buf(),
             mnt: mnt.to_path_buf(),
@@ -569,6 +569,7 @@ fn posix_script(dir: &Path) {
     let _ = fs::OpenOptions::new()
         .write(true)
         .create(true)
+        .truncate(false)
         .mode(0o600)
         .open(p("private"))
         .expect("create 0600");
@@ -736,4 +737,25 @@ fn sigterm_during_heavy_writes_loses_nothing() {
             assert!(chunk == &want[..chunk.len()], "w{w}: chunk {i} differs");
         }
     }
+}
+
+#[test]
+fn umount_writes_everything_back_and_exits() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("umount");
+    let mut mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let mut data = vec![0u8; 64 << 20];
+    pattern(42, &mut data);
+    fs::write(mount.mnt.join("f"), &data).expect("write");
+    run(Command::new("umount").arg(&mount.mnt));
+    let mut child = mount.child.take().expect("running");
+    let status = wait_bounded(&mut child, EXIT_TIMEOUT).expect("exits after umount");
+    let err = mount.drain_stderr();
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains("unmounted") && err.contains("written back"),
+        "{err}"
+    );
+    assert!(fs::read(mount.backing.join("f")).expect("read back") == data);
 }
