@@ -350,6 +350,44 @@ fn knob_files_and_stats() {
     );
     // Nothing reached the backing directory.
     assert!(!mount.backing.join(".writeback").exists());
+
+    // Handles asking for uncached writes are recorded: O_DIRECT, or the
+    // user.writeback.dontcache attribute (passed through to BACKING_DIR).
+    let open_dontcache = || {
+        let stats = fs::read_to_string(ctl.join("stats")).expect("read stats");
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("fuse_open_dontcache_files "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("fuse_open_dontcache_files line")
+    };
+    let plain = mount.mnt.join("plain");
+    let tagged = mount.mnt.join("tagged");
+    fs::write(&plain, b"x").expect("write");
+    fs::write(&tagged, b"x").expect("write");
+    let path = std::ffi::CString::new(tagged.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: path and name are NUL-terminated strings alive for the call;
+    // the value is one byte read from a live slice.
+    let rc = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"user.writeback.dontcache".as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+    let a = fs::File::open(&plain).expect("open");
+    assert_eq!(open_dontcache(), 0);
+    let b = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&plain)
+        .expect("open O_DIRECT");
+    let c = fs::File::open(&tagged).expect("open tagged");
+    assert_eq!(open_dontcache(), 2);
+    drop((a, b, c));
     let (status, err) = mount.stop();
     assert!(status.success(), "{status}: {err}");
 }
