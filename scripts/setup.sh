@@ -8,10 +8,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
-# Debian packages for later issues' tests (fio for kernel comparisons).
+# Debian packages for tests and benchmarks: fio (kernel comparisons, the
+# mount's verify test), dbench (the mount's benchmarks).
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
-  for pkg in fio; do
+  for pkg in fio dbench; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then

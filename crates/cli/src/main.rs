@@ -2,6 +2,7 @@
 
 mod bench;
 mod human;
+mod mount_cmd;
 mod progress;
 mod run_cmd;
 mod sim_cmd;
@@ -36,6 +37,8 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Benchmarks of the real runtime against the kernel (interference, cached).
     Bench(bench::BenchArgs),
+    /// Serve a directory through the engine with FUSE: `wb mount BACKING_DIR MOUNTPOINT`.
+    Mount(mount_cmd::MountArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,5 +47,6 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Mount(args) => mount_cmd::run(args),
     }
 }

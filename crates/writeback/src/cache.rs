@@ -276,6 +276,94 @@ impl Cache {
     pub fn stats(&self) -> Stats {
         self.shared.lock().engine.stats()
     }
+
+    // ---- For front ends that open files themselves (the FUSE server). ----
+
+    /// Opens through the cache a backing file the caller already opened
+    /// read/write with O_DIRECT (a FUSE server opens files relative to a
+    /// directory descriptor so that it never follows a symlink). `path`
+    /// names the file in errors; its parent directory is where a device
+    /// met for the first time is calibrated. If the cache already knows the
+    /// file (same st_dev and st_ino), `backing` is closed and the cache's
+    /// own descriptor is used, as [`Cache::open`] does.
+    pub fn open_backing(
+        &self,
+        backing: std::fs::File,
+        path: impl Into<PathBuf>,
+    ) -> Result<File, Error> {
+        use std::os::unix::fs::MetadataExt;
+        let path = path.into();
+        let meta = backing.metadata().map_err(|e| Error::io(&path, e))?;
+        let key = (meta.dev(), meta.ino());
+        let device = self.device_for(&path, meta.dev())?;
+        let mut core = self.shared.lock();
+        if core.closed {
+            return Err(Error::Closed);
+        }
+        let file = match core.by_inode.get(&key) {
+            Some(&f) => f,
+            None => {
+                let now = self.shared.clock.now();
+                let f = core.engine.add_file(now, device, DomainId(0), meta.len());
+                core.backing.push(Arc::new(backing));
+                core.by_inode.insert(key, f);
+                f
+            }
+        };
+        let handle = core.engine.open(file);
+        drop(core);
+        Ok(File::new(Arc::clone(&self.shared), file, handle, path))
+    }
+
+    /// The length of a file the cache knows, by its backing `st_dev` and
+    /// `st_ino`, including extensions not yet written back; None if the
+    /// cache never opened it. Until written back, the backing file's own
+    /// length may be shorter, or longer by up to a page (O_DIRECT writes
+    /// whole pages), so a front end reporting sizes must ask here first.
+    pub fn cached_len(&self, st_dev: u64, st_ino: u64) -> Option<u64> {
+        let core = self.shared.lock();
+        let file = *core.by_inode.get(&(st_dev, st_ino))?;
+        Some(core.engine.file_size(file))
+    }
+
+    /// The names of the devices (filesystems) the cache has set up, in the
+    /// order of [`Stats::devices`].
+    pub fn device_names(&self) -> Vec<String> {
+        let stats = self.shared.lock().engine.stats();
+        stats.devices.into_iter().map(|d| d.name).collect()
+    }
+
+    /// A cache-wide knob's value, in the form [`Cache::set_knob`] accepts.
+    pub fn knob(&self, knob: &str) -> Option<String> {
+        self.shared.lock().engine.config().get(knob)
+    }
+
+    /// A device knob's value (device by name, see [`Cache::device_names`]).
+    pub fn device_knob(&self, device: &str, knob: &str) -> Option<String> {
+        let core = self.shared.lock();
+        let id = Self::device_by_name(&core.engine, device)?;
+        core.engine.device_config(id).get(knob)
+    }
+
+    /// Changes a device's knob at run time. An unknown device or knob, or
+    /// a bad value, is an [`Error::Knob`] and changes nothing.
+    pub fn set_device_knob(&self, device: &str, knob: &str, value: &str) -> Result<(), Error> {
+        let mut core = self.shared.lock();
+        let Some(id) = Self::device_by_name(&core.engine, device) else {
+            return Err(Error::Knob(wb_engine::KnobError::Invalid {
+                knob: format!("{device}.{knob}"),
+                value: value.to_string(),
+                reason: format!("no device '{device}'"),
+            }));
+        };
+        core.engine.set_device_knob(id, knob, value)?;
+        Ok(())
+    }
+
+    fn device_by_name(engine: &Engine, name: &str) -> Option<wb_engine::DeviceId> {
+        let index = engine.stats().devices.iter().position(|d| d.name == name)?;
+        Some(wb_engine::DeviceId(index as u32))
+    }
 }
 
 impl Drop for Cache {

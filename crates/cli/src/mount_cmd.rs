@@ -1,0 +1,239 @@
+//! `wb mount BACKING_DIR MOUNTPOINT`: serves a directory through the
+//! engine with FUSE (the `wb-fuse` crate), in the foreground, until a
+//! signal or `umount`; then writes all dirty data back and exits 0.
+
+use crate::bench::human_bytes;
+use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
+use clap::Args;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use wb_engine::{Config, DeviceConfig};
+use wb_fuse::{Event, Lifecycle, WbFs};
+use writeback::Cache;
+
+#[derive(Args)]
+#[command(after_help = "\
+Runs in the foreground. Prints `wb: serving BACKING_DIR at MOUNTPOINT (...)` once the mount is
+ready. SIGINT, SIGTERM, SIGHUP or `umount MOUNTPOINT` end it: data changes are refused from then
+on, the mount is detached, all dirty data is written back to BACKING_DIR (progress on stderr),
+and wb exits 0. Needs root and /dev/fuse (no libfuse or fusermount needed).
+
+File data goes through the engine and the kernel's page cache is bypassed, so there is exactly
+one cache; metadata (names, modes, owners, times, links) comes from BACKING_DIR. The server
+never follows a symlink itself and nothing outside BACKING_DIR is reachable.
+
+Knobs and statistics, sysfs style (the directory is not listed in the root, but is there):
+  cat MOUNTPOINT/.writeback/stats                 # dirty, writeback, pauses by reason, per device
+  cat MOUNTPOINT/.writeback/dirty_ratio           # a cache-wide knob
+  echo 0 > MOUNTPOINT/.writeback/DEVICE/wbt_lat_usec   # a device knob; invalid values: EINVAL
+
+Uncached writes (later): programs opening with O_DIRECT, or files with the extended attribute
+user.writeback.dontcache=1, are recorded as asking for DONTCACHE writes.
+
+Examples:
+  wb mount /srv/data /mnt/wb
+  wb mount /srv/data /mnt/wb --set memory=4GiB --set dirty_ratio=10 --set wbt_lat_usec=2000")]
+pub struct MountArgs {
+    /// Directory to serve (its filesystem must support O_DIRECT).
+    pub backing_dir: PathBuf,
+    /// Empty directory to mount on (not inside BACKING_DIR).
+    pub mountpoint: PathBuf,
+    /// Set a knob: a cache-wide one (memory, dirty_ratio, dirty_background_ratio, dirty_bytes,
+    /// dirty_background_bytes, dirty_expire_centisecs, dirty_writeback_centisecs,
+    /// dirty_throttle) or a device one for every device (wbt_lat_usec, stable_writes,
+    /// min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb,
+    /// max_sectors_kb). Repeatable.
+    #[arg(long = "set", value_name = "KNOB=VALUE")]
+    pub sets: Vec<String>,
+    /// Let users other than root use the mount (FUSE's allow_other).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Where device calibrations are remembered.
+    #[arg(long, value_name = "DIR", default_value = "wb-data")]
+    pub data_dir: PathBuf,
+    /// Do not measure the device; assume 1 ms idle reads for the automatic wbt target.
+    #[arg(long)]
+    pub no_calibrate: bool,
+    /// I/O backend for the backing files: io_uring or threads (default: io_uring if it works).
+    #[arg(long, value_name = "NAME")]
+    pub io_backend: Option<String>,
+}
+
+fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("wb mount: {msg}");
+    ExitCode::from(EXIT_BAD_INPUT)
+}
+
+fn failure(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("wb mount: {msg}");
+    ExitCode::from(EXIT_FAILURE)
+}
+
+/// The cache-wide and device knobs from `--set`, validated.
+fn knobs(sets: &[String]) -> Result<(Config, DeviceConfig), String> {
+    let mut config = Config::default();
+    let mut device = DeviceConfig::default();
+    for spec in sets {
+        let Some((knob, value)) = spec.split_once('=') else {
+            return Err(format!("--set {spec}: expected KNOB=VALUE"));
+        };
+        let knob = knob.trim();
+        let result = if Config::KNOBS.contains(&knob) {
+            config.set(knob, value)
+        } else if DeviceConfig::KNOBS.contains(&knob) {
+            device.set(knob, value)
+        } else {
+            return Err(format!(
+                "--set {spec}: unknown knob '{knob}'; cache knobs: {}; device knobs: {}",
+                Config::KNOBS.join(", "),
+                DeviceConfig::KNOBS.join(", ")
+            ));
+        };
+        result.map_err(|e| format!("--set {spec}: {e}"))?;
+    }
+    Ok((config, device))
+}
+
+/// The engine's name for the backing directory's device: the block
+/// device's name (`vda`) where the kernel has one.
+fn device_name(backing: &Path) -> Result<String, String> {
+    let st_dev =
+        writeback::io::device_id(backing).map_err(|e| format!("{}: {e}", backing.display()))?;
+    let link = format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(st_dev),
+        libc::minor(st_dev)
+    );
+    Ok(std::fs::read_link(link)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| format!("dev-{st_dev:x}")))
+}
+
+fn build_cache(args: &MountArgs, backing: &Path) -> Result<(Arc<Cache>, String), String> {
+    let (config, device) = knobs(&args.sets)?;
+    let mut builder = Cache::builder()
+        .config(config)
+        .data_dir(&args.data_dir)
+        .calibrate(!args.no_calibrate);
+    for knob in DeviceConfig::KNOBS {
+        if let Some(value) = device.get(knob) {
+            builder = builder
+                .device_knob(knob, &value)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    if let Some(name) = &args.io_backend {
+        builder = builder.io_backend(name);
+    }
+    let cache = builder.build().map_err(|e| e.to_string())?;
+    let name = device_name(backing)?;
+    cache
+        .add_device(backing, &name, device)
+        .map_err(|e| format!("setting up the device of {}: {e}", backing.display()))?;
+    Ok((Arc::new(cache), name))
+}
+
+fn preflight(backing: &Path) -> Result<(), String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err("must run as root (it mounts through /dev/fuse itself)".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Err("/dev/fuse is missing (load the fuse module: modprobe fuse)".into());
+    }
+    if !writeback::io::supports_direct(backing) {
+        return Err(format!(
+            "the filesystem of {} does not support O_DIRECT (tmpfs?); the engine needs it",
+            backing.display()
+        ));
+    }
+    Ok(())
+}
+
+pub fn run(args: MountArgs) -> ExitCode {
+    // Before any thread exists, so that every thread inherits the mask.
+    let lifecycle = match Lifecycle::start() {
+        Ok(l) => l,
+        Err(e) => return failure(format!("taking over signals: {e}")),
+    };
+    let (backing, mountpoint) = match wb_fuse::check_paths(&args.backing_dir, &args.mountpoint) {
+        Ok(paths) => paths,
+        Err(e) => return bad_input(e),
+    };
+    if let Err(e) = knobs(&args.sets) {
+        return bad_input(e);
+    }
+    if let Err(e) = preflight(&backing) {
+        return failure(e);
+    }
+    let (cache, device) = match build_cache(&args, &backing) {
+        Ok(c) => c,
+        Err(e) => return failure(e),
+    };
+    if let Some(signal) = lifecycle.pending_signal() {
+        return failure(format!("{signal} during setup; not mounting"));
+    }
+    serve(
+        &lifecycle,
+        cache,
+        &backing,
+        &mountpoint,
+        &device,
+        args.allow_other,
+    )
+}
+
+fn serve(
+    lifecycle: &Lifecycle,
+    cache: Arc<Cache>,
+    backing: &Path,
+    mountpoint: &Path,
+    device: &str,
+    allow_other: bool,
+) -> ExitCode {
+    let fs = match WbFs::new(Arc::clone(&cache), backing) {
+        Ok(fs) => fs,
+        Err(e) => return failure(format!("{}: {e}", backing.display())),
+    };
+    let mounted = match lifecycle.mount(fs, mountpoint, allow_other) {
+        Ok(m) => m,
+        Err(e) => return failure(format!("mounting at {}: {e}", mountpoint.display())),
+    };
+    let memory = cache
+        .knob("memory")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    println!(
+        "wb: serving {} at {} (engine: {}, memory {}, device {device})",
+        backing.display(),
+        mountpoint.display(),
+        cache.io_backend(),
+        human_bytes(memory)
+    );
+    let _ = std::io::stdout().flush();
+    let why = match lifecycle.wait() {
+        Event::Signal(s) => format!("{s}"),
+        Event::Unmounted(Ok(())) => "unmounted".to_string(),
+        Event::Unmounted(Err(e)) => format!("serving failed: {e}"),
+    };
+    eprintln!(
+        "wb: {why}; writing back all dirty data to {}",
+        backing.display()
+    );
+    let result = lifecycle.shutdown(&mounted, &cache, |dirty, writeback| {
+        eprintln!(
+            "wb: writing back: {} dirty, {} under writeback",
+            human_bytes(dirty),
+            human_bytes(writeback)
+        );
+    });
+    match result {
+        Ok(()) => {
+            eprintln!("wb: all data written back; exiting");
+            ExitCode::SUCCESS
+        }
+        Err(e) => failure(format!("writing back failed: {e}")),
+    }
+}

@@ -1,0 +1,799 @@
+//! `wb mount` end to end: real tools on a real FUSE mount.
+//!
+//! Each test starts `wb mount` as a child process on directories under
+//! /tmp, waits (bounded) for its "serving" line, and always unmounts and
+//! cleans up in a Drop guard, also when it fails (SIGTERM, then `umount -l`
+//! as a fallback). The tests need root and /dev/fuse (fio for one test);
+//! without them they print why and pass without checking anything.
+//! They run one at a time (a lock): they share two cores and one disk.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const WB: &str = env!("CARGO_BIN_EXE_wb");
+/// How long a mount may take to come up (no calibration; a fresh cache).
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `wb mount` may take to write everything back and exit.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Cache budget for the tests: small enough that large writes are throttled.
+const TEST_MEMORY: &str = "memory=256MiB";
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn skip_reason(needs_fio: bool) -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing".into());
+    }
+    if needs_fio && Command::new("fio").arg("--version").output().is_err() {
+        return Some("fio is not installed".into());
+    }
+    None
+}
+
+macro_rules! require {
+    ($needs_fio:expr) => {
+        if let Some(reason) = skip_reason($needs_fio) {
+            eprintln!("skipping: {reason}");
+            return;
+        }
+    };
+}
+
+/// A temporary directory tree under /tmp, removed on drop.
+struct TempRoot(PathBuf);
+
+impl TempRoot {
+    fn new(name: &str) -> TempRoot {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let root = PathBuf::from(format!(
+            "/tmp/wb-mount-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        fs::create_dir_all(&root).expect("create temp root");
+        TempRoot(root)
+    }
+
+    fn dir(&self, rel: &str) -> PathBuf {
+        let p = self.0.join(rel);
+        fs::create_dir_all(&p).expect("create temp dir");
+        p
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `wb mount`.
+struct Mount {
+    child: Option<Child>,
+    backing: PathBuf,
+    mnt: PathBuf,
+    stderr: Receiver<String>,
+}
+
+impl Mount {
+    fn start(backing: &Path, mnt: &Path, extra: &[&str]) -> Mount {
+        let data = backing
+            .parent()
+            .expect("backing has a parent")
+            .join("wb-data");
+        let mut cmd = Command::new(WB);
+        cmd.arg("mount")
+            .arg(backing)
+            .arg(mnt)
+            .args(["--no-calibrate", "--set", TEST_MEMORY, "--data-dir"])
+            .arg(&data)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn wb mount");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (err_tx, err_rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = err_tx.send(line);
+            }
+        });
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mount = Mount {
+            child: Some(child),
+            backing: backing.to_path_buf(),
+            mnt: mnt.to_path_buf(),
+            stderr: err_rx,
+        };
+        let line = rx.recv_timeout(MOUNT_TIMEOUT).unwrap_or_else(|_| {
+            let err = mount.drain_stderr();
+            panic!("wb mount did not report serving within {MOUNT_TIMEOUT:?}; stderr:\n{err}")
+        });
+        assert!(
+            line.starts_with("wb: serving "),
+            "unexpected first line: {line}"
+        );
+        assert!(
+            is_mounted(mnt),
+            "{} is not in /proc/self/mountinfo",
+            mnt.display()
+        );
+        mount
+    }
+
+    fn drain_stderr(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit; returns the status and stderr.
+    fn stop(mut self) -> (ExitStatus, String) {
+        let status = self.terminate().expect("wb mount exits after SIGTERM");
+        let err = self.drain_stderr();
+        (status, err)
+    }
+
+    fn terminate(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        wait_bounded(&mut child, EXIT_TIMEOUT)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: as in terminate.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            if wait_bounded(&mut child, EXIT_TIMEOUT).is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+    }
+}
+
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_string_lossy();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so content can be re-made.
+fn pattern(seed: u64, buf: &mut [u8]) {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for chunk in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let bytes = x.to_le_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    }
+}
+
+// ---------------------------------------------------------------- tests
+
+#[test]
+fn help_explains_every_option() {
+    let out = Command::new(WB)
+        .args(["mount", "--help"])
+        .output()
+        .expect("run wb");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "BACKING_DIR",
+        "MOUNTPOINT",
+        "--set",
+        "--allow-other",
+        "--data-dir",
+        "--no-calibrate",
+        "--io-backend",
+        ".writeback/stats",
+        "SIGTERM",
+        "wbt_lat_usec",
+    ] {
+        assert!(
+            text.contains(word),
+            "--help does not mention {word}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn refuses_bad_mountpoints_and_knobs() {
+    let root = TempRoot::new("refuse");
+    let backing = root.dir("backing");
+    let mnt = root.dir("mnt");
+    fs::write(mnt.join("file"), b"x").expect("write");
+    let inside = root.dir("backing/inside");
+    let empty = root.dir("empty");
+    let cases: [(&Path, &Path, &[&str], &str); 4] = [
+        (&backing, &mnt, &[], "not empty"),
+        (&backing, &inside, &[], "inside BACKING_DIR"),
+        (&backing, &mnt.join("file"), &[], "not a directory"),
+        (&backing, &empty, &["--set", "nope=1"], "unknown knob"),
+    ];
+    for (b, m, extra, msg) in cases {
+        let out = Command::new(WB)
+            .arg("mount")
+            .arg(b)
+            .arg(m)
+            .args(extra)
+            .output()
+            .expect("run wb");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{m:?} {extra:?}: {err}");
+        assert!(err.contains(msg), "expected '{msg}' in: {err}");
+    }
+    let out = Command::new(WB)
+        .arg("mount")
+        .arg(&backing)
+        .arg(&empty)
+        .args(["--set", "dirty_ratio=150"])
+        .output()
+        .expect("run wb");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("dirty_ratio"), "{err}");
+}
+
+#[test]
+fn knob_files_and_stats() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("knobs");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let ctl = mount.mnt.join(".writeback");
+    let stats = fs::read_to_string(ctl.join("stats")).expect("read stats");
+    for name in [
+        "dirty_bytes ",
+        "writeback_bytes ",
+        "reclaimable_bytes ",
+        "dirtied_bytes ",
+        "written_bytes ",
+    ] {
+        assert!(
+            stats.lines().any(|l| l.starts_with(name)),
+            "no {name} in:\n{stats}"
+        );
+    }
+    assert!(stats.contains("pause_dirty_throttle_count "), "{stats}");
+    assert!(stats.contains("pause_dirty_throttle_total_us "), "{stats}");
+    // Hidden from the root's listing, reachable by name.
+    let names: Vec<_> = fs::read_dir(&mount.mnt)
+        .expect("list root")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(!names.iter().any(|n| n == ".writeback"), "{names:?}");
+    assert_eq!(
+        fs::read_to_string(ctl.join("memory")).expect("memory"),
+        "268435456\n"
+    );
+
+    let device = fs::read_dir(&ctl)
+        .expect("list .writeback")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.is_dir())
+        .expect("a device directory");
+    let knob = device.join("wbt_lat_usec");
+    assert_eq!(fs::read_to_string(&knob).expect("read knob"), "-1\n");
+    fs::write(&knob, "0\n").expect("valid value");
+    assert_eq!(fs::read_to_string(&knob).expect("read knob"), "0\n");
+    for bad in ["bogus\n", "-7\n", "1 2\n"] {
+        let err = fs::write(&knob, bad).expect_err("invalid value must fail");
+        assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{bad:?}: {err}");
+        assert_eq!(
+            fs::read_to_string(&knob).expect("read knob"),
+            "0\n",
+            "changed by {bad:?}"
+        );
+    }
+    let ratio = ctl.join("dirty_ratio");
+    fs::write(&ratio, "15").expect("set dirty_ratio");
+    assert_eq!(fs::read_to_string(&ratio).expect("read"), "15\n");
+    let err = fs::write(&ratio, "101").expect_err("out of range");
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    assert_eq!(fs::read_to_string(&ratio).expect("read"), "15\n");
+    let err = fs::write(ctl.join("memory"), "1GiB").expect_err("memory is fixed");
+    assert!(
+        matches!(err.raw_os_error(), Some(libc::EINVAL) | Some(libc::EACCES)),
+        "{err}"
+    );
+    // Nothing reached the backing directory.
+    assert!(!mount.backing.join(".writeback").exists());
+
+    // Handles asking for uncached writes are recorded: O_DIRECT, or the
+    // user.writeback.dontcache attribute (passed through to BACKING_DIR).
+    let open_dontcache = || {
+        let stats = fs::read_to_string(ctl.join("stats")).expect("read stats");
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("fuse_open_dontcache_files "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("fuse_open_dontcache_files line")
+    };
+    let plain = mount.mnt.join("plain");
+    let tagged = mount.mnt.join("tagged");
+    fs::write(&plain, b"x").expect("write");
+    fs::write(&tagged, b"x").expect("write");
+    let path = std::ffi::CString::new(tagged.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: path and name are NUL-terminated strings alive for the call;
+    // the value is one byte read from a live slice.
+    let rc = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"user.writeback.dontcache".as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+    let a = fs::File::open(&plain).expect("open");
+    assert_eq!(open_dontcache(), 0);
+    let b = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&plain)
+        .expect("open O_DIRECT");
+    let c = fs::File::open(&tagged).expect("open tagged");
+    assert_eq!(open_dontcache(), 2);
+    drop((a, b, c));
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn fio_verify_crc32c() {
+    require!(true);
+    let _serial = serial();
+    let root = TempRoot::new("fio");
+    let backing = root.dir("backing");
+    let mnt = root.dir("mnt");
+    let state = root.dir("fio-state");
+    let fio = |mnt: &Path, extra: &[&str]| {
+        let out = run(Command::new("fio")
+            .current_dir(&state)
+            .arg(format!("--directory={}", mnt.display()))
+            .args([
+                "--size=32m",
+                "--numjobs=4",
+                "--ioengine=psync",
+                "--verify=crc32c",
+                "--verify_fatal=1",
+                "--randrepeat=1",
+                "--output-format=json",
+            ])
+            .args(extra)
+            .args([
+                "--name=seq",
+                "--rw=write",
+                "--bs=128k",
+                "--name=rand",
+                "--rw=randwrite",
+                "--bs=16k",
+            ]));
+        let errors: Vec<_> = out
+            .lines()
+            .filter(|l| l.trim_start().starts_with("\"error\""))
+            .filter(|l| !l.contains(": 0"))
+            .map(str::to_string)
+            .collect();
+        assert!(errors.is_empty(), "fio reported errors: {errors:?}\n{out}");
+        assert_eq!(out.matches("\"jobname\"").count(), 8, "{out}");
+    };
+    let mount = Mount::start(&backing, &mnt, &[]);
+    // Write with fsync every 8 writes, verifying as it goes.
+    fio(&mount.mnt, &["--fsync=8"]);
+    // A verify pass on the same mount (from the cache) ...
+    fio(&mount.mnt, &["--verify_only"]);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    // ... and one on a new mount: everything came back from BACKING_DIR.
+    let mount = Mount::start(&backing, &mnt, &[]);
+    fio(&mount.mnt, &["--verify_only"]);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn dd_two_gib_then_cmp() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("dd");
+    let source = root.0.join("source");
+    {
+        let mut f = fs::File::create(&source).expect("create source");
+        let mut buf = vec![0u8; 1 << 20];
+        for i in 0..2048u64 {
+            pattern(i, &mut buf);
+            f.write_all(&buf).expect("write source");
+        }
+    }
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let target = mount.mnt.join("big");
+    run(Command::new("dd")
+        .arg(format!("if={}", source.display()))
+        .arg(format!("of={}", target.display()))
+        .args(["bs=1M", "status=none"]));
+    assert_eq!(fs::metadata(&target).expect("stat").len(), 2 << 30);
+    run(Command::new("cmp").arg(&source).arg(&target));
+    let backing = mount.backing.clone();
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    run(Command::new("cmp").arg(&source).arg(backing.join("big")));
+}
+
+/// Everything `stat` shows that must match between two trees.
+fn describe(path: &Path, with_mtime: bool) -> String {
+    let m = fs::symlink_metadata(path).expect("stat");
+    let target = if m.file_type().is_symlink() {
+        fs::read_link(path).expect("readlink").display().to_string()
+    } else {
+        String::new()
+    };
+    let mtime = if with_mtime {
+        format!(" mtime {}.{:09}", m.mtime(), m.mtime_nsec())
+    } else {
+        String::new()
+    };
+    format!(
+        "mode {:o} size {} nlink {} uid {} gid {}{mtime} link '{target}'",
+        m.mode(),
+        if m.is_dir() { 0 } else { m.size() },
+        if m.is_dir() { 0 } else { m.nlink() },
+        m.uid(),
+        m.gid(),
+    )
+}
+
+/// Relative path → description, for every entry under `dir`.
+fn tree(dir: &Path, with_mtime: bool) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            let rel = p.strip_prefix(dir).expect("under dir").to_path_buf();
+            let meta = fs::symlink_metadata(&p).expect("stat");
+            if meta.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push((rel, describe(&p, with_mtime)));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn assert_same_trees(a: &Path, b: &Path) {
+    let (ta, tb) = (tree(a, true), tree(b, true));
+    let names_a: Vec<_> = ta.iter().map(|(p, _)| p).collect();
+    let names_b: Vec<_> = tb.iter().map(|(p, _)| p).collect();
+    assert_eq!(names_a, names_b, "different entries in {a:?} and {b:?}");
+    for ((p, da), (_, db)) in ta.iter().zip(&tb) {
+        assert_eq!(da, db, "{} differs between {a:?} and {b:?}", p.display());
+    }
+}
+
+#[test]
+fn cp_a_tree_then_diff() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("cp");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let copy = mount.mnt.join("crates");
+    run(Command::new("cp").arg("-a").arg(&source).arg(&copy));
+    run(Command::new("diff").arg("-r").arg(&source).arg(&copy));
+    // Sizes, modes, owners, times, links: as cp -a made them.
+    assert_same_trees(&source, &copy);
+    let backing = mount.backing.clone();
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    // Written back: the backing copy is the same, times included.
+    assert_same_trees(&source, &backing.join("crates"));
+    run(Command::new("diff")
+        .arg("-r")
+        .arg(&source)
+        .arg(backing.join("crates")));
+}
+
+/// The same operations on a plain directory and on the mount.
+fn posix_script(dir: &Path) {
+    let p = |rel: &str| dir.join(rel);
+    fs::create_dir(p("d")).expect("mkdir");
+    fs::write(p("d/a"), b"hello world").expect("write a");
+    fs::set_permissions(p("d/a"), fs::Permissions::from_mode(0o640)).expect("chmod");
+    fs::hard_link(p("d/a"), p("hard")).expect("link");
+    std::os::unix::fs::symlink("d/a", p("sym")).expect("symlink");
+    std::os::unix::fs::symlink("/nonexistent/target", p("dangling")).expect("symlink");
+    fs::write(p("b"), vec![7u8; 100_000]).expect("write b");
+    fs::rename(p("b"), p("d/b2")).expect("rename");
+    fs::write(p("victim"), b"old").expect("write victim");
+    fs::write(p("new"), b"replacement").expect("write new");
+    fs::rename(p("new"), p("victim")).expect("rename over");
+    // Appends, truncation, extension, reads past the end.
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(p("d/a"))
+        .expect("open append");
+    f.write_all(b"!!").expect("append");
+    drop(f);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(p("d/b2"))
+        .expect("open");
+    f.set_len(5000).expect("shrink");
+    f.set_len(9000).expect("grow");
+    drop(f);
+    let mut buf = Vec::new();
+    fs::File::open(p("d/b2"))
+        .expect("open")
+        .read_to_end(&mut buf)
+        .expect("read");
+    assert_eq!(buf.len(), 9000);
+    assert!(buf[..5000].iter().all(|&b| b == 7) && buf[5000..].iter().all(|&b| b == 0));
+    // O_TRUNC.
+    fs::write(p("trunc"), vec![1u8; 10_000]).expect("write");
+    fs::write(p("trunc"), b"short").expect("rewrite with O_TRUNC");
+    // Unlinked while open: still readable through the handle.
+    fs::write(p("gone"), b"still here").expect("write");
+    let mut open = fs::File::open(p("gone")).expect("open");
+    fs::remove_file(p("gone")).expect("unlink");
+    let mut s = String::new();
+    open.read_to_string(&mut s).expect("read unlinked");
+    assert_eq!(s, "still here");
+    // Times set after writing stick (as cp -a and tar need).
+    fs::write(p("timed"), vec![3u8; 50_000]).expect("write");
+    let when = std::time::UNIX_EPOCH + Duration::new(1_000_000_000, 123_456_789);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(p("timed"))
+        .expect("open");
+    f.set_modified(when).expect("set mtime");
+    drop(f);
+    fs::create_dir(p("empty")).expect("mkdir");
+    fs::remove_dir(p("empty")).expect("rmdir");
+    let _ = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(p("private"))
+        .expect("create 0600");
+}
+
+#[test]
+fn files_behave_as_on_the_backing_filesystem() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("posix");
+    let reference = root.dir("reference");
+    posix_script(&reference);
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    posix_script(&mount.mnt);
+    // mtimes differ between the two runs, except where set explicitly.
+    assert_eq!(tree(&mount.mnt, false), tree(&reference, false));
+    let timed = |dir: &Path| describe(&dir.join("timed"), true);
+    assert_eq!(timed(&mount.mnt), timed(&reference));
+    let ino = |p: &Path| fs::metadata(p).expect("stat").ino();
+    assert_eq!(
+        ino(&mount.mnt.join("hard")),
+        ino(&mount.mnt.join("d/a")),
+        "hard links share an inode"
+    );
+    assert_eq!(
+        ino(&mount.mnt.join("hard")),
+        ino(&mount.backing.join("hard")),
+        "st_ino as in BACKING_DIR"
+    );
+    for name in ["d/a", "d/b2", "victim", "trunc", "timed"] {
+        assert_eq!(
+            fs::read(mount.mnt.join(name)).expect("read mount"),
+            fs::read(reference.join(name)).expect("read reference"),
+            "{name}"
+        );
+    }
+    let backing = mount.backing.clone();
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    assert_eq!(tree(&backing, false), tree(&reference, false));
+    assert_eq!(timed(&backing), timed(&reference));
+}
+
+#[test]
+fn nothing_outside_the_backing_dir_is_reachable() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("escape");
+    let backing = root.dir("backing");
+    fs::write(root.0.join("secret"), b"outside").expect("write secret");
+    std::os::unix::fs::symlink("../secret", backing.join("up")).expect("symlink");
+    let abs = root.0.join("secret");
+    std::os::unix::fs::symlink(&abs, backing.join("abs")).expect("symlink");
+    fs::create_dir(backing.join("d")).expect("mkdir");
+    // The mountpoint is one level deeper than the backing dir, so "../secret"
+    // resolved next to the mount finds nothing.
+    let mount = Mount::start(&backing, &root.dir("m/mnt"), &[]);
+    let mnt = &mount.mnt;
+    assert_eq!(
+        fs::read_link(mnt.join("up")).expect("readlink"),
+        Path::new("../secret")
+    );
+    let err = fs::read(mnt.join("up")).expect_err("must not reach BACKING_DIR/../secret");
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    let err =
+        fs::read(mnt.join("d/../../secret")).expect_err("`..` leaves the mount, not BACKING_DIR");
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    // Operations on a symlink change the link, never its target.
+    let before = fs::metadata(&abs).expect("stat secret");
+    std::os::unix::fs::lchown(mnt.join("abs"), Some(1234), Some(1234)).expect("lchown");
+    assert_eq!(
+        fs::symlink_metadata(backing.join("abs"))
+            .expect("lstat")
+            .uid(),
+        1234
+    );
+    let after = fs::metadata(&abs).expect("stat secret");
+    assert_eq!((before.uid(), before.mode()), (after.uid(), after.mode()));
+    // (An absolute link is resolved by the kernel in the caller's own
+    // namespace, as on any filesystem; the server never resolves one.)
+    let err = fs::create_dir(mnt.join(".writeback/x")).expect_err("control dir is read-only");
+    assert!(
+        matches!(err.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)),
+        "{err}"
+    );
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
+
+/// A writer that fills `path` with `pattern(file_seed + chunk index)`
+/// chunks, and counts the bytes of every write(2) that returned.
+fn writer(path: PathBuf, seed: u64, acked: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
+    const CHUNK: usize = 1 << 20;
+    let Ok(mut f) = fs::File::create(&path) else {
+        return;
+    };
+    let mut buf = vec![0u8; CHUNK];
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        pattern(seed + i, &mut buf);
+        if f.write_all(&buf).is_err() {
+            return;
+        }
+        acked.fetch_add(CHUNK as u64, Ordering::SeqCst);
+        i += 1;
+    }
+}
+
+#[test]
+fn sigterm_during_heavy_writes_loses_nothing() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("sigterm");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let acked = Arc::new(AtomicU64::new(0));
+            let path = mount.mnt.join(format!("w{w}"));
+            let (a, s) = (Arc::clone(&acked), Arc::clone(&stop));
+            let seed = w << 32;
+            let handle = std::thread::spawn(move || writer(path, seed, a, s));
+            (w, acked, handle)
+        })
+        .collect();
+    // Heavy: wait until a good amount is written and some is still dirty.
+    let start = Instant::now();
+    while writers
+        .iter()
+        .map(|(_, a, _)| a.load(Ordering::SeqCst))
+        .sum::<u64>()
+        < (600 << 20)
+        && start.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stats = fs::read_to_string(mount.mnt.join(".writeback/stats")).unwrap_or_default();
+    let backing = mount.backing.clone();
+    let before: Vec<u64> = writers
+        .iter()
+        .map(|(_, a, _)| a.load(Ordering::SeqCst))
+        .collect();
+    let (status, err) = mount.stop(); // SIGTERM while the writers write
+    stop.store(true, Ordering::Relaxed);
+    let mut acked_total = Vec::new();
+    for (w, acked, handle) in writers {
+        handle.join().expect("writer thread");
+        acked_total.push((w, acked.load(Ordering::SeqCst)));
+    }
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("written back"), "{err}");
+    eprintln!("stats at the signal:\n{stats}");
+    for (w, acked) in acked_total {
+        assert!(acked >= before[w as usize]);
+        // Every write that returned, before or after the signal, is there.
+        let data = fs::read(backing.join(format!("w{w}"))).expect("read back");
+        assert!(
+            data.len() as u64 >= acked,
+            "w{w}: {} bytes, {acked} acknowledged",
+            data.len()
+        );
+        let mut want = vec![0u8; 1 << 20];
+        for (i, chunk) in data[..acked as usize].chunks(1 << 20).enumerate() {
+            pattern((w << 32) + i as u64, &mut want);
+            assert!(chunk == &want[..chunk.len()], "w{w}: chunk {i} differs");
+        }
+    }
+}
+
+#[test]
+fn umount_writes_everything_back_and_exits() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("umount");
+    let mut mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let mut data = vec![0u8; 64 << 20];
+    pattern(42, &mut data);
+    fs::write(mount.mnt.join("f"), &data).expect("write");
+    run(Command::new("umount").arg(&mount.mnt));
+    let mut child = mount.child.take().expect("running");
+    let status = wait_bounded(&mut child, EXIT_TIMEOUT).expect("exits after umount");
+    let err = mount.drain_stderr();
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains("unmounted") && err.contains("written back"),
+        "{err}"
+    );
+    assert!(fs::read(mount.backing.join("f")).expect("read back") == data);
+}

@@ -1,0 +1,272 @@
+//! File data: open, create, read, write, flush, fsync, release, fallocate
+//! and truncation. Data goes through the engine (`writeback::File`);
+//! every open gets FOPEN_DIRECT_IO so the kernel's page cache stays out of
+//! the way and there is exactly one cache.
+
+use crate::fs::WbFs;
+use crate::handles::{FileHandle, Handle};
+use crate::inode::Inode;
+use crate::sys::{self, Errno};
+use nix::fcntl::OFlag;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use writeback::File;
+
+/// fallocate modes we support: 0 (allocate and extend) and KEEP_SIZE.
+const FALLOC_FL_KEEP_SIZE: i32 = libc::FALLOC_FL_KEEP_SIZE;
+
+impl WbFs {
+    /// The inode's engine file, opening it through the cache if no handle
+    /// has it yet (`data_fd`: a read/write O_DIRECT descriptor already
+    /// opened, as create has). Pair with [`WbFs::put_file`].
+    pub(crate) fn get_file(
+        &self,
+        inode: &Arc<Inode>,
+        data_fd: Option<OwnedFd>,
+    ) -> Result<Arc<File>, Errno> {
+        let mut state = inode.open_state();
+        if let Some(file) = state.file.clone() {
+            state.handles += 1;
+            return Ok(file);
+        }
+        let fd = match data_fd {
+            Some(fd) => fd,
+            None => sys::reopen(inode.fd(), OFlag::O_RDWR | OFlag::O_DIRECT)?,
+        };
+        // The path names the file in errors and places a new device's calibration.
+        let path = std::fs::read_link(sys::proc_path(fd.as_fd()).to_string_lossy().as_ref())
+            .unwrap_or_else(|_| self.backing.clone());
+        let file = self
+            .cache
+            .open_backing(std::fs::File::from(fd), path)
+            .map_err(|e| e.errno())?;
+        let file = Arc::new(file);
+        state.file = Some(Arc::clone(&file));
+        state.handles = 1;
+        Ok(file)
+    }
+
+    /// One user of the inode's engine file is done. The last one closes
+    /// it; if the file has no name left, its cached data is dropped (set
+    /// to length 0) instead of being written back for nothing.
+    pub(crate) fn put_file(&self, inode: &Inode) {
+        let mut state = inode.open_state();
+        state.handles = state.handles.saturating_sub(1);
+        if state.handles > 0 {
+            return;
+        }
+        let Some(file) = state.file.take() else {
+            return;
+        };
+        drop(state);
+        let unlinked = sys::stat_fd(inode.fd()).is_ok_and(|st| st.st_nlink == 0);
+        if unlinked {
+            // Nothing can reach the data any more; an error only means it
+            // is written back at the next sync, which is harmless.
+            let _ = file.set_len(0);
+        }
+    }
+
+    /// Runs `f` on the inode's engine file, opened for the call if needed.
+    pub(crate) fn with_file<T>(
+        &self,
+        inode: &Arc<Inode>,
+        f: impl FnOnce(&File) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let file = self.get_file(inode, None)?;
+        let result = f(&file);
+        drop(file);
+        self.put_file(inode);
+        result
+    }
+
+    /// A data change is allowed: the server is not shutting down. Holds
+    /// shutdown off until dropped, so every write acknowledged before it
+    /// begins is in the cache when the final sync starts.
+    pub(crate) fn data_gate(&self) -> Result<std::sync::RwLockReadGuard<'_, bool>, Errno> {
+        let stopping = self.stopping.read().unwrap_or_else(|p| p.into_inner());
+        if *stopping {
+            return Err(libc::EIO);
+        }
+        Ok(stopping)
+    }
+
+    fn new_file_handle(&self, inode: Arc<Inode>, file: Arc<File>, flags: i32) -> u64 {
+        let dontcache = flags & libc::O_DIRECT != 0 || crate::xattr::wants_dontcache(inode.fd());
+        self.handles.insert(Handle::File(FileHandle {
+            inode,
+            file,
+            dontcache,
+        }))
+    }
+
+    pub(crate) fn open_regular(&self, inode: Arc<Inode>, flags: i32) -> Result<u64, Errno> {
+        let truncate = flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let _gate = if truncate {
+            Some(self.data_gate()?)
+        } else {
+            None
+        };
+        let file = self.get_file(&inode, None)?;
+        if truncate {
+            if let Err(e) = file.set_len(0) {
+                self.put_file(&inode);
+                return Err(e.errno());
+            }
+            inode.note_write();
+        }
+        Ok(self.new_file_handle(inode, file, flags))
+    }
+
+    /// Creates (or, racing another creator, opens) a regular file and opens it.
+    pub(crate) fn create_regular(
+        &self,
+        parent: &Inode,
+        name: &std::ffi::OsStr,
+        mode: u32,
+        owner: (u32, u32),
+        flags: i32,
+    ) -> Result<(Arc<Inode>, libc::stat, u64), Errno> {
+        let _gate = self.data_gate()?;
+        let exclusive = flags & libc::O_EXCL != 0;
+        let (fd, created) = match sys::open_data(parent.fd(), name, Some((mode, true))) {
+            Ok(fd) => (fd, true),
+            Err(libc::EEXIST) if !exclusive => (sys::open_data(parent.fd(), name, None)?, false),
+            Err(e) => return Err(e),
+        };
+        if created {
+            self.set_new_owner(fd.as_fd(), owner, mode)?;
+        }
+        let path_fd = sys::reopen(fd.as_fd(), OFlag::O_PATH)?;
+        let st = sys::stat_fd(path_fd.as_fd())?;
+        let inode = self.inodes.remember(path_fd, &st);
+        let file = self.get_file(&inode, Some(fd))?;
+        if !created && flags & libc::O_TRUNC != 0 {
+            if let Err(e) = file.set_len(0) {
+                self.put_file(&inode);
+                return Err(e.errno());
+            }
+        }
+        let fh = self.new_file_handle(Arc::clone(&inode), file, flags);
+        Ok((inode, st, fh))
+    }
+
+    pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        match &*self.handles.file(fh)? {
+            Handle::File(h) => {
+                let len = h.file.len();
+                let want = len.saturating_sub(offset).min(size as u64) as usize;
+                let mut buf = vec![0u8; want];
+                let n = h.file.read_at(&mut buf, offset).map_err(|e| e.errno())?;
+                buf.truncate(n);
+                Ok(buf)
+            }
+            Handle::Control(h) => {
+                let start = (offset.min(h.content.len() as u64)) as usize;
+                let end = (start + size as usize).min(h.content.len());
+                Ok(h.content[start..end].to_vec())
+            }
+            Handle::Dir(_) => Err(libc::EISDIR),
+        }
+    }
+
+    pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        match &*self.handles.file(fh)? {
+            Handle::File(h) => {
+                let _gate = self.data_gate()?;
+                h.file.write_at(data, offset).map_err(|e| e.errno())?;
+                h.inode.note_write();
+                Ok(data.len() as u32)
+            }
+            Handle::Control(h) => {
+                self.control().write(h.node, offset, data)?;
+                Ok(data.len() as u32)
+            }
+            Handle::Dir(_) => Err(libc::EISDIR),
+        }
+    }
+
+    /// fsync / fdatasync: the engine writes the file's dirty data back and
+    /// makes it durable, and reports a write-back error not yet reported
+    /// to the inode's engine file (errseq; one engine file per inode, so
+    /// one report per inode).
+    pub(crate) fn fsync(&self, fh: u64, datasync: bool) -> Result<(), Errno> {
+        match &*self.handles.file(fh)? {
+            Handle::File(h) => {
+                let result = if datasync {
+                    h.file.sync_data()
+                } else {
+                    h.file.sync_all()
+                };
+                result.map_err(|e| e.errno())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn release(&self, fh: u64) {
+        if let Some(handle) = self.handles.remove(fh) {
+            if let Handle::File(h) = &*handle {
+                self.put_file(&h.inode);
+            }
+        }
+    }
+
+    /// fallocate: mode 0 reserves space on the backing file and extends the
+    /// engine's length; KEEP_SIZE only reserves. Other modes (punching or
+    /// zeroing ranges, which would have to drop cached pages) are refused.
+    pub(crate) fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> Result<(), Errno> {
+        if mode & !FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let handle = self.handles.file(fh)?;
+        let Handle::File(h) = &*handle else {
+            return Err(libc::EOPNOTSUPP);
+        };
+        let _gate = self.data_gate()?;
+        let end = offset.checked_add(len).ok_or(libc::EFBIG)?;
+        let fd = sys::reopen(h.inode.fd(), OFlag::O_WRONLY)?;
+        sys::fallocate(&fd, libc::FALLOC_FL_KEEP_SIZE, offset, len)?;
+        if mode & FALLOC_FL_KEEP_SIZE == 0 && end > h.file.len() {
+            h.file.set_len(end).map_err(|e| e.errno())?;
+            h.inode.note_write();
+        }
+        Ok(())
+    }
+
+    /// Truncation (or extension) through setattr, with or without a handle.
+    pub(crate) fn truncate(&self, inode: &Arc<Inode>, size: u64) -> Result<(), Errno> {
+        if !inode.is_regular() {
+            return Err(if inode.kind == libc::S_IFDIR {
+                libc::EISDIR
+            } else {
+                libc::EINVAL
+            });
+        }
+        let _gate = self.data_gate()?;
+        self.with_file(inode, |f| f.set_len(size).map_err(|e| e.errno()))?;
+        inode.note_write();
+        Ok(())
+    }
+
+    /// Writes back the inode's cached data, if the engine has any, so that
+    /// times set next are not bumped by a write-back landing later (cp -a
+    /// writes, then sets times).
+    pub(crate) fn settle_data(&self, inode: &Arc<Inode>) -> Result<(), Errno> {
+        if !inode.is_regular() || self.cache.cached_len(inode.key.0, inode.key.1).is_none() {
+            return Ok(());
+        }
+        self.with_file(inode, |f| f.sync_data().map_err(|e| e.errno()))
+    }
+
+    /// The length the engine knows for the inode, if it knows the file.
+    pub(crate) fn engine_len(&self, inode: &Inode) -> Option<u64> {
+        if !inode.is_regular() {
+            return None;
+        }
+        if let Some(file) = inode.open_file() {
+            return Some(file.len());
+        }
+        self.cache.cached_len(inode.key.0, inode.key.1)
+    }
+}

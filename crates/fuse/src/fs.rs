@@ -1,0 +1,620 @@
+//! The FUSE filesystem: routes each kernel request to the backing
+//! directory (meta.rs, dir.rs, xattr.rs), the engine (data.rs) or the
+//! virtual `.writeback` tree (control.rs), and turns results into replies.
+//! No request panics: failures become errno replies.
+
+use crate::control::{Control, Node, CONTROL_DIR};
+use crate::handles::{ControlHandle, Handle, HandleTable};
+use crate::inode::{Inode, InodeTable, ROOT_ID};
+use crate::meta::SetAttr;
+use crate::sys::{Errno, SetTime};
+use fuser::{
+    FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+use writeback::Cache;
+
+/// How long the kernel may keep names and attributes without asking again.
+/// Every change goes through this server, which the kernel sees, so only
+/// changes made to the backing directory behind the mount's back can be
+/// this late.
+pub const ATTR_TTL: Duration = Duration::from_secs(1);
+/// Largest write the kernel sends in one request.
+pub const MAX_WRITE_BYTES: u32 = 1 << 20;
+/// Largest xattr value or list we return.
+const MAX_XATTR_BYTES: u32 = 64 * 1024;
+
+fn open_flags_for_data() -> FopenFlags {
+    // Direct I/O: the kernel's page cache is bypassed, ours is the only
+    // one. Parallel direct writes: writes to one file are not serialised
+    // by the kernel (the engine orders them).
+    FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+}
+
+/// The filesystem served at the mount point.
+pub struct WbFs {
+    pub(crate) cache: Arc<Cache>,
+    pub(crate) inodes: InodeTable,
+    pub(crate) handles: HandleTable,
+    /// The backing directory (for messages and as a last-resort path).
+    pub(crate) backing: PathBuf,
+    /// Set once shutdown begins: data changes are refused from then on.
+    pub(crate) stopping: Arc<RwLock<bool>>,
+}
+
+/// Stops data changes on a filesystem that is being served.
+#[derive(Clone)]
+pub struct StopHandle(Arc<RwLock<bool>>);
+
+impl StopHandle {
+    /// Refuses data changes from now on, after waiting for the ones under
+    /// way: every write acknowledged so far is in the cache when this returns.
+    pub fn stop_writes(&self) {
+        let mut stopping = self.0.write().unwrap_or_else(|p| p.into_inner());
+        *stopping = true;
+    }
+}
+
+impl WbFs {
+    /// A filesystem serving `backing` (a directory) through `cache`.
+    pub fn new(cache: Arc<Cache>, backing: &Path) -> std::io::Result<WbFs> {
+        let root = nix::fcntl::open(
+            backing,
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(std::io::Error::from)?;
+        let inodes = InodeTable::new(root).map_err(std::io::Error::from_raw_os_error)?;
+        Ok(WbFs {
+            cache,
+            inodes,
+            handles: HandleTable::default(),
+            backing: backing.to_path_buf(),
+            stopping: Arc::new(RwLock::new(false)),
+        })
+    }
+
+    /// A handle to stop data changes once the filesystem is being served.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(Arc::clone(&self.stopping))
+    }
+
+    pub(crate) fn control(&self) -> Control<'_> {
+        Control {
+            cache: &self.cache,
+            server: self.handles.counts(self.inodes.len()),
+        }
+    }
+
+    fn inode(&self, ino: INodeNo) -> Result<Arc<Inode>, Errno> {
+        self.inodes.get(ino.0)
+    }
+
+    fn lookup_any(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+        if let Some(node) = Node::from_ino(parent.0) {
+            let child = self.control().lookup(node, name)?;
+            return self.control().attr(child);
+        }
+        if parent.0 == ROOT_ID && name == CONTROL_DIR {
+            return self.control().attr(Node::Dir);
+        }
+        let parent = self.inode(parent)?;
+        self.lookup_backing(&parent, name)
+    }
+
+    fn getattr_any(&self, ino: INodeNo) -> Result<FileAttr, Errno> {
+        match Node::from_ino(ino.0) {
+            Some(node) => self.control().attr(node),
+            None => self.inode_attr(&*self.inode(ino)?),
+        }
+    }
+
+    fn open_any(&self, ino: INodeNo, flags: i32) -> Result<u64, Errno> {
+        if let Some(node) = Node::from_ino(ino.0) {
+            if node.is_dir() {
+                return Err(libc::EISDIR);
+            }
+            let content = if flags & libc::O_ACCMODE == libc::O_WRONLY {
+                Vec::new()
+            } else {
+                self.control().read(node)?
+            };
+            return Ok(self
+                .handles
+                .insert(Handle::Control(ControlHandle { node, content })));
+        }
+        let inode = self.inode(ino)?;
+        if !inode.is_regular() {
+            return Err(libc::EINVAL);
+        }
+        self.open_regular(inode, flags)
+    }
+
+    fn setattr_any(&self, ino: INodeNo, set: SetAttr) -> Result<FileAttr, Errno> {
+        if let Some(node) = Node::from_ino(ino.0) {
+            // `echo 1 > knob` truncates first; nothing else may change.
+            let only_size = set.mode.is_none()
+                && set.uid.is_none()
+                && set.gid.is_none()
+                && set.atime.is_none()
+                && set.mtime.is_none();
+            if node.is_dir() || !only_size {
+                return Err(libc::EPERM);
+            }
+            return self.control().attr(node);
+        }
+        self.setattr(&self.inode(ino)?, set)
+    }
+
+    fn backing_parent(&self, parent: INodeNo) -> Result<Arc<Inode>, Errno> {
+        if Node::from_ino(parent.0).is_some() {
+            return Err(libc::EPERM);
+        }
+        self.inode(parent)
+    }
+
+    fn entries(
+        &self,
+        ino: INodeNo,
+        fh: u64,
+        offset: u64,
+    ) -> Result<Vec<(u64, crate::dir::DirEntry)>, Errno> {
+        match Node::from_ino(ino.0) {
+            Some(node) => self.readdir_control(node, offset),
+            None => self.readdir(fh, offset),
+        }
+    }
+
+    /// The inode whose extended attributes are asked for. Symlinks have
+    /// none we can reach race-free (see xattr.rs): reading finds nothing
+    /// (`symlink_errno` ENODATA, listing is empty), changing is refused (EPERM).
+    fn xattr_inode(&self, ino: INodeNo, symlink_errno: Errno) -> Result<Arc<Inode>, Errno> {
+        if Node::from_ino(ino.0).is_some() {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let inode = self.inode(ino)?;
+        if inode.is_symlink() {
+            return Err(symlink_errno);
+        }
+        Ok(inode)
+    }
+}
+
+fn set_time(t: Option<TimeOrNow>) -> Option<SetTime> {
+    t.map(|t| match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(at) => SetTime::At(at),
+    })
+}
+
+fn err(e: Errno) -> fuser::Errno {
+    fuser::Errno::from_i32(e)
+}
+
+fn reply_entry(reply: ReplyEntry, result: Result<FileAttr, Errno>) {
+    match result {
+        Ok(attr) => reply.entry(&ATTR_TTL, &attr, Generation(0)),
+        Err(e) => reply.error(err(e)),
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(err(e)),
+    }
+}
+
+fn reply_xattr(reply: ReplyXattr, size: u32, result: Result<(usize, Vec<u8>), Errno>) {
+    match result {
+        Ok((n, _)) if size == 0 => reply.size(n as u32),
+        Ok((n, _)) if n > size as usize => reply.error(err(libc::ERANGE)),
+        Ok((n, buf)) => reply.data(&buf[..n]),
+        Err(e) => reply.error(err(e)),
+    }
+}
+
+impl Filesystem for WbFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Limits the kernel will not accept are left at its defaults.
+        let _ = config.set_max_write(MAX_WRITE_BYTES);
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        let _ = config.set_max_background(64);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        reply_entry(reply, self.lookup_any(parent, name));
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if Node::from_ino(ino.0).is_none() {
+            self.inodes.forget(ino.0, nlookup);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.getattr_any(ino) {
+            Ok(attr) => reply.attr(&ATTR_TTL, &attr),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: set_time(atime),
+            mtime: set_time(mtime),
+        };
+        match self.setattr_any(ino, set) {
+            Ok(attr) => reply.attr(&ATTR_TTL, &attr),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.inode(ino).and_then(|i| self.readlink(&i)) {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let result = self.backing_parent(parent).and_then(|p| {
+            let owner = self.owner_in(&p, req.uid(), req.gid())?;
+            self.mknod(&p, name, mode & !umask, rdev, owner)
+        });
+        reply_entry(reply, result);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let result = self.backing_parent(parent).and_then(|p| {
+            let owner = self.owner_in(&p, req.uid(), req.gid())?;
+            self.mkdir(&p, name, mode & !umask, owner)
+        });
+        reply_entry(reply, result);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self
+            .backing_parent(parent)
+            .and_then(|p| WbFs::unlink(self, &p, name));
+        reply_empty(reply, result);
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self
+            .backing_parent(parent)
+            .and_then(|p| WbFs::rmdir(self, &p, name));
+        reply_empty(reply, result);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let result = self.backing_parent(parent).and_then(|p| {
+            let owner = self.owner_in(&p, req.uid(), req.gid())?;
+            WbFs::symlink(self, &p, link_name, target.as_os_str(), owner)
+        });
+        reply_entry(reply, result);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.backing_parent(parent).and_then(|p| {
+            let np = self.backing_parent(newparent)?;
+            WbFs::rename(self, &p, name, &np, newname, flags.bits())
+        });
+        reply_empty(reply, result);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let result = self.backing_parent(ino).and_then(|inode| {
+            let np = self.backing_parent(newparent)?;
+            WbFs::link(self, &inode, &np, newname)
+        });
+        reply_entry(reply, result);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.open_any(ino, flags.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), open_flags_for_data()),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match WbFs::read(self, fh.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match WbFs::write(self, fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2) is not a durability point; fsync reports write-back errors.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        WbFs::release(self, fh.0);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, WbFs::fsync(self, fh.0, datasync));
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if Node::from_ino(ino.0).is_some() {
+            reply.opened(FileHandle(0), FopenFlags::empty());
+            return;
+        }
+        match self.inode(ino).and_then(|i| WbFs::opendir(self, i)) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let entries = match self.entries(ino, fh.0, offset) {
+            Ok(entries) => entries,
+            Err(e) => return reply.error(err(e)),
+        };
+        for (next, entry) in entries {
+            if reply.add(INodeNo(entry.ino), next, entry.kind, &entry.name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.handles.remove(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        if Node::from_ino(ino.0).is_some() {
+            return reply.ok();
+        }
+        reply_empty(reply, WbFs::fsyncdir(self, fh.0));
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match WbFs::statfs(self) {
+            Ok(s) => reply.statfs(
+                s.blocks(),
+                s.blocks_free(),
+                s.blocks_available(),
+                s.files(),
+                s.files_free(),
+                s.block_size() as u32,
+                s.name_max() as u32,
+                s.fragment_size() as u32,
+            ),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let result = self
+            .xattr_inode(ino, libc::EPERM)
+            .and_then(|i| crate::xattr::set(i.fd(), name, value, flags));
+        reply_empty(reply, result);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let result = self.xattr_inode(ino, libc::ENODATA).and_then(|i| {
+            let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
+            let n = crate::xattr::get(i.fd(), name, &mut buf)?;
+            Ok((n, buf))
+        });
+        reply_xattr(reply, size, result);
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let result = match self.xattr_inode(ino, 0) {
+            Err(0) => Ok((0, Vec::new())),
+            other => other.and_then(|i| {
+                let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
+                let n = crate::xattr::list(i.fd(), &mut buf)?;
+                Ok((n, buf))
+            }),
+        };
+        reply_xattr(reply, size, result);
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self
+            .xattr_inode(ino, libc::EPERM)
+            .and_then(|i| crate::xattr::remove(i.fd(), name));
+        reply_empty(reply, result);
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let result = self.backing_parent(parent).and_then(|p| {
+            let name = self.backing_name(&p, name)?;
+            let owner = self.owner_in(&p, req.uid(), req.gid())?;
+            let (inode, st, fh) = self.create_regular(&p, name, mode & !umask, owner, flags)?;
+            Ok((self.attr_of(&inode, &st), fh))
+        });
+        match result {
+            Ok((attr, fh)) => reply.created(
+                &ATTR_TTL,
+                &attr,
+                Generation(0),
+                FileHandle(fh),
+                open_flags_for_data(),
+            ),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, WbFs::fallocate(self, fh.0, offset, length, mode));
+    }
+}

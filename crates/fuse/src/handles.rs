@@ -1,0 +1,103 @@
+//! Open handles: what a FUSE file handle number stands for.
+
+use crate::control::Node;
+use crate::inode::Inode;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// An open regular file.
+pub(crate) struct FileHandle {
+    pub inode: Arc<Inode>,
+    /// The inode's engine file, shared with its other handles.
+    pub file: Arc<writeback::File>,
+    /// The opener asked for uncached writes: opened with O_DIRECT, or the
+    /// file carries the `user.writeback.dontcache` attribute. Recorded
+    /// only, as the hook for uncached (DONTCACHE) writes, a later issue:
+    /// writes through this handle will then go with the engine's
+    /// DONTCACHE flag.
+    pub dontcache: bool,
+}
+
+/// An open directory: a snapshot of its entries, taken when the listing
+/// starts (offset 0), so that offsets stay meaningful while it is read.
+/// Memory is proportional to the directory's size, for as long as it is open.
+pub(crate) struct DirHandle {
+    pub inode: Arc<Inode>,
+    pub entries: Mutex<Vec<crate::dir::DirEntry>>,
+}
+
+/// An open file of the virtual `.writeback` tree: its content as read at open.
+pub(crate) struct ControlHandle {
+    pub node: Node,
+    pub content: Vec<u8>,
+}
+
+pub(crate) enum Handle {
+    File(FileHandle),
+    Dir(DirHandle),
+    Control(ControlHandle),
+}
+
+/// Counts the server shows in `.writeback/stats`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ServerCounts {
+    /// Inodes the kernel holds (each keeps an O_PATH descriptor).
+    pub inodes: u64,
+    /// Open regular-file handles.
+    pub open_files: u64,
+    /// Of those, handles asking for uncached writes (O_DIRECT or the
+    /// `user.writeback.dontcache` attribute): the hook for DONTCACHE.
+    pub open_dontcache: u64,
+}
+
+/// Handle numbers are never reused while the server runs.
+#[derive(Default)]
+pub(crate) struct HandleTable {
+    map: Mutex<HashMap<u64, Arc<Handle>>>,
+    next: AtomicU64,
+}
+
+impl HandleTable {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Arc<Handle>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn insert(&self, handle: Handle) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.lock().insert(fh, Arc::new(handle));
+        fh
+    }
+
+    pub fn get(&self, fh: u64) -> Result<Arc<Handle>, i32> {
+        self.lock().get(&fh).cloned().ok_or(libc::EBADF)
+    }
+
+    pub fn remove(&self, fh: u64) -> Option<Arc<Handle>> {
+        self.lock().remove(&fh)
+    }
+
+    /// What is open, for `.writeback/stats`.
+    pub fn counts(&self, inodes: usize) -> ServerCounts {
+        let map = self.lock();
+        let mut counts = ServerCounts {
+            inodes: inodes as u64,
+            ..ServerCounts::default()
+        };
+        for handle in map.values() {
+            if let Handle::File(h) = &**handle {
+                counts.open_files += 1;
+                counts.open_dontcache += u64::from(h.dontcache);
+            }
+        }
+        counts
+    }
+
+    pub fn file(&self, fh: u64) -> Result<Arc<Handle>, i32> {
+        let handle = self.get(fh)?;
+        match &*handle {
+            Handle::File(_) | Handle::Control(_) => Ok(handle),
+            Handle::Dir(_) => Err(libc::EISDIR),
+        }
+    }
+}

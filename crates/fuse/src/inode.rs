@@ -1,0 +1,210 @@
+//! The inode table, passthrough_ll style: each inode the kernel knows
+//! holds an O_PATH|O_NOFOLLOW descriptor of its backing inode, and every
+//! operation works relative to such descriptors with single names. The
+//! kernel's lookup count decides when a descriptor is closed (`forget`).
+//!
+//! Inode numbers: a backing inode on the backing directory's filesystem
+//! keeps its own st_ino as its FUSE inode number, so `stat` and `ls -i`
+//! through the mount agree with the backing directory and hard links share
+//! one inode. Others (another filesystem mounted inside, or st_ino 1, which
+//! is FUSE's root) get numbers from [`SYNTHETIC_BASE`] up. Numbers stay
+//! unique: while the table holds an inode its descriptor keeps the backing
+//! inode allocated, so its st_ino cannot be reused by another file.
+
+use crate::sys::{self, Errno};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// FUSE's inode number of the mount root.
+pub(crate) const ROOT_ID: u64 = 1;
+/// First inode number handed out for inodes that cannot keep their st_ino.
+pub(crate) const SYNTHETIC_BASE: u64 = 1 << 62;
+
+/// The engine file of an inode while any handle has it open: one engine
+/// `File` per inode, shared by every FUSE handle, so all see one length
+/// and one set of cached pages.
+#[derive(Default)]
+pub(crate) struct OpenState {
+    pub file: Option<Arc<writeback::File>>,
+    pub handles: u32,
+}
+
+pub(crate) struct Inode {
+    pub nodeid: u64,
+    /// O_PATH|O_NOFOLLOW descriptor of the backing inode.
+    pub fd: OwnedFd,
+    /// (st_dev, st_ino) of the backing inode.
+    pub key: (u64, u64),
+    /// File type bits (S_IFMT) of the backing inode.
+    pub kind: libc::mode_t,
+    pub open: Mutex<OpenState>,
+    /// When data was last written through the mount (ns since the epoch;
+    /// 0 if not since the times were last set). The backing mtime only
+    /// moves when the engine writes back, which can be much later; getattr
+    /// reports the later of the two.
+    pub written_ns: AtomicI64,
+}
+
+impl Inode {
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    pub fn is_regular(&self) -> bool {
+        self.kind == libc::S_IFREG
+    }
+
+    pub fn is_symlink(&self) -> bool {
+        self.kind == libc::S_IFLNK
+    }
+
+    pub fn open_state(&self) -> MutexGuard<'_, OpenState> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The engine file, if a handle has the inode open.
+    pub fn open_file(&self) -> Option<Arc<writeback::File>> {
+        self.open_state().file.clone()
+    }
+
+    pub fn note_write(&self) {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        self.written_ns.store(now_ns, Ordering::Relaxed);
+    }
+}
+
+struct Entry {
+    inode: Arc<Inode>,
+    lookups: u64,
+}
+
+#[derive(Default)]
+struct Tables {
+    by_id: HashMap<u64, Entry>,
+    by_key: HashMap<(u64, u64), u64>,
+}
+
+pub(crate) struct InodeTable {
+    tables: Mutex<Tables>,
+    root_dev: u64,
+    next_synthetic: AtomicU64,
+}
+
+impl InodeTable {
+    /// A table whose root is the directory behind `root_fd` (O_PATH).
+    pub fn new(root_fd: OwnedFd) -> Result<InodeTable, Errno> {
+        let st = sys::stat_fd(root_fd.as_fd())?;
+        let key = (st.st_dev, st.st_ino);
+        let root = Arc::new(Inode {
+            nodeid: ROOT_ID,
+            fd: root_fd,
+            key,
+            kind: st.st_mode & libc::S_IFMT,
+            open: Mutex::new(OpenState::default()),
+            written_ns: AtomicI64::new(0),
+        });
+        let mut tables = Tables::default();
+        tables.by_key.insert(key, ROOT_ID);
+        tables.by_id.insert(
+            ROOT_ID,
+            Entry {
+                inode: root,
+                lookups: 1,
+            },
+        );
+        Ok(InodeTable {
+            tables: Mutex::new(tables),
+            root_dev: st.st_dev,
+            next_synthetic: AtomicU64::new(SYNTHETIC_BASE),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, nodeid: u64) -> Result<Arc<Inode>, Errno> {
+        self.lock()
+            .by_id
+            .get(&nodeid)
+            .map(|e| Arc::clone(&e.inode))
+            .ok_or(libc::ESTALE)
+    }
+
+    /// The inode number `readdir` reports for a backing entry: what a
+    /// lookup would give, as far as it is known without one.
+    pub fn dir_ino(&self, st_dev_of_dir: u64, st_ino: u64) -> u64 {
+        if st_dev_of_dir == self.root_dev && (2..SYNTHETIC_BASE).contains(&st_ino) {
+            return st_ino;
+        }
+        let tables = self.lock();
+        tables
+            .by_key
+            .get(&(st_dev_of_dir, st_ino))
+            .copied()
+            .unwrap_or(st_ino)
+    }
+
+    /// Counts one kernel lookup of the backing inode behind `fd` (with
+    /// attributes `st`), adding it to the table if it is new (the table
+    /// then keeps `fd`).
+    pub fn remember(&self, fd: OwnedFd, st: &libc::stat) -> Arc<Inode> {
+        let key = (st.st_dev, st.st_ino);
+        let mut tables = self.lock();
+        if let Some(&id) = tables.by_key.get(&key) {
+            if let Some(entry) = tables.by_id.get_mut(&id) {
+                entry.lookups += 1;
+                return Arc::clone(&entry.inode);
+            }
+        }
+        let nodeid = if st.st_dev == self.root_dev && (2..SYNTHETIC_BASE).contains(&st.st_ino) {
+            st.st_ino
+        } else {
+            self.next_synthetic.fetch_add(1, Ordering::Relaxed)
+        };
+        let inode = Arc::new(Inode {
+            nodeid,
+            fd,
+            key,
+            kind: st.st_mode & libc::S_IFMT,
+            open: Mutex::new(OpenState::default()),
+            written_ns: AtomicI64::new(0),
+        });
+        tables.by_key.insert(key, nodeid);
+        tables.by_id.insert(
+            nodeid,
+            Entry {
+                inode: Arc::clone(&inode),
+                lookups: 1,
+            },
+        );
+        inode
+    }
+
+    /// The kernel forgot `count` lookups. At zero the inode leaves the
+    /// table; its descriptor closes when the last open handle goes.
+    pub fn forget(&self, nodeid: u64, count: u64) {
+        if nodeid == ROOT_ID {
+            return;
+        }
+        let mut tables = self.lock();
+        let Some(entry) = tables.by_id.get_mut(&nodeid) else {
+            return;
+        };
+        entry.lookups = entry.lookups.saturating_sub(count);
+        if entry.lookups == 0 {
+            if let Some(entry) = tables.by_id.remove(&nodeid) {
+                tables.by_key.remove(&entry.inode.key);
+            }
+        }
+    }
+
+    /// Inodes in the table (for tests and statistics).
+    pub fn len(&self) -> usize {
+        self.lock().by_id.len()
+    }
+}

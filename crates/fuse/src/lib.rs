@@ -1,0 +1,38 @@
+//! `wb-fuse`: the FUSE front end of the writeback engine. `wb mount
+//! BACKING_DIR MOUNTPOINT` serves a directory through the engine so that
+//! unmodified programs get its writeback policies.
+//!
+//! - File data goes through [`writeback::Cache`]; files are opened with
+//!   direct I/O on the FUSE side, so the kernel's page cache is bypassed
+//!   and there is exactly one cache.
+//! - Metadata comes from the backing directory, reached passthrough_ll
+//!   style: O_PATH descriptors and *at system calls with single names, so
+//!   the server never follows a symlink and `..` cannot escape
+//!   (`inode.rs`, `sys.rs`, `meta.rs`).
+//! - Knobs and statistics are files under `MOUNT/.writeback/` (`control.rs`).
+//! - Signals and `umount` write all dirty data back before exit (`lifecycle.rs`).
+//!
+//! One concept per file: `fs.rs` (request routing), `inode.rs` (inode
+//! table), `handles.rs` (open handles), `data.rs` (file data through the
+//! engine), `meta.rs` (metadata), `dir.rs` (listings), `xattr.rs`
+//! (extended attributes), `control.rs` and `stats_text.rs` (the
+//! `.writeback` tree), `attr.rs` (attributes), `sys.rs` (system calls),
+//! `lifecycle.rs` (mount and shutdown).
+
+mod attr;
+mod control;
+mod data;
+mod dir;
+mod fs;
+mod handles;
+mod inode;
+mod lifecycle;
+mod meta;
+mod stats_text;
+mod sys;
+mod xattr;
+
+pub use control::CONTROL_DIR;
+pub use fs::{StopHandle, WbFs, ATTR_TTL, MAX_WRITE_BYTES};
+pub use lifecycle::{check_paths, Event, Lifecycle, Mounted, PROGRESS_INTERVAL, SERVE_THREADS};
+pub use xattr::DONTCACHE_XATTR;

@@ -1,0 +1,246 @@
+//! Mounting, serving and shutting down.
+//!
+//! 1. [`Lifecycle::start`] blocks SIGINT, SIGTERM and SIGHUP in the calling
+//!    thread before any other thread exists (threads inherit the mask), and
+//!    one thread waits for them with sigwait: no work in signal handlers.
+//! 2. [`check_paths`] refuses a mountpoint that is not an empty directory
+//!    or lies inside the backing directory.
+//! 3. [`Lifecycle::mount`] mounts through /dev/fuse (as root, no libfuse),
+//!    answers the kernel's INIT, and serves requests on [`SERVE_THREADS`]
+//!    threads, each reading its own clone of the FUSE descriptor. The
+//!    kernel queues requests beyond those (bounded by its own limits, and
+//!    `max_background` for asynchronous ones), so the server's concurrency
+//!    and memory are bounded by the thread count.
+//! 4. A signal, or the kernel unmounting (`umount MOUNTPOINT`), ends it:
+//!    [`Lifecycle::shutdown`] refuses further data changes (after the ones
+//!    under way finish), detaches the mount, and writes every dirty page
+//!    back with `Cache::sync`, reporting progress.
+
+use crate::fs::{StopHandle, WbFs};
+use fuser::{MountOption, SessionACL};
+use nix::sys::signal::{SigSet, Signal};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+use writeback::Cache;
+
+/// Threads serving FUSE requests. Each holds at most one request, so a
+/// request that waits (a throttled write, an fsync) holds up only its
+/// thread; 8 keeps the machine's 2 cores busy while some wait.
+pub const SERVE_THREADS: usize = 8;
+/// How often the write-back at shutdown reports progress.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Why serving ended.
+#[derive(Debug)]
+pub enum Event {
+    /// SIGINT, SIGTERM or SIGHUP.
+    Signal(Signal),
+    /// The kernel ended the session (`umount`), or serving failed.
+    Unmounted(std::io::Result<()>),
+}
+
+pub struct Lifecycle {
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+}
+
+/// A mounted filesystem being served.
+pub struct Mounted {
+    mountpoint: PathBuf,
+    stop: StopHandle,
+}
+
+impl Lifecycle {
+    /// Takes over SIGINT, SIGTERM and SIGHUP. Call before any thread is
+    /// started (before building the cache).
+    pub fn start() -> std::io::Result<Lifecycle> {
+        let mut set = SigSet::empty();
+        for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            set.add(s);
+        }
+        set.thread_block().map_err(std::io::Error::from)?;
+        let (tx, rx) = channel();
+        let to_main = tx.clone();
+        std::thread::Builder::new()
+            .name("wb-signals".into())
+            .spawn(move || {
+                while let Ok(signal) = set.wait() {
+                    if to_main.send(Event::Signal(signal)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Lifecycle { tx, rx })
+    }
+
+    /// A signal that arrived already (during setup), if any.
+    pub fn pending_signal(&self) -> Option<Signal> {
+        match self.rx.try_recv() {
+            Ok(Event::Signal(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Mounts `fs` at `mountpoint` and serves it in the background.
+    pub fn mount(
+        &self,
+        fs: WbFs,
+        mountpoint: &Path,
+        allow_other: bool,
+    ) -> std::io::Result<Mounted> {
+        prepare_process();
+        let stop = fs.stop_handle();
+        let mut config = fuser::Config::default();
+        config.mount_options = vec![
+            MountOption::FSName(format!("wb:{}", fs.backing.display())),
+            MountOption::Subtype("wb".into()),
+            MountOption::DefaultPermissions,
+        ];
+        config.acl = if allow_other {
+            SessionACL::All
+        } else {
+            SessionACL::Owner
+        };
+        config.n_threads = Some(SERVE_THREADS);
+        config.clone_fd = true;
+        let session = fuser::Session::new(fs, mountpoint, &config)?;
+        let tx = self.tx.clone();
+        std::thread::Builder::new()
+            .name("wb-fuse".into())
+            .spawn(move || {
+                let result = session.run();
+                let _ = tx.send(Event::Unmounted(result));
+            })?;
+        Ok(Mounted {
+            mountpoint: mountpoint.to_path_buf(),
+            stop,
+        })
+    }
+
+    /// Waits for a signal or the end of the session.
+    pub fn wait(&self) -> Event {
+        self.rx.recv().unwrap_or(Event::Unmounted(Ok(())))
+    }
+
+    /// Ends serving: refuses further data changes (waiting for the ones
+    /// under way), detaches the mount, and writes back all dirty data,
+    /// calling `progress(dirty_bytes, writeback_bytes)` every
+    /// [`PROGRESS_INTERVAL`] meanwhile.
+    pub fn shutdown(
+        &self,
+        mounted: &Mounted,
+        cache: &Arc<Cache>,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<(), writeback::Error> {
+        mounted.stop.stop_writes();
+        // Lazy: a busy mount (a writer still has files open) is detached
+        // at once; its open files see errors once this process exits.
+        let _ = nix::mount::umount2(&mounted.mountpoint, nix::mount::MntFlags::MNT_DETACH);
+        let (done_tx, done_rx) = channel();
+        let syncing = Arc::clone(cache);
+        std::thread::Builder::new()
+            .name("wb-final-sync".into())
+            .spawn(move || {
+                let _ = done_tx.send(syncing.sync());
+            })
+            .map_err(|e| writeback::Error::Io {
+                path: "thread wb-final-sync".into(),
+                source: e,
+            })?;
+        loop {
+            match done_rx.recv_timeout(PROGRESS_INTERVAL) {
+                Ok(result) => return result,
+                Err(RecvTimeoutError::Timeout) => {
+                    let s = cache.stats();
+                    let page = wb_engine::PAGE_SIZE;
+                    progress(s.dirty_pages * page, s.writeback_pages * page);
+                }
+                Err(RecvTimeoutError::Disconnected) => return Err(writeback::Error::Closed),
+            }
+        }
+    }
+}
+
+/// Process-wide settings for serving: permission bits exactly as asked
+/// (the kernel already applied the caller's umask), and as many open
+/// descriptors as allowed (one per inode the kernel holds).
+fn prepare_process() {
+    nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
+/// Checks and canonicalises the two directories. Errors are sentences for
+/// the user (bad usage).
+pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let backing_c = backing
+        .canonicalize()
+        .map_err(|e| format!("BACKING_DIR {}: {e}", backing.display()))?;
+    if !backing_c.is_dir() {
+        return Err(format!(
+            "BACKING_DIR {} is not a directory",
+            backing.display()
+        ));
+    }
+    let mount_c = mountpoint
+        .canonicalize()
+        .map_err(|e| format!("MOUNTPOINT {}: {e}", mountpoint.display()))?;
+    if !mount_c.is_dir() {
+        return Err(format!(
+            "MOUNTPOINT {} is not a directory",
+            mountpoint.display()
+        ));
+    }
+    let mut entries = std::fs::read_dir(&mount_c)
+        .map_err(|e| format!("MOUNTPOINT {}: {e}", mountpoint.display()))?;
+    if entries.next().is_some() {
+        return Err(format!(
+            "MOUNTPOINT {} is not empty; mount on an empty directory",
+            mountpoint.display()
+        ));
+    }
+    if mount_c.starts_with(&backing_c) {
+        return Err(format!(
+            "MOUNTPOINT {} is inside BACKING_DIR {}; the mount would serve itself",
+            mountpoint.display(),
+            backing.display()
+        ));
+    }
+    Ok((backing_c, mount_c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wb-fuse-paths-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
+    #[test]
+    fn refuses_bad_mountpoints() {
+        let backing = temp("backing");
+        let mnt = temp("mnt");
+        assert!(check_paths(&backing, &mnt).is_ok());
+        let inside = backing.join("mnt");
+        std::fs::create_dir(&inside).expect("mkdir");
+        let e = check_paths(&backing, &inside).unwrap_err();
+        assert!(e.contains("inside BACKING_DIR"), "{e}");
+        std::fs::write(mnt.join("f"), b"x").expect("write");
+        let e = check_paths(&backing, &mnt).unwrap_err();
+        assert!(e.contains("not empty"), "{e}");
+        let e = check_paths(&backing, &mnt.join("f")).unwrap_err();
+        assert!(e.contains("not a directory"), "{e}");
+        let e = check_paths(&backing.join("nope"), &mnt).unwrap_err();
+        assert!(e.contains("BACKING_DIR"), "{e}");
+        let _ = std::fs::remove_dir_all(&backing);
+        let _ = std::fs::remove_dir_all(&mnt);
+    }
+}

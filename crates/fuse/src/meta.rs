@@ -1,0 +1,261 @@
+//! Metadata operations, straight on the backing directory with *at system
+//! calls relative to the parent's descriptor and a single name: lookup,
+//! getattr, setattr, mkdir, mknod, symlink, link, unlink, rmdir, rename,
+//! readlink, statfs. New inodes get the caller's owner (the server runs as
+//! root and creates them, then hands them over).
+
+use crate::attr::{self, EngineView};
+use crate::fs::WbFs;
+use crate::inode::{Inode, ROOT_ID};
+use crate::sys::{self, Errno, SetTime};
+use fuser::FileAttr;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// What setattr may change.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+}
+
+impl WbFs {
+    /// The attributes of a backing inode, with the engine's length.
+    pub(crate) fn inode_attr(&self, inode: &Inode) -> Result<FileAttr, Errno> {
+        let st = sys::stat_fd(inode.fd())?;
+        Ok(self.attr_of(inode, &st))
+    }
+
+    pub(crate) fn attr_of(&self, inode: &Inode, st: &libc::stat) -> FileAttr {
+        let view = EngineView {
+            len: self.engine_len(inode),
+            written_ns: inode.written_ns.load(Ordering::Relaxed),
+        };
+        attr::from_stat(inode.nodeid, st, view)
+    }
+
+    /// A name in `parent` that may be created, removed or renamed on the
+    /// backing directory: one component, and not the control directory.
+    pub(crate) fn backing_name<'a>(
+        &self,
+        parent: &Inode,
+        name: &'a OsStr,
+    ) -> Result<&'a OsStr, Errno> {
+        let name = sys::check_name(name)?;
+        if parent.nodeid == ROOT_ID && name == crate::control::CONTROL_DIR {
+            return Err(libc::EPERM);
+        }
+        Ok(name)
+    }
+
+    /// Looks `name` up in `parent` and counts the lookup.
+    pub(crate) fn lookup_backing(&self, parent: &Inode, name: &OsStr) -> Result<FileAttr, Errno> {
+        let name = sys::check_name(name)?;
+        let fd = sys::open_path(parent.fd(), name)?;
+        let st = sys::stat_fd(fd.as_fd())?;
+        let inode = self.inodes.remember(fd, &st);
+        Ok(self.attr_of(&inode, &st))
+    }
+
+    /// Gives a new inode the caller's owner (and group, or a set-group-ID
+    /// parent's group). chown clears set-user-ID bits, so `mode` is applied
+    /// again if it has any.
+    pub(crate) fn set_new_owner(
+        &self,
+        fd: BorrowedFd<'_>,
+        owner: (u32, u32),
+        mode: u32,
+    ) -> Result<(), Errno> {
+        let st = sys::stat_fd(fd)?;
+        if (st.st_uid, st.st_gid) == owner {
+            return Ok(());
+        }
+        sys::chown_fd(fd, Some(owner.0), Some(owner.1))?;
+        if mode & 0o7000 != 0 && !sys::is_kind(&st, libc::S_IFLNK) {
+            sys::chmod_fd(fd, mode)?;
+        }
+        Ok(())
+    }
+
+    /// The owner a new inode made by `req` in `parent` gets.
+    pub(crate) fn owner_in(&self, parent: &Inode, uid: u32, gid: u32) -> Result<(u32, u32), Errno> {
+        let st = sys::stat_fd(parent.fd())?;
+        Ok(sys::new_owner(uid, gid, &st))
+    }
+
+    /// After making `name` in `parent`: hand it to its owner and look it up.
+    fn finish_new(
+        &self,
+        parent: &Inode,
+        name: &OsStr,
+        owner: (u32, u32),
+        mode: u32,
+    ) -> Result<FileAttr, Errno> {
+        let fd = sys::open_path(parent.fd(), name)?;
+        self.set_new_owner(fd.as_fd(), owner, mode)?;
+        let st = sys::stat_fd(fd.as_fd())?;
+        let inode = self.inodes.remember(fd, &st);
+        Ok(self.attr_of(&inode, &st))
+    }
+
+    pub(crate) fn mkdir(
+        &self,
+        parent: &Inode,
+        name: &OsStr,
+        mode: u32,
+        owner: (u32, u32),
+    ) -> Result<FileAttr, Errno> {
+        let name = self.backing_name(parent, name)?;
+        sys::mkdir_at(parent.fd(), name, mode)?;
+        self.finish_new(parent, name, owner, mode)
+    }
+
+    pub(crate) fn mknod(
+        &self,
+        parent: &Inode,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+        owner: (u32, u32),
+    ) -> Result<FileAttr, Errno> {
+        let name = self.backing_name(parent, name)?;
+        sys::mknod_at(parent.fd(), name, mode, rdev)?;
+        self.finish_new(parent, name, owner, mode)
+    }
+
+    pub(crate) fn symlink(
+        &self,
+        parent: &Inode,
+        name: &OsStr,
+        target: &OsStr,
+        owner: (u32, u32),
+    ) -> Result<FileAttr, Errno> {
+        let name = self.backing_name(parent, name)?;
+        sys::symlink_at(target, parent.fd(), name)?;
+        self.finish_new(parent, name, owner, 0)
+    }
+
+    pub(crate) fn link(
+        &self,
+        inode: &Arc<Inode>,
+        parent: &Inode,
+        name: &OsStr,
+    ) -> Result<FileAttr, Errno> {
+        let name = self.backing_name(parent, name)?;
+        sys::link_fd(inode.fd(), parent.fd(), name)?;
+        // The new name is one more lookup of the same inode.
+        let fd = sys::open_path(parent.fd(), name)?;
+        let st = sys::stat_fd(fd.as_fd())?;
+        let inode = self.inodes.remember(fd, &st);
+        Ok(self.attr_of(&inode, &st))
+    }
+
+    /// The inode a name refers to, if the kernel knows it (so its cached
+    /// data can be dropped once it has no name and no opener).
+    fn known_inode_at(&self, parent: &Inode, name: &OsStr) -> Option<Arc<Inode>> {
+        let st = sys::stat_at(parent.fd(), name).ok()?;
+        if !sys::is_kind(&st, libc::S_IFREG) {
+            return None;
+        }
+        let fd = sys::open_path(parent.fd(), name).ok()?;
+        let inode = self.inodes.remember(fd, &st);
+        Some(inode)
+    }
+
+    /// A regular file lost a name: if it has none left and no handle has
+    /// it open, drop its cached data rather than write it back.
+    fn drop_if_unlinked(&self, inode: Option<Arc<Inode>>) {
+        let Some(inode) = inode else { return };
+        let no_name = sys::stat_fd(inode.fd()).is_ok_and(|st| st.st_nlink == 0);
+        let cached = self.cache.cached_len(inode.key.0, inode.key.1).is_some();
+        if no_name && cached && inode.open_state().handles == 0 {
+            // get_file + put_file: the last put of an unlinked file drops its data.
+            if self.get_file(&inode, None).is_ok() {
+                self.put_file(&inode);
+            }
+        }
+        // Undo the lookup counted by known_inode_at.
+        self.inodes.forget(inode.nodeid, 1);
+    }
+
+    pub(crate) fn unlink(&self, parent: &Inode, name: &OsStr) -> Result<(), Errno> {
+        let name = self.backing_name(parent, name)?;
+        let victim = self.known_inode_at(parent, name);
+        let result = sys::unlink_at(parent.fd(), name, false);
+        self.drop_if_unlinked(victim);
+        result
+    }
+
+    pub(crate) fn rmdir(&self, parent: &Inode, name: &OsStr) -> Result<(), Errno> {
+        let name = self.backing_name(parent, name)?;
+        sys::unlink_at(parent.fd(), name, true)
+    }
+
+    pub(crate) fn rename(
+        &self,
+        parent: &Inode,
+        name: &OsStr,
+        new_parent: &Inode,
+        new_name: &OsStr,
+        flags: u32,
+    ) -> Result<(), Errno> {
+        let name = self.backing_name(parent, name)?;
+        let new_name = self.backing_name(new_parent, new_name)?;
+        let replaced = if flags & libc::RENAME_EXCHANGE == 0 {
+            self.known_inode_at(new_parent, new_name)
+        } else {
+            None
+        };
+        let result = sys::rename_at(parent.fd(), name, new_parent.fd(), new_name, flags);
+        self.drop_if_unlinked(replaced);
+        result
+    }
+
+    pub(crate) fn readlink(&self, inode: &Inode) -> Result<Vec<u8>, Errno> {
+        use std::os::unix::ffi::OsStringExt;
+        if !inode.is_symlink() {
+            return Err(libc::EINVAL);
+        }
+        Ok(sys::readlink_fd(inode.fd())?.into_vec())
+    }
+
+    /// setattr: owner, then mode (chown clears set-user-ID bits), then
+    /// size through the engine, then times, after writing the file's data
+    /// back so that the times stick.
+    pub(crate) fn setattr(&self, inode: &Arc<Inode>, set: SetAttr) -> Result<FileAttr, Errno> {
+        let fd = inode.fd();
+        if set.uid.is_some() || set.gid.is_some() {
+            sys::chown_fd(fd, set.uid, set.gid)?;
+        }
+        if let Some(mode) = set.mode {
+            if inode.is_symlink() {
+                return Err(libc::EOPNOTSUPP);
+            }
+            sys::chmod_fd(fd, mode)?;
+        }
+        if let Some(size) = set.size {
+            self.truncate(inode, size)?;
+        }
+        if set.atime.is_some() || set.mtime.is_some() {
+            self.settle_data(inode)?;
+            let atime = set.atime.unwrap_or(SetTime::Omit);
+            let mtime = set.mtime.unwrap_or(SetTime::Omit);
+            sys::utimes_fd(fd, atime, mtime)?;
+            if set.mtime.is_some() {
+                inode.written_ns.store(0, Ordering::Relaxed);
+            }
+        }
+        self.inode_attr(inode)
+    }
+
+    pub(crate) fn statfs(&self) -> Result<nix::sys::statvfs::Statvfs, Errno> {
+        let root = self.inodes.get(ROOT_ID)?;
+        sys::statvfs_fd(root.fd())
+    }
+}

@@ -1,0 +1,135 @@
+//! `.writeback/stats`: the engine's statistics in vmstat style, one
+//! `name value` a line, units in the names, so both people and scripts
+//! can read it (`grep ^dirty_bytes`).
+
+use std::fmt::Write;
+use wb_engine::{StallReason, Stats, WbReason, PAGE_SIZE};
+
+/// Renders the statistics: cache-wide lines first, then each device's
+/// lines prefixed with `<device>.`.
+pub(crate) fn render(stats: &Stats) -> String {
+    let mut out = String::new();
+    let clean = stats
+        .cached_pages
+        .saturating_sub(stats.dirty_pages + stats.writeback_pages);
+    let pages = [
+        ("memory_bytes", stats.memory_pages),
+        ("cached_bytes", stats.cached_pages),
+        ("dirty_bytes", stats.dirty_pages),
+        ("writeback_bytes", stats.writeback_pages),
+        ("reclaimable_bytes", clean),
+        ("dirty_threshold_bytes", stats.thresh_pages),
+        ("dirty_background_threshold_bytes", stats.bg_thresh_pages),
+        ("dirtied_bytes", stats.dirtied_pages),
+        ("written_bytes", stats.written_pages),
+        ("reclaimed_bytes", stats.reclaimed_pages),
+        ("dirty_peak_bytes", stats.dirty_peak_pages),
+        ("writeback_peak_bytes", stats.writeback_peak_pages),
+    ];
+    for (name, n) in pages {
+        line(&mut out, name, n * PAGE_SIZE);
+    }
+    for reason in StallReason::ALL {
+        let s = stats.stall(reason);
+        line(&mut out, &format!("pause_{reason}_count"), s.count);
+        line(
+            &mut out,
+            &format!("pause_{reason}_total_us"),
+            s.total_ns / 1000,
+        );
+        line(&mut out, &format!("pause_{reason}_max_us"), s.max_ns / 1000);
+    }
+    for (i, reason) in WbReason::ALL.iter().enumerate() {
+        let bytes = stats.written_by_reason[i] * PAGE_SIZE;
+        line(&mut out, &format!("written_{}_bytes", reason.name()), bytes);
+    }
+    for d in &stats.devices {
+        let name = &d.name;
+        line(
+            &mut out,
+            &format!("{name}.dirty_bytes"),
+            d.dirty_pages * PAGE_SIZE,
+        );
+        line(
+            &mut out,
+            &format!("{name}.writeback_bytes"),
+            d.writeback_pages * PAGE_SIZE,
+        );
+        line(
+            &mut out,
+            &format!("{name}.written_bytes"),
+            d.pages_written * PAGE_SIZE,
+        );
+        line(
+            &mut out,
+            &format!("{name}.read_bytes"),
+            d.pages_read * PAGE_SIZE,
+        );
+        line(&mut out, &format!("{name}.write_errors"), d.write_errors);
+        line(
+            &mut out,
+            &format!("{name}.write_bandwidth_bytes_s"),
+            d.write_bw_pages_s * PAGE_SIZE,
+        );
+        line(
+            &mut out,
+            &format!("{name}.wbt_target_us"),
+            d.wbt_target_ns / 1000,
+        );
+        line(
+            &mut out,
+            &format!("{name}.pause_dirty_throttle_count"),
+            d.throttle.count,
+        );
+        line(
+            &mut out,
+            &format!("{name}.pause_dirty_throttle_total_us"),
+            d.throttle.total_ns / 1000,
+        );
+        line(
+            &mut out,
+            &format!("{name}.pause_dirty_throttle_max_us"),
+            d.throttle.max_ns / 1000,
+        );
+    }
+    out
+}
+
+/// The server's own lines: what the kernel holds open through it.
+pub(crate) fn render_server(counts: &crate::handles::ServerCounts) -> String {
+    let mut out = String::new();
+    line(&mut out, "fuse_inodes", counts.inodes);
+    line(&mut out, "fuse_open_files", counts.open_files);
+    line(&mut out, "fuse_open_dontcache_files", counts.open_dontcache);
+    out
+}
+
+fn line(out: &mut String, name: &str, value: u64) {
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "{name} {value}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_name_and_one_integer_per_line() {
+        let mut stats = Stats {
+            dirty_pages: 3,
+            ..Stats::default()
+        };
+        stats.devices.push(wb_engine::DeviceStats {
+            name: "vda".into(),
+            ..Default::default()
+        });
+        let text = render(&stats);
+        assert!(text.contains("dirty_bytes 12288\n"), "{text}");
+        assert!(text.contains("vda.dirty_bytes 0\n"), "{text}");
+        assert!(text.contains("pause_dirty_throttle_count 0\n"), "{text}");
+        for l in text.lines() {
+            let (name, value) = l.split_once(' ').expect("name value");
+            assert!(!name.is_empty() && value.parse::<u64>().is_ok(), "{l}");
+        }
+    }
+}
