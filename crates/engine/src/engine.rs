@@ -152,6 +152,8 @@ pub struct Engine {
     pub(crate) dirty_limit: u64,
     pub(crate) files: Vec<CachedFile>,
     pub(crate) handles: Vec<Option<Handle>>,
+    /// Slots of closed handles, for the next opens.
+    pub(crate) free_handles: Vec<u32>,
     pub(crate) tasks: Vec<Task>,
     pub(crate) devices: Vec<Device>,
     pub(crate) domains: Vec<String>,
@@ -190,6 +192,7 @@ impl Engine {
             dirty_limit: thresh.thresh,
             files: Vec::new(),
             handles: Vec::new(),
+            free_handles: Vec::new(),
             tasks: Vec::new(),
             devices: Vec::new(),
             domains: vec!["root".to_string()],
@@ -411,17 +414,31 @@ impl Engine {
 
     /// Opens a handle on a file; it will see write-back errors from now on.
     pub fn open(&mut self, file: FileId) -> HandleId {
-        let handle = Handle {
+        let f = &mut self.files[file.index()];
+        assert!(!f.evicted, "file {} opened after eviction", file.0);
+        f.open_handles += 1;
+        let handle = Some(Handle {
             file,
-            err_seen: self.files[file.index()].err_seq,
-        };
-        self.handles.push(Some(handle));
+            err_seen: f.err_seq,
+        });
+        // Closed handles' slots are used again: a server opening files all
+        // day keeps a table as large as its most handles open at once.
+        if let Some(slot) = self.free_handles.pop() {
+            assert!(self.handles[slot as usize].is_none());
+            self.handles[slot as usize] = handle;
+            return HandleId(slot);
+        }
+        self.handles.push(handle);
         HandleId((self.handles.len() - 1) as u32)
     }
 
     pub fn close(&mut self, handle: HandleId) -> Result<(), EngineError> {
-        self.handle(handle)?;
+        let file = self.handle(handle)?.file;
         self.handles[handle.index()] = None;
+        self.free_handles.push(handle.0);
+        let f = &mut self.files[file.index()];
+        assert!(f.open_handles > 0);
+        f.open_handles -= 1;
         Ok(())
     }
 

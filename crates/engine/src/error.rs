@@ -13,6 +13,8 @@ pub enum EngineError {
     BadTask(TaskId),
     /// The file does not exist.
     BadFile(FileId),
+    /// The file is in use (open, dirty or with I/O in flight).
+    FileBusy(FileId),
     /// The task already has an operation in progress; finish it with `resume`.
     Busy(TaskId),
     /// `resume` was called but the task has nothing in progress.
@@ -34,6 +36,13 @@ impl fmt::Display for EngineError {
             EngineError::BadHandle(h) => write!(f, "no open file handle {}", h.0),
             EngineError::BadTask(t) => write!(f, "no task {}", t.0),
             EngineError::BadFile(file) => write!(f, "no file {}", file.0),
+            EngineError::FileBusy(file) => {
+                write!(
+                    f,
+                    "file {} is in use (open, dirty or with I/O in flight)",
+                    file.0
+                )
+            }
             EngineError::Busy(t) => write!(f, "task {} already has an operation in progress", t.0),
             EngineError::NothingToResume(t) => write!(f, "task {} has nothing to resume", t.0),
             EngineError::OutOfRange { offset, len } => {

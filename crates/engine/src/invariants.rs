@@ -25,7 +25,16 @@ impl Engine {
         let (mut dirty, mut writeback, mut cached) = (0u64, 0u64, 0u64);
         let mut wb_dirty = vec![0u64; self.wbs.len()];
         let mut wb_writeback = vec![0u64; self.wbs.len()];
+        let mut open_handles = vec![0u32; self.files.len()];
+        for h in self.handles.iter().flatten() {
+            open_handles[h.file.index()] += 1;
+        }
         for (idx, f) in self.files.iter().enumerate() {
+            assert_eq!(f.open_handles, open_handles[idx], "open handle count");
+            assert!(
+                !f.evicted || (f.pages.is_empty() && f.open_handles == 0),
+                "an evicted file holds nothing"
+            );
             cached += f.pages.len() as u64;
             let file_dirty = f.pages.values().filter(|p| p.flags & PG_DIRTY != 0).count() as u64;
             let file_wb = f

@@ -13,6 +13,7 @@ mod dirty_limits;
 mod dirty_throttle;
 mod engine;
 mod error;
+mod evict;
 mod flusher;
 mod ids;
 mod invariants;

@@ -48,6 +48,10 @@ pub struct CachedFile {
     pub last_err: Option<crate::action::IoErrorKind>,
     /// A failed read, reported to the next reader that misses.
     pub read_error: Option<crate::action::IoErrorKind>,
+    /// Handles open on the file.
+    pub open_handles: u32,
+    /// Retired by `evict_file`: never used again.
+    pub evicted: bool,
 }
 
 impl CachedFile {
@@ -64,6 +68,8 @@ impl CachedFile {
             err_seq: 0,
             last_err: None,
             read_error: None,
+            open_handles: 0,
+            evicted: false,
         }
     }
 

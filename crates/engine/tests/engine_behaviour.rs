@@ -341,3 +341,33 @@ fn pages_leaving_the_cache_are_reported_only_when_asked() {
     );
     assert!(run(false).is_empty());
 }
+
+#[test]
+fn only_idle_files_are_evicted_and_they_leave_nothing() {
+    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+    e.report_unmapped();
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
+    let h = e.open(file);
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 10_000);
+    hs.run(task, |e, now| e.write(now, task, h, 0, 3 * 4096))
+        .unwrap();
+    assert!(!hs.engine.file_idle(file), "open and dirty");
+    assert_eq!(hs.engine.evict_file(file), Err(EngineError::FileBusy(file)));
+    hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
+    assert!(!hs.engine.file_idle(file), "still open");
+    hs.engine.close(h).unwrap();
+    assert!(hs.engine.file_idle(file));
+    let mut gone = Vec::new();
+    hs.engine.take_unmapped(&mut gone);
+    assert!(gone.is_empty());
+    hs.engine.evict_file(file).unwrap();
+    hs.engine.take_unmapped(&mut gone);
+    assert_eq!(gone, vec![(file, 0), (file, 1), (file, 2)]);
+    assert_eq!(hs.engine.stats().cached_pages, 0);
+    assert!(!hs.engine.file_idle(file), "evicted once");
+    // A closed handle's slot serves the next open.
+    let other = hs.engine.add_file(Instant(0), dev, DomainId(0), 0);
+    assert_eq!(hs.engine.open(other), h);
+    hs.engine.check_invariants();
+}

@@ -48,7 +48,8 @@ impl WbFs {
 
     /// One user of the inode's engine file is done. The last one closes
     /// it; if the file has no name left, its cached data is dropped (set
-    /// to length 0) instead of being written back for nothing.
+    /// to length 0) instead of being written back for nothing, and the
+    /// cache lets go of it.
     pub(crate) fn put_file(&self, inode: &Inode) {
         let mut state = inode.open_state();
         state.handles = state.handles.saturating_sub(1);
@@ -64,6 +65,10 @@ impl WbFs {
             // Nothing can reach the data any more; an error only means it
             // is written back at the next sync, which is harmless.
             let _ = file.set_len(0);
+            drop(file);
+            // Close the cache's descriptor too, so the space is freed now
+            // (a file still busy is evicted later, when idle).
+            let _ = self.cache.evict(inode.key.0, inode.key.1);
         }
     }
 

@@ -9,7 +9,7 @@ use crate::io::{self, DeviceProfile};
 use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -39,6 +39,7 @@ pub struct CacheBuilder {
     calibrate: bool,
     io_backend: Option<String>,
     io_workers: usize,
+    max_files: Option<usize>,
 }
 
 impl CacheBuilder {
@@ -79,6 +80,14 @@ impl CacheBuilder {
         self
     }
 
+    /// How many backing files the cache keeps open at most before it lets
+    /// go of idle ones (default: half the process's open-file limit,
+    /// within [64, 65536]).
+    pub fn max_files(mut self, files: usize) -> Self {
+        self.max_files = Some(files.max(1));
+        self
+    }
+
     pub fn build(self) -> Result<Cache, Error> {
         let (tx, rx) = std::sync::mpsc::channel();
         let backend = match &self.io_backend {
@@ -109,6 +118,10 @@ impl CacheBuilder {
             device_defaults: self.device,
             data_dir: self.data_dir,
             calibrate: self.calibrate,
+            backing_files_max: self
+                .max_files
+                .unwrap_or_else(crate::runtime::evict::backing_files_max),
+            opens_until_scan: AtomicUsize::new(0),
         })
     }
 }
@@ -123,6 +136,10 @@ pub struct Cache {
     device_defaults: DeviceConfig,
     data_dir: PathBuf,
     calibrate: bool,
+    /// Backing files kept open at most (runtime/evict.rs).
+    backing_files_max: usize,
+    /// Opens left before the next look for idle files.
+    opens_until_scan: AtomicUsize,
 }
 
 /// How to open a file.
@@ -141,6 +158,7 @@ impl Cache {
             calibrate: true,
             io_backend: None,
             io_workers: 4,
+            max_files: None,
         }
     }
 
@@ -154,35 +172,7 @@ impl Cache {
     pub fn open(&self, path: impl AsRef<Path>, options: OpenOptions) -> Result<File, Error> {
         let path = path.as_ref();
         let backing = io::open_direct(path, options.create).map_err(|e| Error::io(path, e))?;
-        let meta = backing.metadata().map_err(|e| Error::io(path, e))?;
-        use std::os::unix::fs::MetadataExt;
-        let key = (meta.dev(), meta.ino());
-        let device = self.device_for(path, meta.dev())?;
-        let mut core = self.shared.lock();
-        if core.closed {
-            return Err(Error::Closed);
-        }
-        let file = match core.by_inode.get(&key) {
-            Some(&f) => f,
-            None => {
-                let now = self.shared.clock.now();
-                let f = core.engine.add_file(now, device, DomainId(0), meta.len());
-                core.backing.push(Arc::new(backing));
-                core.sizes.push(Arc::new(AtomicU64::new(meta.len())));
-                core.by_inode.insert(key, f);
-                f
-            }
-        };
-        let handle = core.engine.open(file);
-        let size = Arc::clone(&core.sizes[file.index()]);
-        drop(core);
-        Ok(File::new(
-            Arc::clone(&self.shared),
-            file,
-            handle,
-            size,
-            path.to_path_buf(),
-        ))
+        self.open_backing(backing, path)
     }
 
     /// Sets up the device (filesystem) holding `dir` with its own knobs,
@@ -253,16 +243,13 @@ impl Cache {
         let result = self
             .shared
             .run_op(|e, now, task| e.sync(now, task), |_, _, _| {});
-        let count = self.shared.lock().backing.len();
-        for i in 0..count {
-            let file = wb_engine::FileId(i as u32);
+        let unsynced = self.shared.lock().unsynced();
+        for (file, mark) in unsynced {
+            // A failure leaves this file and the rest marked.
             self.shared
-                .settle_length(file)
+                .make_durable(file)
                 .map_err(|e| Error::io("backing file", e))?;
-            let backing = std::sync::Arc::clone(&self.shared.lock().backing[i]);
-            backing
-                .sync_data()
-                .map_err(|e| Error::io("backing file", e))?;
+            self.shared.lock().synced(file, mark);
         }
         result
     }
@@ -296,6 +283,7 @@ impl Cache {
         let meta = backing.metadata().map_err(|e| Error::io(&path, e))?;
         let key = (meta.dev(), meta.ino());
         let device = self.device_for(&path, meta.dev())?;
+        self.make_room_for_a_file()?;
         let mut core = self.shared.lock();
         if core.closed {
             return Err(Error::Closed);
@@ -305,14 +293,65 @@ impl Cache {
             None => {
                 let now = self.shared.clock.now();
                 let f = core.engine.add_file(now, device, DomainId(0), meta.len());
-                core.backing.push(Arc::new(backing));
-                core.by_inode.insert(key, f);
+                core.add_file(f, backing, key, meta.len());
                 f
             }
         };
         let handle = core.engine.open(file);
+        let size = Arc::clone(&core.sizes[file.index()]);
         drop(core);
-        Ok(File::new(Arc::clone(&self.shared), file, handle, path))
+        Ok(File::new(
+            Arc::clone(&self.shared),
+            file,
+            handle,
+            size,
+            path,
+        ))
+    }
+
+    /// Before a new file is added: if the cache holds as many backing files
+    /// as it may, evicts idle ones down to three quarters of that. When too
+    /// few are idle, skips the next eighth of the limit's opens before
+    /// looking again, so opens do not each scan every file.
+    fn make_room_for_a_file(&self) -> Result<(), Error> {
+        let max = self.backing_files_max;
+        let live = self.shared.lock().live_files();
+        if live < max || self.opens_until_scan.load(Ordering::Relaxed) > 0 {
+            self.opens_until_scan
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .ok();
+            return Ok(());
+        }
+        let evicted = self
+            .shared
+            .evict_idle(max * 3 / 4)
+            .map_err(|e| Error::io("evicting idle files", e))?;
+        if evicted < max / 8 {
+            self.opens_until_scan.store(max / 8, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Lets go of a file nobody uses, by its backing `st_dev` and `st_ino`:
+    /// if no [`File`] has it open and nothing of it is dirty or in flight,
+    /// its writes are made durable, its cached pages dropped and its backing
+    /// descriptor closed. Returns whether it went (false if busy or
+    /// unknown). The cache also does this by itself when it holds too many
+    /// files; a front end calls it when a file's last name and handle are
+    /// gone, so its space is freed at once.
+    pub fn evict(&self, st_dev: u64, st_ino: u64) -> Result<bool, Error> {
+        let Some(file) = self.shared.lock().by_inode.get(&(st_dev, st_ino)).copied() else {
+            return Ok(false);
+        };
+        self.shared
+            .evict(file)
+            .map_err(|e| Error::io("evicting a file", e))
+    }
+
+    /// Files the cache knows and has not evicted (each holds a backing
+    /// descriptor).
+    pub fn files(&self) -> usize {
+        self.shared.lock().live_files()
     }
 
     /// The length of a file the cache knows, by its backing `st_dev` and
@@ -323,7 +362,7 @@ impl Cache {
     pub fn cached_len(&self, st_dev: u64, st_ino: u64) -> Option<u64> {
         let core = self.shared.lock();
         let file = *core.by_inode.get(&(st_dev, st_ino))?;
-        Some(core.engine.file_size(file))
+        Some(core.sizes[file.index()].load(Ordering::Acquire))
     }
 
     /// The names of the devices (filesystems) the cache has set up, in the

@@ -175,6 +175,8 @@ impl File {
         let result = self
             .shared
             .run_op(|e, now, task| e.fsync(now, task, handle), |_, _, _| {});
+        // A write that lands after this mark marks the file again.
+        let mark = self.shared.lock().unsynced_mark(self.file);
         self.shared
             .settle_length(self.file)
             .map_err(|e| Error::io(&self.path, e))?;
@@ -185,6 +187,9 @@ impl File {
             backing.sync_data()
         };
         durable.map_err(|e| Error::io(&self.path, e))?;
+        if let Some(mark) = mark {
+            self.shared.lock().synced(self.file, mark);
+        }
         result
     }
 
@@ -207,11 +212,14 @@ impl File {
                     }
                 }
                 core.publish_size(file);
-                backing = Some(Arc::clone(&core.backing[file.index()]));
+                backing = Some(core.backing(file));
             },
         )?;
         let backing = backing.expect("set_len finished");
-        backing.set_len(len).map_err(|e| Error::io(&self.path, e))
+        backing.set_len(len).map_err(|e| Error::io(&self.path, e))?;
+        // The backing length changed: the next sync makes it durable.
+        self.shared.lock().mark_unsynced(file);
+        Ok(())
     }
 
     /// The length, including extensions not yet written back.
@@ -224,7 +232,7 @@ impl File {
     }
 
     fn backing(&self) -> Arc<std::fs::File> {
-        Arc::clone(&self.shared.lock().backing[self.file.index()])
+        self.shared.lock().backing(self.file)
     }
 }
 

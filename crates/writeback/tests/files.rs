@@ -152,3 +152,74 @@ fn bad_paths_are_errors_with_the_path() {
 fn libc_enoent() -> i32 {
     2
 }
+
+#[test]
+fn many_files_stay_within_the_file_limit_and_keep_their_data() {
+    let Some(d) = dir("many") else { return };
+    const FILES: usize = 300;
+    const MAX: usize = 64;
+    let cache = Cache::builder()
+        .knob("memory", "16MiB")
+        .unwrap()
+        .calibrate(false)
+        .max_files(MAX)
+        .build()
+        .unwrap();
+    for i in 0..FILES {
+        let f = cache.open(d.join(format!("f{i}")), CREATE).unwrap();
+        f.write_at(&pattern(i as u64, 5000 + i), 0).unwrap();
+        if i % 50 == 49 {
+            // Dirty files are busy; a sync makes them idle (and durable).
+            cache.sync().unwrap();
+        }
+        assert!(
+            cache.files() <= MAX + 50,
+            "{} files held after {i} opens",
+            cache.files()
+        );
+    }
+    // Evicted files open again with their data, from the disk.
+    for i in (0..FILES).step_by(7) {
+        let f = cache
+            .open(d.join(format!("f{i}")), OpenOptions::default())
+            .unwrap();
+        assert_eq!(f.len(), 5000 + i as u64);
+        let mut got = vec![0u8; 5000 + i];
+        assert_eq!(f.read_at(&mut got, 0).unwrap(), got.len());
+        assert!(got == pattern(i as u64, 5000 + i), "file {i}");
+    }
+    drop(cache);
+    for i in 0..FILES {
+        let got = std::fs::read(d.join(format!("f{i}"))).unwrap();
+        assert!(got == pattern(i as u64, 5000 + i), "file {i} on disk");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn evict_lets_go_of_idle_files_only() {
+    let Some(d) = dir("evict") else { return };
+    let cache = cache("16MiB");
+    let path = d.join("f");
+    let f = cache.open(&path, CREATE).unwrap();
+    f.write_at(b"kept", 0).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&path).unwrap();
+    let (dev, ino) = (meta.dev(), meta.ino());
+    assert_eq!(cache.files(), 1);
+    assert!(!cache.evict(dev, ino).unwrap(), "open");
+    drop(f);
+    assert!(!cache.evict(dev, ino).unwrap(), "dirty");
+    cache.sync().unwrap();
+    assert!(cache.evict(dev, ino).unwrap(), "idle");
+    assert_eq!(cache.files(), 0);
+    assert!(!cache.evict(dev, ino).unwrap(), "already gone");
+    assert_eq!(std::fs::read(&path).unwrap(), b"kept", "durable first");
+    let f = cache.open(&path, OpenOptions::default()).unwrap();
+    let mut buf = [0u8; 4];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 4);
+    assert_eq!(&buf, b"kept");
+    drop(f);
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -135,6 +135,31 @@ pub fn writer_args(file: &Path, size: u64, uncached: bool) -> Vec<String> {
     args
 }
 
+/// Buffered 1 MiB sequential reads of an existing file, to its end.
+pub fn seq_reader_args(file: &Path) -> Vec<String> {
+    vec![
+        format!("--filename={}", fio_filename(file)),
+        "--rw=read".into(),
+        "--bs=1M".into(),
+        "--direct=0".into(),
+        "--ioengine=psync".into(),
+    ]
+}
+
+/// Buffered 4 KiB random reads of an existing file for `seconds`.
+pub fn buffered_random_reader_args(file: &Path, seconds: u64) -> Vec<String> {
+    vec![
+        format!("--filename={}", fio_filename(file)),
+        "--rw=randread".into(),
+        "--bs=4k".into(),
+        "--direct=0".into(),
+        "--ioengine=psync".into(),
+        format!("--runtime={seconds}"),
+        "--time_based".into(),
+        "--randrepeat=0".into(),
+    ]
+}
+
 /// A running fio.
 pub struct RunningFio {
     name: String,

@@ -14,8 +14,8 @@
 //! never in the kernel's page cache).
 
 use super::cleanup::TempFile;
-use super::mount::Mount;
 use super::fio::{self, Fio, ReaderResult};
+use super::mount::Mount;
 use super::sysctl::{self, DirtyLimitsGuard};
 use super::table::{self, Table};
 use super::{

@@ -5,6 +5,10 @@
 //!   buffered writeback and for ours.
 //! - `wb bench cached`: the cost of 4 KiB reads and writes of cached data,
 //!   through the engine and through the kernel's page cache.
+//! - `wb bench throughput --fuse`: bulk sequential and random throughput
+//!   through `wb mount` and directly on the same directory.
+//! - `wb bench interference --fuse`: the interference experiment with fio
+//!   as writer and reader, on a directory and through `wb mount` of it.
 //!
 //! Human progress goes to standard error; results (a table, or one JSON
 //! object with `--json`) to standard output. Files the benchmarks create are
@@ -18,6 +22,7 @@ pub mod interference;
 pub mod mount;
 pub mod sysctl;
 pub mod table;
+pub mod throughput;
 
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::{Args, Subcommand};
@@ -37,6 +42,8 @@ pub enum BenchCommand {
     Interference(interference::InterferenceArgs),
     /// 4 KiB reads and writes of cached data: the engine vs the kernel page cache.
     Cached(cached::CachedArgs),
+    /// Bulk throughput through `wb mount` vs the kernel on the same directory (--fuse).
+    Throughput(throughput::ThroughputArgs),
 }
 
 /// Why a benchmark could not run or finish.
@@ -77,6 +84,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
     let result = match args.command {
         BenchCommand::Interference(a) => interference::run(a),
         BenchCommand::Cached(a) => cached::run(a),
+        BenchCommand::Throughput(a) => throughput::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

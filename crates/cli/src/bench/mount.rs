@@ -49,7 +49,10 @@ pub fn detach(mountpoint: &Path) -> Result<(), String> {
     if status.success() {
         Ok(())
     } else {
-        Err(format!("umount -l {} failed ({status})", mountpoint.display()))
+        Err(format!(
+            "umount -l {} failed ({status})",
+            mountpoint.display()
+        ))
     }
 }
 
@@ -75,8 +78,8 @@ impl Mount {
         }
         cmd.stdin(Stdio::null()).stdout(log_file).stderr(log_err);
         let registry_id = global().add_mount(mountpoint.clone());
-        let child = ChildGuard::spawn(&mut cmd)
-            .map_err(|e| BenchError::failed("starting wb mount", e))?;
+        let child =
+            ChildGuard::spawn(&mut cmd).map_err(|e| BenchError::failed("starting wb mount", e))?;
         let mut mount = Mount {
             child,
             mountpoint,

@@ -23,8 +23,15 @@ pub(crate) struct Core {
     /// The cached pages whose frames hold their data, for reads that do
     /// not take this lock (page_index.rs).
     pub index: Arc<PageIndex>,
-    /// Backing file of each engine file, by FileId.
-    pub backing: Vec<Arc<StdFile>>,
+    /// Backing file of each engine file, by FileId; None once evicted.
+    backing: Vec<Option<Arc<StdFile>>>,
+    /// (st_dev, st_ino) of each engine file, by FileId.
+    keys: Vec<(u64, u64)>,
+    /// Files with writes completed since their backing file was last made
+    /// durable (fdatasync), with the mark of the latest: what `Cache::sync`
+    /// must sync, and what may not be evicted.
+    unsynced: BTreeMap<FileId, u64>,
+    next_mark: u64,
     /// Length of each engine file, by FileId, for reads that do not take
     /// this lock: published after the data it covers is in the frames.
     pub sizes: Vec<Arc<AtomicU64>>,
@@ -53,6 +60,9 @@ impl Core {
             frames,
             index,
             backing: Vec::new(),
+            keys: Vec::new(),
+            unsynced: BTreeMap::new(),
+            next_mark: 0,
             sizes: Vec::new(),
             unmapped: Vec::new(),
             by_inode: BTreeMap::new(),
@@ -154,7 +164,7 @@ impl Core {
         }
         let op = IoOp {
             id: req.id.0,
-            file: Arc::clone(&self.backing[req.file.index()]),
+            file: self.backing(req.file),
             write,
             offset: req.first_page * PAGE_SIZE,
             buf,
@@ -172,6 +182,9 @@ impl Core {
             Ok(_) => Ok(()),
             Err(e) => Err(crate::error::io_error_kind(e)),
         };
+        if req.dir == IoDir::Write && result.is_ok() {
+            self.mark_unsynced(req.file);
+        }
         // A finished read fills its frames before the engine calls them valid.
         if req.dir == IoDir::Read && result.is_ok() {
             self.apply_unmaps();
@@ -186,6 +199,64 @@ impl Core {
             }
         }
         self.engine.io_complete(now, IoId(done.id), result);
+    }
+
+    /// Adds a file the engine does not know yet.
+    pub fn add_file(&mut self, file: FileId, backing: StdFile, key: (u64, u64), size: u64) {
+        assert_eq!(file.index(), self.backing.len(), "files are added in order");
+        self.backing.push(Some(Arc::new(backing)));
+        self.keys.push(key);
+        self.sizes.push(Arc::new(AtomicU64::new(size)));
+        self.by_inode.insert(key, file);
+    }
+
+    /// The backing file of `file` changed (a write landed, its length was
+    /// set): it needs an fdatasync to be durable.
+    pub fn mark_unsynced(&mut self, file: FileId) {
+        self.next_mark += 1;
+        self.unsynced.insert(file, self.next_mark);
+    }
+
+    /// Files needing an fdatasync, with their marks.
+    pub fn unsynced(&self) -> Vec<(FileId, u64)> {
+        self.unsynced.iter().map(|(&f, &m)| (f, m)).collect()
+    }
+
+    /// The mark of `file` if it needs an fdatasync.
+    pub fn unsynced_mark(&self, file: FileId) -> Option<u64> {
+        self.unsynced.get(&file).copied()
+    }
+
+    /// An fdatasync of `file` begun when its mark was `mark` succeeded:
+    /// unless something changed it since, it is durable.
+    pub fn synced(&mut self, file: FileId, mark: u64) {
+        if self.unsynced.get(&file) == Some(&mark) {
+            self.unsynced.remove(&file);
+        }
+    }
+
+    /// The backing file of a file in use (open, or with I/O).
+    pub fn backing(&self, file: FileId) -> Arc<StdFile> {
+        let backing = self.backing[file.index()].as_ref();
+        Arc::clone(backing.expect("a file in use is not evicted"))
+    }
+
+    /// Files the cache has not evicted.
+    pub fn live_files(&self) -> usize {
+        self.by_inode.len()
+    }
+
+    /// Evicts `file` if it is idle and its writes are durable: its pages
+    /// go, its backing file is closed, and its inode maps to nothing (a
+    /// later open adds it anew). Returns whether it went.
+    pub fn evict(&mut self, file: FileId) -> bool {
+        if self.unsynced.contains_key(&file) || self.engine.evict_file(file).is_err() {
+            return false;
+        }
+        self.apply_unmaps();
+        self.backing[file.index()] = None;
+        self.by_inode.remove(&self.keys[file.index()]);
+        true
     }
 
     pub fn add_task(&mut self) -> TaskId {

@@ -7,6 +7,7 @@
 pub(crate) mod clock;
 pub(crate) mod core;
 pub(crate) mod diskstats;
+pub(crate) mod evict;
 pub(crate) mod frames;
 pub(crate) mod page_index;
 pub(crate) mod shared;

@@ -141,15 +141,19 @@ impl Shared {
     pub fn settle_length(&self, file: wb_engine::FileId) -> std::io::Result<()> {
         let (size, backing) = {
             let core = self.lock();
-            (
-                core.engine.file_size(file),
-                std::sync::Arc::clone(&core.backing[file.index()]),
-            )
+            (core.engine.file_size(file), core.backing(file))
         };
         if backing.metadata()?.len() != size {
             backing.set_len(size)?;
         }
         Ok(())
+    }
+
+    /// Cuts the backing file to length and fdatasyncs it.
+    pub fn make_durable(&self, file: wb_engine::FileId) -> std::io::Result<()> {
+        self.settle_length(file)?;
+        let backing = self.lock().backing(file);
+        backing.sync_data()
     }
 
     /// Hands ops to the backend (lock released) and wakes sleepers.

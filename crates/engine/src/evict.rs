@@ -1,0 +1,44 @@
+//! Forgetting files nobody uses: a runtime that opened many files (a FUSE
+//! server walks whole trees) would otherwise keep every one of them, and
+//! its backing descriptor, for ever. A file may go once it has no open
+//! handle and nothing dirty, under writeback or being read: what is left
+//! is clean cached data, which reclaim would drop anyway.
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::ids::FileId;
+use crate::page_cache::{PG_READING, PG_WRITEBACK};
+
+impl Engine {
+    /// Whether `file` could be evicted now (see `evict_file`).
+    pub fn file_idle(&self, file: FileId) -> bool {
+        let Some(f) = self.files.get(file.index()) else {
+            return false;
+        };
+        !f.evicted
+            && f.open_handles == 0
+            && f.dirty.is_empty()
+            && f.inflight_writes.is_empty()
+            && f.pages
+                .values()
+                .all(|p| p.flags & (PG_WRITEBACK | PG_READING) == 0)
+    }
+
+    /// Drops an idle file's cached pages and retires its id: it may not be
+    /// opened again (a runtime adds the file anew if it is needed later).
+    /// Busy files are an error and are left as they are.
+    pub fn evict_file(&mut self, file: FileId) -> Result<(), EngineError> {
+        if !self.file_idle(file) {
+            return Err(EngineError::FileBusy(file));
+        }
+        let pages: Vec<_> = self.files[file.index()].pages.keys().copied().collect();
+        for page in pages {
+            self.remove_page(file, page);
+        }
+        let f = &mut self.files[file.index()];
+        f.evicted = true;
+        f.size = 0;
+        f.read_error = None;
+        Ok(())
+    }
+}
