@@ -797,3 +797,28 @@ fn umount_writes_everything_back_and_exits() {
     );
     assert!(fs::read(mount.backing.join("f")).expect("read back") == data);
 }
+
+/// dbench (Debian's package; 4 clients, 60 s) runs to its end on the mount:
+/// thousands of creates, renames, unlinks and small writes.
+#[test]
+fn dbench_completes_on_the_mount() {
+    require!(false);
+    if Command::new("dbench").arg("--help").output().is_err() {
+        eprintln!("skipping: dbench is not installed (./scripts/setup.sh installs it)");
+        return;
+    }
+    let _serial = serial();
+    let root = TempRoot::new("dbench");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let out = run(Command::new("dbench")
+        .arg("-D")
+        .arg(&mount.mnt)
+        .args(["-t", "60", "4"]));
+    assert!(out.contains("Throughput"), "dbench did not finish:\n{out}");
+    assert!(
+        !out.contains("ERROR") && !out.contains("failed"),
+        "dbench reported errors:\n{out}"
+    );
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
