@@ -176,6 +176,9 @@ pub struct Engine {
     pub(crate) next_period: Instant,
     pub(crate) next_kupdate: Option<Instant>,
     pub(crate) stats: Stats,
+    /// Frames whose pages a runtime read from its own index since reclaim
+    /// last looked (a bit per frame; see `note_referenced_frames`).
+    pub(crate) frame_referenced: Vec<u64>,
     /// Pages that left the cache, if a runtime asked (unmap_log.rs).
     pub(crate) unmapped: Option<Vec<(FileId, PageIndex)>>,
 }
@@ -215,6 +218,7 @@ impl Engine {
             next_period: now + PERIOD_NS,
             next_kupdate,
             stats: Stats::default(),
+            frame_referenced: Vec::new(),
             unmapped: None,
         };
         engine.stats.memory_pages = memory_pages;

@@ -68,6 +68,35 @@ impl Engine {
         Ok(())
     }
 
+    /// Marks the pages now in `frames` referenced, as reads of them would
+    /// have (for runtimes that serve cached reads from an index of their
+    /// own): a bit per frame, which reclaim reads with the page's flag, so
+    /// a note costs no page-table search. A note that arrives after its
+    /// frame went to another page only gives that page a second chance.
+    /// Frames beyond the budget are ignored.
+    pub fn note_referenced_frames(&mut self, frames: &[u32]) {
+        let words = (self.memory_pages as usize).div_ceil(64);
+        if self.frame_referenced.len() < words {
+            self.frame_referenced.resize(words, 0);
+        }
+        for &frame in frames {
+            if (frame as u64) < self.memory_pages {
+                self.frame_referenced[frame as usize / 64] |= 1 << (frame % 64);
+            }
+        }
+    }
+
+    /// Takes the frame's referenced note, if any.
+    pub(crate) fn take_frame_referenced(&mut self, frame: u32) -> bool {
+        let Some(word) = self.frame_referenced.get_mut(frame as usize / 64) else {
+            return false;
+        };
+        let bit = 1u64 << (frame % 64);
+        let was = *word & bit != 0;
+        *word &= !bit;
+        was
+    }
+
     pub(crate) fn continue_read(
         &mut self,
         now: Instant,

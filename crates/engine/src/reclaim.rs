@@ -24,10 +24,17 @@ impl Engine {
             let Some((file, page)) = self.reclaim.pop() else {
                 break;
             };
+            let Some(frame) = self.page_frame(file, page) else {
+                continue;
+            };
+            let noted = self.take_frame_referenced(frame);
             let f = &mut self.files[file.index()];
             let Some(flags) = f.flags_mut(page) else {
                 continue;
             };
+            if noted {
+                *flags |= PG_REFERENCED;
+            }
             if *flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) != 0 {
                 // Not reclaimable now; it is queued again when it comes clean.
                 *flags &= !PG_IN_LRU;
@@ -75,6 +82,8 @@ impl Engine {
     pub(crate) fn insert_page(&mut self, file: FileId, page: PageIndex, flags: u8) {
         assert!(self.nr_cached < self.memory_pages, "cache over budget");
         let frame = self.frames.alloc();
+        // A note for the frame's last page is not one for this page.
+        self.take_frame_referenced(frame);
         // Frames are only handed out below the budget, so a runtime's frame
         // table of `memory_pages` entries always suffices.
         assert!(

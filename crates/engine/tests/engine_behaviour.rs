@@ -371,3 +371,48 @@ fn only_idle_files_are_evicted_and_they_leave_nothing() {
     assert_eq!(hs.engine.open(other), h);
     hs.engine.check_invariants();
 }
+
+#[test]
+fn frames_noted_referenced_get_a_second_chance_in_reclaim() {
+    const NOTED: std::ops::Range<u64> = 300..316;
+    let survivors = |note: bool| {
+        let (mut e, dev) = engine("4MiB", DeviceConfig::default());
+        let a = e.add_file(Instant(0), dev, DomainId(0), 8 << 20);
+        let b = e.add_file(Instant(0), dev, DomainId(0), 8 << 20);
+        let (ha, hb) = (e.open(a), e.open(b));
+        let task = e.add_task();
+        let mut hs = Harness::new(e, 10_000);
+        let mut read = |hs: &mut Harness, h, pages: std::ops::Range<u64>| {
+            for p in pages {
+                hs.run(task, |e, now| e.read(now, task, h, p * 4096, 4096))
+                    .unwrap();
+            }
+        };
+        // A fills most of the 1024-page cache; B's first reads make the
+        // clock hand clear every page's referenced bit once (read-in pages
+        // start referenced), and reclaim A's first pages.
+        read(&mut hs, ha, 0..768);
+        read(&mut hs, hb, 0..300);
+        assert!(NOTED.clone().all(|p| hs.engine.page_frame(a, p).is_some()));
+        if note {
+            let frames: Vec<u32> = NOTED.map(|p| hs.engine.page_frame(a, p).unwrap()).collect();
+            hs.engine.note_referenced_frames(&frames);
+        }
+        // More of B pushes A's pages out, in order.
+        read(&mut hs, hb, 300..700);
+        hs.engine.check_invariants();
+        assert!(
+            hs.engine.page_frame(a, NOTED.end + 50).is_none(),
+            "the clock went past the noted pages"
+        );
+        NOTED
+            .filter(|&p| hs.engine.page_frame(a, p).is_some())
+            .count()
+    };
+    assert_eq!(
+        survivors(false),
+        0,
+        "not noted: reclaimed with their neighbours"
+    );
+    assert_eq!(survivors(true), 16, "noted: a second chance");
+}

@@ -140,6 +140,9 @@ impl File {
             return Ok(Some(0));
         }
         let n = (end - offset) as usize;
+        // At most READ_CHUNK / PAGE_SIZE + 1 pages (an unaligned chunk).
+        let mut frames = [0u32; READ_CHUNK / PAGE_SIZE as usize + 1];
+        let mut pages = 0;
         let mut at = 0;
         while at < n {
             let pos = offset + at as u64;
@@ -153,10 +156,16 @@ impl File {
                 return Ok(None);
             };
             buf[at..at + piece].copy_from_slice(&frame.bytes()[in_page..in_page + piece]);
+            frames[pages] = frame.frame();
+            pages += 1;
             at += piece;
         }
-        self.shared
-            .note_hit(self.file, offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        self.shared.note_hit(
+            self.file,
+            offset / PAGE_SIZE,
+            end.div_ceil(PAGE_SIZE),
+            &frames[..pages],
+        );
         Ok(Some(n))
     }
 

@@ -57,6 +57,8 @@ With --fuse: floor, kernel, and
                     --engine-set knobs), the same fio writer and reader through it
 The reader is `fio --rw=randread --bs=4k --direct=1 --ioengine=psync` (queue depth 1) on a
 file written once with O_DIRECT, started 1 s after the writer, for --seconds.
+Before each run the filesystem's free space is trimmed (fstrim), so every writer meets
+the same disk state (a loop device's image otherwise allocates only on first touch).
 While any writer runs, vm.dirty_bytes / vm.dirty_background_bytes are 20% / 10% of
 --memory (the engine's limits; they also bound page caches under the filesystem, such
 as a buffered loop device's), restored afterwards (also on Ctrl-C); needs root.
@@ -275,6 +277,7 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
         configs.iter().map(|&c| (c, Vec::new())).collect();
     let mut notes: Vec<String> = Vec::new();
     let mut left_out: Vec<Config> = Vec::new();
+    let mut untrimmed_noted = false;
     // Repeats interleave the configurations, so slow drifts of the disk
     // (host caches filling, ...) spread over all of them.
     for repeat in 1..=args.repeat {
@@ -282,7 +285,15 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
             if left_out.contains(config) {
                 continue;
             }
-            settle();
+            if !settle(&setup.dir) && !untrimmed_noted {
+                untrimmed_noted = true;
+                let note = format!(
+                    "fstrim {} failed: runs may start from different disk states",
+                    setup.dir.display()
+                );
+                progress!("{note}");
+                notes.push(note);
+            }
             let label = format!("{} ({repeat}/{})", config.name(), args.repeat);
             progress!("{label}: running");
             match run_config(&setup, *config, &label, &mut notes) {
@@ -396,11 +407,25 @@ fn write_direct_file(path: &Path, size: u64) -> Result<(), BenchError> {
 }
 
 /// Lets the disk catch up between runs: everything written so far made
-/// durable, then a short pause (unlinked files may still be discarded).
-fn settle() {
+/// durable, the filesystem's free space trimmed, then a short pause.
+///
+/// The trim gives every run the same start. Without it, only the first
+/// writer on a fresh filesystem over a loop device makes the loop's image
+/// file allocate its blocks, and the runs after it merely overwrite them:
+/// on this machine the kernel's reader p99 is 15-22 ms on first touch and
+/// 0.05 ms on overwrite (BENCHMARKS.md), so the order of the configurations
+/// decided the result. Returns false if the filesystem cannot trim.
+fn settle(dir: &Path) -> bool {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
+    let trimmed = std::process::Command::new("fstrim")
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     std::thread::sleep(Duration::from_secs(2));
+    trimmed
 }
 
 /// `wb mount` of the bench directory with the engine's memory and knobs.

@@ -140,6 +140,10 @@ impl FramesRead<'_> {
 }
 
 impl FrameRead<'_> {
+    pub fn frame(&self) -> u32 {
+        self.frame
+    }
+
     pub fn bytes(&self) -> &[u8] {
         let start = self.frames.start(self.frame);
         // SAFETY: we hold the frame's shard lock for reading for as long as

@@ -27,14 +27,18 @@ thread_local! {
     /// This thread's engine task in each cache it used: (cache id, task).
     static TASKS: RefCell<Vec<(usize, TaskId)>> = const { RefCell::new(Vec::new()) };
     /// This thread's cached reads not yet told to the engine.
-    static HITS: RefCell<Hits> = const { RefCell::new(Hits { cache: 0, reads: 0, ranges: Vec::new() }) };
+    static HITS: RefCell<Hits> = const {
+        RefCell::new(Hits { cache: 0, reads: 0, frames: Vec::new(), last: None })
+    };
 }
 
-/// Cached reads of one cache: (file, first page, end page), neighbours merged.
+/// Cached reads of one cache: the frames read, and the last read's pages
+/// (file, first, end) for readahead.
 struct Hits {
     cache: usize,
     reads: usize,
-    ranges: Vec<(FileId, Page, Page)>,
+    frames: Vec<u32>,
+    last: Option<(FileId, Page, Page)>,
 }
 
 pub(crate) struct Shared {
@@ -97,19 +101,17 @@ impl Shared {
     /// readahead position), as Linux batches folio references per CPU.
     /// Notes of another cache the thread used before are dropped: they are
     /// hints, and a late one is worth less than a bound on the batch.
-    pub fn note_hit(&self, file: FileId, first: Page, end: Page) {
+    pub fn note_hit(&self, file: FileId, first: Page, end: Page, frames: &[u32]) {
         let full = HITS.with(|hits| {
             let mut hits = hits.borrow_mut();
             if hits.cache != self.id {
                 hits.cache = self.id;
                 hits.reads = 0;
-                hits.ranges.clear();
+                hits.frames.clear();
             }
             hits.reads += 1;
-            match hits.ranges.last_mut() {
-                Some((f, _, e)) if *f == file && *e == first => *e = end,
-                _ => hits.ranges.push((file, first, end)),
-            }
+            hits.frames.extend_from_slice(frames);
+            hits.last = Some((file, first, end));
             hits.reads >= HITS_BATCH
         });
         if full {
@@ -127,7 +129,9 @@ impl Shared {
                 return;
             }
             hits.reads = 0;
-            for (file, first, end) in hits.ranges.drain(..) {
+            core.engine.note_referenced_frames(&hits.frames);
+            hits.frames.clear();
+            if let Some((file, first, end)) = hits.last.take() {
                 // A file unknown to the engine cannot be: ids are never reused.
                 let noted = core.engine.note_cached_read(task, file, first, end);
                 debug_assert!(noted.is_ok(), "{noted:?}");
