@@ -382,7 +382,7 @@ fn frames_noted_referenced_get_a_second_chance_in_reclaim() {
         let (ha, hb) = (e.open(a), e.open(b));
         let task = e.add_task();
         let mut hs = Harness::new(e, 10_000);
-        let mut read = |hs: &mut Harness, h, pages: std::ops::Range<u64>| {
+        let read = |hs: &mut Harness, h, pages: std::ops::Range<u64>| {
             for p in pages {
                 hs.run(task, |e, now| e.read(now, task, h, p * 4096, 4096))
                     .unwrap();
