@@ -35,8 +35,12 @@ pub enum Action {
     Submit(IoRequest),
     /// This task's wait may be over: call `resume` for it.
     Wake(TaskId),
-    /// A frame was given to a page that is not read from the device (a
-    /// hole or a whole-page overwrite): zero it before anyone copies.
+    /// A frame was given to a page that is not read from the device and
+    /// that the write which made it does not cover whole (a hole): zero it
+    /// before anyone copies. A page a write covers whole gets no zeroing:
+    /// the runtime must copy the write's data in before anything else sees
+    /// the page (the real runtime copies right after the engine call that
+    /// prepared it, under the same lock).
     ZeroFrame(u32),
 }
 

@@ -149,7 +149,7 @@ impl Engine {
         let room = self.memory_pages - self.nr_cached;
         let pages = self.absent_run(file, p, want.min(room));
         for q in p..p + pages {
-            self.insert_page(file, q, PG_READING);
+            self.insert_page(file, q, PG_READING, false);
         }
         self.submit_read(now, file, p, pages);
         Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)))

@@ -78,8 +78,16 @@ impl Engine {
     }
 
     /// Inserts a page into the cache; room must have been reserved. A page
-    /// that will not be read from the device gets a zeroed frame.
-    pub(crate) fn insert_page(&mut self, file: FileId, page: PageIndex, flags: u8) {
+    /// that will not be read from the device gets a zeroed frame, unless
+    /// `overwritten`: a write covers the whole page and its data is copied
+    /// in before anything else can see the page (see `Action::ZeroFrame`).
+    pub(crate) fn insert_page(
+        &mut self,
+        file: FileId,
+        page: PageIndex,
+        flags: u8,
+        overwritten: bool,
+    ) {
         assert!(self.nr_cached < self.memory_pages, "cache over budget");
         let frame = self.frames.alloc();
         // A note for the frame's last page is not one for this page.
@@ -95,7 +103,7 @@ impl Engine {
             .insert(page, Page { flags, frame });
         assert!(old.is_none(), "page inserted twice");
         self.nr_cached += 1;
-        if flags & PG_READING == 0 {
+        if flags & PG_READING == 0 && !overwritten {
             self.actions.push_back(Action::ZeroFrame(frame));
         }
     }

@@ -111,7 +111,7 @@ impl Engine {
                 }
                 if on_disk && !whole {
                     // Read-modify-write: the rest of the page must come from the device.
-                    self.insert_page(file, page, PG_READING);
+                    self.insert_page(file, page, PG_READING, false);
                     self.submit_read(now, file, page, 1);
                     return PageReady::Wait(self.wait_for(
                         now,
@@ -120,7 +120,9 @@ impl Engine {
                         WaitKey::FileIo(file),
                     ));
                 }
-                self.insert_page(file, page, 0);
+                // A whole-page write needs no zeroed frame: its data is
+                // copied over all of it first.
+                self.insert_page(file, page, 0, whole);
                 PageReady::Ready
             }
             Some(flags) if flags & PG_READING != 0 => PageReady::Wait(self.wait_for(
