@@ -24,14 +24,23 @@ fn byte(writer: usize, version: u8) -> u8 {
     (writer as u8) << 4 | version
 }
 
-#[test]
-fn concurrent_writers_and_readers_match_the_model() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("concurrent-{}", std::process::id()));
+/// A fresh directory for a test, or None where O_DIRECT does not work.
+fn test_dir(name: &str) -> Option<PathBuf> {
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     if !writeback::io::supports_direct(&dir) {
-        return;
+        eprintln!("skipping: {} does not support O_DIRECT", dir.display());
+        return None;
     }
+    Some(dir)
+}
+
+#[test]
+fn concurrent_writers_and_readers_match_the_model() {
+    let Some(dir) = test_dir("concurrent") else {
+        return;
+    };
     // A small cache, so writeback and reclaim run while the threads work.
     let cache = Cache::builder()
         .knob("memory", "8MiB")
@@ -118,12 +127,9 @@ fn concurrent_writers_and_readers_match_the_model() {
 fn readers_racing_truncation_see_holes_not_old_data() {
     const ROUNDS: u8 = 40;
     const SIZE: usize = 256 * 1024;
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("truncate-race-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    if !writeback::io::supports_direct(&dir) {
+    let Some(dir) = test_dir("truncate-race") else {
         return;
-    }
+    };
     let cache = Cache::builder()
         .knob("memory", "4MiB")
         .unwrap()

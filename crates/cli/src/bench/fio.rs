@@ -276,15 +276,21 @@ fn percentile_ns(clat: &Value, p: f64) -> Result<f64, String> {
         .ok_or_else(|| format!("fio's report lacks the {p} percentile"))
 }
 
-/// Reads the reader's numbers from a fio JSON report.
-pub fn parse_reader(text: &str) -> Result<ReaderResult, String> {
-    let report = parse_report(text)?;
-    let read = first_job(&report)?
+/// The read section of a report's first job, which must have read something.
+fn read_section(report: &Value) -> Result<&Value, String> {
+    let read = first_job(report)?
         .get("read")
         .ok_or("fio's report has no read section")?;
     if number(read, &["total_ios"]).unwrap_or(1.0) == 0.0 {
         return Err("fio's reader completed no reads".into());
     }
+    Ok(read)
+}
+
+/// Reads the reader's numbers from a fio JSON report.
+pub fn parse_reader(text: &str) -> Result<ReaderResult, String> {
+    let report = parse_report(text)?;
+    let read = read_section(&report)?;
     let clat = read.get("clat_ns").ok_or("fio's report lacks clat_ns")?;
     Ok(ReaderResult {
         p50_us: percentile_ns(clat, 50.0)? / 1000.0,
@@ -310,13 +316,7 @@ pub fn parse_writer(text: &str) -> Result<WriterResult, String> {
 /// Read bandwidth in bytes per second from a fio JSON report.
 pub fn parse_read_bw(text: &str) -> Result<f64, String> {
     let report = parse_report(text)?;
-    let read = first_job(&report)?
-        .get("read")
-        .ok_or("fio's report has no read section")?;
-    if number(read, &["total_ios"]).unwrap_or(1.0) == 0.0 {
-        return Err("fio's reader completed no reads".into());
-    }
-    number(read, &["bw_bytes"])
+    number(read_section(&report)?, &["bw_bytes"])
 }
 
 #[cfg(test)]
