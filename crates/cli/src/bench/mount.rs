@@ -60,7 +60,9 @@ impl Mount {
     /// Mounts `backing` through the engine with `sets` (KNOB=VALUE) on a
     /// new directory under the system's temporary directory.
     pub fn start(backing: &Path, sets: &[(String, String)]) -> Result<Mount, BenchError> {
-        let exe = std::env::current_exe().map_err(|e| BenchError::failed("finding wb", e))?;
+        // This very binary, even if a rebuild has replaced the file since it
+        // started (current_exe() would name the new file, or none).
+        let exe = PathBuf::from("/proc/self/exe");
         let base = std::env::temp_dir().join(format!("wb-bench-mount-{}", std::process::id()));
         let mountpoint = base.join("mnt");
         std::fs::create_dir_all(&mountpoint)
