@@ -283,7 +283,9 @@ impl Cache {
         let meta = backing.metadata().map_err(|e| Error::io(&path, e))?;
         let key = (meta.dev(), meta.ino());
         let device = self.device_for(&path, meta.dev())?;
-        self.make_room_for_a_file()?;
+        if !self.shared.lock().by_inode.contains_key(&key) {
+            self.make_room_for_a_file();
+        }
         let mut core = self.shared.lock();
         if core.closed {
             return Err(Error::Closed);
@@ -313,23 +315,18 @@ impl Cache {
     /// as it may, evicts idle ones down to three quarters of that. When too
     /// few are idle, skips the next eighth of the limit's opens before
     /// looking again, so opens do not each scan every file.
-    fn make_room_for_a_file(&self) -> Result<(), Error> {
+    fn make_room_for_a_file(&self) {
         let max = self.backing_files_max;
         let live = self.shared.lock().live_files();
         if live < max || self.opens_until_scan.load(Ordering::Relaxed) > 0 {
             self.opens_until_scan
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                 .ok();
-            return Ok(());
+            return;
         }
-        let evicted = self
-            .shared
-            .evict_idle(max * 3 / 4)
-            .map_err(|e| Error::io("evicting idle files", e))?;
-        if evicted < max / 8 {
+        if self.shared.evict_idle(max * 3 / 4) < max / 8 {
             self.opens_until_scan.store(max / 8, Ordering::Relaxed);
         }
-        Ok(())
     }
 
     /// Lets go of a file nobody uses, by its backing `st_dev` and `st_ino`:

@@ -457,8 +457,8 @@ fn run_config(
     notes: &mut Vec<String>,
 ) -> Result<RunResult, BenchError> {
     let _ = std::fs::remove_file(&setup.writer_file);
-    let reader_args = fio::reader_args(&setup.reader_file, setup.seconds);
     if config == Config::Floor {
+        let reader_args = fio::reader_args(&setup.reader_file, setup.seconds);
         let reader = setup.fio.spawn(&setup.dir, "reader", &reader_args)?;
         let report = reader.finish()?;
         let reader = fio::parse_reader(&report).map_err(BenchError::Failed)?;

@@ -551,28 +551,27 @@ mod tests {
         );
     }
 
-    #[test]
-    fn sptf_picks_the_nearest_command() {
-        let mut dev = hdd(&[], 32);
+    /// A write at 0, then reads far, near, middling and next to it; returns
+    /// the order the device served them in.
+    fn serve_scattered(queue_depth: u32) -> Vec<u64> {
+        let mut dev = hdd(&[], queue_depth);
         let gib = 1024 * MIB as u64;
         dev.submit(Instant(0), write(0, 0, MIB as u64));
         dev.submit(Instant(1), read(1, 800 * gib, 4 * KIB));
         dev.submit(Instant(2), read(2, 10 * gib, 4 * KIB));
         dev.submit(Instant(3), read(3, 400 * gib, 4 * KIB));
         dev.submit(Instant(4), read(4, 2 * MIB as u64, 4 * KIB));
-        assert_eq!(ids(&drain(&mut dev)), vec![0, 4, 2, 3, 1]);
+        ids(&drain(&mut dev))
+    }
+
+    #[test]
+    fn sptf_picks_the_nearest_command() {
+        assert_eq!(serve_scattered(32), vec![0, 4, 2, 3, 1]);
     }
 
     #[test]
     fn host_queue_is_fifo_when_the_internal_queue_is_full() {
-        let mut dev = hdd(&[], 1);
-        let gib = 1024 * MIB as u64;
-        dev.submit(Instant(0), write(0, 0, MIB as u64));
-        dev.submit(Instant(1), read(1, 800 * gib, 4 * KIB));
-        dev.submit(Instant(2), read(2, 10 * gib, 4 * KIB));
-        dev.submit(Instant(3), read(3, 400 * gib, 4 * KIB));
-        dev.submit(Instant(4), read(4, 2 * MIB as u64, 4 * KIB));
-        assert_eq!(ids(&drain(&mut dev)), vec![0, 1, 2, 3, 4]);
+        assert_eq!(serve_scattered(1), vec![0, 1, 2, 3, 4]);
     }
 
     #[test]

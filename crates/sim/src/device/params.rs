@@ -120,18 +120,7 @@ impl<'a> Params<'a> {
         min: f64,
         max: f64,
     ) -> Result<f64, String> {
-        let range = format!("{min} to {max}");
-        let Some(text) = self.raw(key) else {
-            return Ok(default);
-        };
-        let value: f64 = text
-            .parse()
-            .map_err(|_| self.invalid(key, text, "is not a number", &range))?;
-        // `!(..contains)` also rejects NaN.
-        if !(min..=max).contains(&value) {
-            return Err(self.invalid(key, text, "is out of range", &range));
-        }
-        Ok(value)
+        self.plain(key, default, min..=max, "a number")
     }
 
     /// A plain whole number (counts) in [min, max].
@@ -142,15 +131,30 @@ impl<'a> Params<'a> {
         min: u64,
         max: u64,
     ) -> Result<u64, String> {
-        let range = format!("{min} to {max}");
+        self.plain(key, default, min..=max, "a whole number")
+    }
+
+    /// A value written as a plain `T` in `range`; `what` names `T` in errors.
+    fn plain<T>(
+        &mut self,
+        key: &'static str,
+        default: T,
+        range: std::ops::RangeInclusive<T>,
+        what: &str,
+    ) -> Result<T, String>
+    where
+        T: std::str::FromStr + PartialOrd + std::fmt::Display,
+    {
+        let shown = format!("{} to {}", range.start(), range.end());
         let Some(text) = self.raw(key) else {
             return Ok(default);
         };
-        let value: u64 = text
+        let value: T = text
             .parse()
-            .map_err(|_| self.invalid(key, text, "is not a whole number", &range))?;
-        if !(min..=max).contains(&value) {
-            return Err(self.invalid(key, text, "is out of range", &range));
+            .map_err(|_| self.invalid(key, text, &format!("is not {what}"), &shown))?;
+        // `!contains` also rejects NaN.
+        if !range.contains(&value) {
+            return Err(self.invalid(key, text, "is out of range", &shown));
         }
         Ok(value)
     }

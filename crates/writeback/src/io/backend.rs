@@ -136,3 +136,30 @@ pub(crate) fn at_eof(file: &File, pos: u64) -> io::Result<bool> {
 pub(crate) fn send_done(tx: &Sender<IoDone>, done: IoDone) {
     let _ = tx.send(done);
 }
+
+/// Hands `op` to a backend's worker queue. If the queue is closed or its
+/// workers are gone (they only exit after a panic), the op fails on its
+/// completion with `why` rather than being lost. Returns whether it was queued.
+pub(crate) fn enqueue(
+    queue: Option<&std::sync::mpsc::SyncSender<IoOp>>,
+    completions: &Sender<IoDone>,
+    op: IoOp,
+    why: &str,
+) -> bool {
+    let op = match queue {
+        Some(queue) => match queue.send(op) {
+            Ok(()) => return true,
+            Err(std::sync::mpsc::SendError(op)) => op,
+        },
+        None => op,
+    };
+    send_done(
+        completions,
+        IoDone {
+            id: op.id,
+            buf: op.buf,
+            result: Err(std::io::Error::other(why.to_string())),
+        },
+    );
+    false
+}

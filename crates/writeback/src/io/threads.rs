@@ -8,7 +8,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::backend::{at_eof, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
+use super::backend::{at_eof, enqueue, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
 
 /// Blocking-syscall backend, named `"threads"`.
 pub struct ThreadBackend {
@@ -123,22 +123,12 @@ fn retryable(e: &io::Error) -> bool {
 impl IoBackend for ThreadBackend {
     fn submit(&self, op: IoOp) {
         // `queue` is only taken in Drop, and workers only exit once it is
-        // gone, so `send` fails only if every worker panicked. Fail the op on
-        // its completion rather than losing it.
-        let op = match &self.queue {
-            Some(queue) => match queue.send(op) {
-                Ok(()) => return,
-                Err(mpsc::SendError(op)) => op,
-            },
-            None => op,
-        };
-        send_done(
+        // gone, so queueing fails only if every worker panicked.
+        enqueue(
+            self.queue.as_ref(),
             &self.completions,
-            IoDone {
-                id: op.id,
-                buf: op.buf,
-                result: Err(io::Error::other("I/O worker threads have exited")),
-            },
+            op,
+            "I/O worker threads have exited",
         );
     }
 

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
 use super::aligned::AlignedBuf;
-use super::backend::{at_eof, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
+use super::backend::{at_eof, enqueue, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
 
 /// Submission-queue size of the ring.
 pub const RING_ENTRIES: u32 = 256;
@@ -111,25 +111,16 @@ impl UringBackend {
 
 impl IoBackend for UringBackend {
     fn submit(&self, op: IoOp) {
-        let op = match &self.queue {
-            Some(queue) => match queue.send(op) {
-                Ok(()) => {
-                    self.wake();
-                    return;
-                }
-                // The ring thread exited (it only does so after a panic).
-                Err(mpsc::SendError(op)) => op,
-            },
-            None => op,
-        };
-        send_done(
+        // The ring thread exits only after a panic.
+        let queued = enqueue(
+            self.queue.as_ref(),
             &self.completions,
-            IoDone {
-                id: op.id,
-                buf: op.buf,
-                result: Err(io::Error::other("io_uring thread has exited")),
-            },
+            op,
+            "io_uring thread has exited",
         );
+        if queued {
+            self.wake();
+        }
     }
 
     fn name(&self) -> &'static str {
