@@ -10,6 +10,10 @@
 //!   are fine, scale up. With no reads at all, drift back to the default.
 //! - The window is CoDel-like: the minimum, not the mean, so one unlucky read
 //!   does not throttle a device whose queue is short.
+//! - Ours: while reads compete, a flusher write is no bigger than what the
+//!   device writes within the latency target ([`Wbt::write_pages_cap`]).
+//!   Depth bounds how many writes a read finds ahead of it; on a device
+//!   that serves one request at a time, only size bounds the one in service.
 
 use crate::ids::IoId;
 use crate::rq_depth::RqDepth;
@@ -23,6 +27,9 @@ pub const RWB_MIN_WRITE_SAMPLES: u32 = 3;
 pub const RWB_UNKNOWN_BUMP: u32 = 5;
 /// Reads this recent (issue or completion) make writes use the background limit.
 pub const CLOSE_IO_NS: u64 = NS_PER_SEC / 10;
+/// The smallest write cap while reads compete (64 KiB; see
+/// [`Wbt::write_pages_cap`]): below it, per-request costs eat the writer.
+pub const MIN_CAPPED_WRITE_PAGES: u64 = 16;
 /// A dirty-throttle sleep this recent boosts writes to `max_depth`.
 pub const RECENT_WAIT_NS: u64 = NS_PER_SEC;
 /// Bounds for the automatic latency target (see [`auto_target_ns`]). The
@@ -178,6 +185,24 @@ impl Wbt {
         } else {
             self.wb_normal
         }
+    }
+
+    /// The largest flusher write, in pages, while reads compete (ours,
+    /// not Linux's): what the device writes in the latency target at its
+    /// measured write bandwidth, at least [`MIN_CAPPED_WRITE_PAGES`]. On a
+    /// device that serves one request at a time (a loop device, many
+    /// virtual disks) a read that arrives behind a write waits for all of
+    /// it, however shallow the queue; a write that takes longer than the
+    /// target alone breaks it. No cap with throttling off or no read near:
+    /// a disk that writes 100 MB/s with a 32 ms target is never capped at
+    /// 512 KiB, a loop device that writes 600 MiB/s with a 0.1 ms target
+    /// gets 64 KiB writes (BENCHMARKS.md).
+    pub fn write_pages_cap(&self, now: Instant, write_bw_pages_s: u64) -> u64 {
+        if !self.enabled() || !self.close_io(now) {
+            return u64::MAX;
+        }
+        let pages = write_bw_pages_s as u128 * self.min_lat_ns as u128 / NS_PER_SEC as u128;
+        (pages.min(u64::MAX as u128) as u64).max(MIN_CAPPED_WRITE_PAGES)
     }
 
     /// Whether a write of `class` may be issued now.
@@ -483,6 +508,35 @@ mod tests {
         wbt.on_foreign_reads(end + NS_PER_MS, 40, 100_000);
         let end2 = wbt.window_end.unwrap();
         assert_eq!(wbt.on_timer(end2, false), WindowStatus::Ok);
+    }
+
+    #[test]
+    fn writes_are_capped_to_the_target_only_while_reads_compete() {
+        let mut wbt = Wbt::new(32, 100_000);
+        let bw = 150_000; // pages/s, about 600 MiB/s
+        assert_eq!(wbt.write_pages_cap(T0, bw), u64::MAX, "no reads yet");
+        wbt.on_read_issue(T0, IoId(1));
+        assert_eq!(
+            wbt.write_pages_cap(T0, bw),
+            16,
+            "15 pages in 0.1 ms, at least 16"
+        );
+        assert_eq!(wbt.write_pages_cap(T0, 10 * bw), 150);
+        let later = Instant(CLOSE_IO_NS + 1);
+        assert_eq!(wbt.write_pages_cap(later, bw), u64::MAX, "reads gone");
+        let disk = {
+            let mut d = Wbt::new(32, 32 * NS_PER_MS);
+            d.on_read_issue(T0, IoId(1));
+            d
+        };
+        assert_eq!(
+            disk.write_pages_cap(T0, 25_000),
+            800,
+            "100 MB/s disk: over 512 KiB"
+        );
+        let mut off = Wbt::new(32, 0);
+        off.on_read_issue(T0, IoId(1));
+        assert_eq!(off.write_pages_cap(T0, bw), u64::MAX);
     }
 
     #[test]

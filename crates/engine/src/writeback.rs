@@ -211,7 +211,7 @@ impl Engine {
                 wbt.note_refused();
                 return false;
             }
-            match self.flusher_build(wb_id) {
+            match self.flusher_build(now, wb_id) {
                 Some(req) => {
                     self.issue(now, req, true);
                     return true;
@@ -254,7 +254,7 @@ impl Engine {
     }
 
     /// Builds the flusher's next write request from its current work.
-    fn flusher_build(&mut self, wb_id: WbId) -> Option<IoRequest> {
+    fn flusher_build(&mut self, now: Instant, wb_id: WbId) -> Option<IoRequest> {
         let work = self.wbs[wb_id.index()]
             .flusher
             .current
@@ -290,7 +290,9 @@ impl Engine {
             .next_writable(f.writeback_index)
             .or_else(|| f.next_writable(0))?;
         let wb = &self.wbs[wb_id.index()];
-        let max_pages = (self.devices[wb.device.index()].config.max_sectors_kb as u64 / 4)
+        let dev = &self.devices[wb.device.index()];
+        let max_pages = (dev.config.max_sectors_kb as u64 / 4)
+            .min(dev.wbt.write_pages_cap(now, wb.bw.avg_write_bw))
             .min(wb.flusher.chunk_left)
             .min(work.nr_pages);
         let pages = self.writable_run(file, start, max_pages);

@@ -58,7 +58,9 @@ With --fuse: floor, kernel, and
 The reader is `fio --rw=randread --bs=4k --direct=1 --ioengine=psync` (queue depth 1) on a
 file written once with O_DIRECT, started 1 s after the writer, for --seconds.
 Before each run the filesystem's free space is trimmed (fstrim), so every writer meets
-the same disk state (a loop device's image otherwise allocates only on first touch).
+the same disk state (a loop device's image otherwise allocates only on first touch),
+and the run waits (at most 60 s, noted if longer) until 256 reads in a row of the
+reader's file take under 2 ms each: the previous run's aftermath stays out of it.
 While any writer runs, vm.dirty_bytes / vm.dirty_background_bytes are 20% / 10% of
 --memory (the engine's limits; they also bound page caches under the filesystem, such
 as a buffered loop device's), restored afterwards (also on Ctrl-C); needs root.
@@ -285,7 +287,18 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
             if left_out.contains(config) {
                 continue;
             }
-            if !settle(&setup.dir) && !untrimmed_noted {
+            let (trimmed, quiet) = settle(&setup.dir, &setup.reader_file);
+            if !quiet {
+                let note = format!(
+                    "{} ({repeat}): the disk was still busy after {} s of waiting (reads over {} ms); ran anyway",
+                    config.name(),
+                    QUIET_WAIT_MAX.as_secs(),
+                    QUIET_READ.as_millis()
+                );
+                progress!("{note}");
+                notes.push(note);
+            }
+            if !trimmed && !untrimmed_noted {
                 untrimmed_noted = true;
                 let note = format!(
                     "fstrim {} failed: runs may start from different disk states",
@@ -407,15 +420,18 @@ fn write_direct_file(path: &Path, size: u64) -> Result<(), BenchError> {
 }
 
 /// Lets the disk catch up between runs: everything written so far made
-/// durable, the filesystem's free space trimmed, then a short pause.
+/// durable, the filesystem's free space trimmed, then the disk given time
+/// to go quiet. Returns (trimmed, quiet).
 ///
 /// The trim gives every run the same start. Without it, only the first
 /// writer on a fresh filesystem over a loop device makes the loop's image
 /// file allocate its blocks, and the runs after it merely overwrite them:
 /// on this machine the kernel's reader p99 is 15-22 ms on first touch and
 /// 0.05 ms on overwrite (BENCHMARKS.md), so the order of the configurations
-/// decided the result. Returns false if the filesystem cannot trim.
-fn settle(dir: &Path) -> bool {
+/// decided the result. The quiet check keeps the previous run's aftermath
+/// (the image's own writeback, the trim's hole punching) out of the next
+/// run: on this machine a first read after a big run once took 9 s.
+fn settle(dir: &Path, reader_file: &Path) -> (bool, bool) {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     let trimmed = std::process::Command::new("fstrim")
@@ -425,7 +441,48 @@ fn settle(dir: &Path) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     std::thread::sleep(Duration::from_secs(2));
-    trimmed
+    (trimmed, wait_quiet(reader_file))
+}
+
+/// A read slower than this means the disk is still busy with earlier work.
+const QUIET_READ: Duration = Duration::from_millis(2);
+/// Reads in a row under QUIET_READ that make the disk quiet.
+const QUIET_READS: u32 = 256;
+/// Longest wait for a quiet disk before running anyway (with a note).
+const QUIET_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// Reads 4 KiB blocks of `reader_file` with O_DIRECT until QUIET_READS in
+/// a row each take under QUIET_READ, at most QUIET_WAIT_MAX. Returns
+/// whether the disk went quiet.
+fn wait_quiet(reader_file: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(file) = writeback::io::open_direct(reader_file, false) else {
+        return false;
+    };
+    let blocks = file.metadata().map(|m| m.len() / 4096).unwrap_or(0);
+    if blocks == 0 {
+        return false;
+    }
+    let mut buf = writeback::io::AlignedBuf::new(4096);
+    let mut rng = SplitMix64(0x9e3779b9);
+    let deadline = std::time::Instant::now() + QUIET_WAIT_MAX;
+    let mut in_row = 0;
+    while in_row < QUIET_READS {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        let offset = rng.next_u64() % blocks * 4096;
+        let started = std::time::Instant::now();
+        if file.read_exact_at(buf.as_mut_slice(), offset).is_err() {
+            return false;
+        }
+        in_row = if started.elapsed() < QUIET_READ {
+            in_row + 1
+        } else {
+            0
+        };
+    }
+    true
 }
 
 /// `wb mount` of the bench directory with the engine's memory and knobs.
