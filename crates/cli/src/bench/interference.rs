@@ -288,13 +288,17 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
                 continue;
             }
             let (trimmed, quiet) = settle(&setup.dir, &setup.reader_file);
-            if !quiet {
-                let note = format!(
-                    "{} ({repeat}): the disk was still busy after {} s of waiting (reads over {} ms); ran anyway",
-                    config.name(),
+            let busy = match quiet {
+                Ok(true) => None,
+                Ok(false) => Some(format!(
+                    "the disk was still busy after {} s of waiting (reads over {} ms)",
                     QUIET_WAIT_MAX.as_secs(),
                     QUIET_READ.as_millis()
-                );
+                )),
+                Err(e) => Some(format!("could not check that the disk is quiet ({e})")),
+            };
+            if let Some(why) = busy {
+                let note = format!("{} ({repeat}): {why}; ran anyway", config.name());
                 progress!("{note}");
                 notes.push(note);
             }
@@ -431,7 +435,7 @@ fn write_direct_file(path: &Path, size: u64) -> Result<(), BenchError> {
 /// decided the result. The quiet check keeps the previous run's aftermath
 /// (the image's own writeback, the trim's hole punching) out of the next
 /// run: on this machine a first read after a big run once took 9 s.
-fn settle(dir: &Path, reader_file: &Path) -> (bool, bool) {
+fn settle(dir: &Path, reader_file: &Path) -> (bool, std::io::Result<bool>) {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     let trimmed = std::process::Command::new("fstrim")
@@ -453,15 +457,13 @@ const QUIET_WAIT_MAX: Duration = Duration::from_secs(60);
 
 /// Reads 4 KiB blocks of `reader_file` with O_DIRECT until QUIET_READS in
 /// a row each take under QUIET_READ, at most QUIET_WAIT_MAX. Returns
-/// whether the disk went quiet.
-fn wait_quiet(reader_file: &Path) -> bool {
+/// whether the disk went quiet; an error if the file cannot be read.
+fn wait_quiet(reader_file: &Path) -> std::io::Result<bool> {
     use std::os::unix::fs::FileExt;
-    let Ok(file) = writeback::io::open_direct(reader_file, false) else {
-        return false;
-    };
-    let blocks = file.metadata().map(|m| m.len() / 4096).unwrap_or(0);
+    let file = writeback::io::open_direct(reader_file, false)?;
+    let blocks = file.metadata()?.len() / 4096;
     if blocks == 0 {
-        return false;
+        return Err(std::io::Error::other("the reader's file is empty"));
     }
     let mut buf = writeback::io::AlignedBuf::new(4096);
     let mut rng = SplitMix64(0x9e3779b9);
@@ -469,20 +471,18 @@ fn wait_quiet(reader_file: &Path) -> bool {
     let mut in_row = 0;
     while in_row < QUIET_READS {
         if std::time::Instant::now() >= deadline {
-            return false;
+            return Ok(false);
         }
         let offset = rng.next_u64() % blocks * 4096;
         let started = std::time::Instant::now();
-        if file.read_exact_at(buf.as_mut_slice(), offset).is_err() {
-            return false;
-        }
+        file.read_exact_at(buf.as_mut_slice(), offset)?;
         in_row = if started.elapsed() < QUIET_READ {
             in_row + 1
         } else {
             0
         };
     }
-    true
+    Ok(true)
 }
 
 /// `wb mount` of the bench directory with the engine's memory and knobs.
