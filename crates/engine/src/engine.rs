@@ -65,6 +65,9 @@ pub(crate) struct Device {
     pub wbt: Wbt,
     pub idle_read_latency_ns: u64,
     pub tags_used: u32,
+    /// nr_requests was lowered below the tags in use: no tag is handed out
+    /// until they drain below it (Linux freezes the queue instead).
+    pub tags_draining: bool,
     /// Reads waiting for a tag, in arrival order.
     pub tag_waiters: VecDeque<IoRequest>,
     /// Last time a writer to this device slept in the dirty throttle.
@@ -251,7 +254,7 @@ impl Engine {
     ) -> DeviceId {
         assert!(self.devices.len() < MAX_DEVICES, "too many devices");
         let target = Self::wbt_target(&config, idle_read_latency_ns);
-        let wbt = Wbt::new(config.queue_depth, target);
+        let wbt = Wbt::new(Self::wbt_queue_depth(&config), target);
         let stats = DeviceStats {
             name: name.to_string(),
             wbt_enabled: target != 0,
@@ -263,6 +266,7 @@ impl Engine {
             wbt,
             idle_read_latency_ns,
             tags_used: 0,
+            tags_draining: false,
             tag_waiters: VecDeque::new(),
             last_bdp_sleep: None,
             wbs: Vec::new(),
@@ -315,8 +319,20 @@ impl Engine {
             dev.stats.wbt_enabled = target != 0;
             dev.stats.wbt_target_ns = target;
         }
+        if knob == "queue_depth" || knob == "nr_requests" {
+            dev.wbt.set_queue_depth(Self::wbt_queue_depth(&config));
+            // Tags already handed out stay valid; none is handed out until
+            // they drain below a lowered limit (`issue`, `pump`).
+            dev.tags_draining = dev.tags_used > config.nr_requests;
+        }
         dev.config = config;
         Ok(())
+    }
+
+    /// The depth wbt scales from: the device's own queue, or the block
+    /// layer's tags when there are fewer (no more can be in flight).
+    fn wbt_queue_depth(config: &DeviceConfig) -> u32 {
+        config.queue_depth.min(config.nr_requests)
     }
 
     /// Changes a cache-wide knob at run time. Bad values change nothing;
@@ -671,6 +687,7 @@ impl Engine {
             .enumerate()
             .map(|(i, d)| {
                 let mut ds = d.stats.clone();
+                ds.wbt_max_depth = d.wbt.rq_depth.max_depth;
                 ds.wbt_max_depth_min = d.wbt.max_depth_min;
                 ds.wbt_max_depth_max = d.wbt.max_depth_max;
                 ds.wbt_scale_ups = d.wbt.scale_ups;

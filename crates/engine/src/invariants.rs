@@ -69,10 +69,28 @@ impl Engine {
             assert_eq!(wb.dirty, wb_dirty[i], "wb {i} dirty count");
             assert_eq!(wb.writeback, wb_writeback[i], "wb {i} writeback count");
         }
-        for dev in &self.devices {
+        let mut tracked = vec![0u32; self.devices.len()];
+        let mut tags = vec![0u32; self.devices.len()];
+        for io in self.inflight.values() {
+            tags[io.req.device.index()] += 1;
+            tracked[io.req.device.index()] += io.tracked as u32;
+        }
+        for (d, dev) in self.devices.iter().enumerate() {
+            assert_eq!(
+                dev.tags_used, tags[d],
+                "device {d}: tags = requests in flight"
+            );
             assert!(
-                dev.tags_used <= dev.config.nr_requests,
-                "tags within nr_requests"
+                dev.tags_used <= dev.config.nr_requests || dev.tags_draining,
+                "device {d}: tags within nr_requests"
+            );
+            assert_eq!(
+                dev.wbt.inflight, tracked[d],
+                "device {d}: wbt in-flight count = tracked writes in flight"
+            );
+            assert!(
+                dev.wbt.enabled() || dev.wbt.window_end.is_none(),
+                "device {d}: wbt's window is armed only while wbt is on"
             );
         }
     }

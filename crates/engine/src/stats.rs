@@ -29,6 +29,8 @@ pub struct DeviceStats {
     pub write_errors: u64,
     pub wbt_enabled: bool,
     pub wbt_target_ns: u64,
+    /// wbt's in-flight limit at full depth now (max_depth).
+    pub wbt_max_depth: u32,
     pub wbt_max_depth_min: u32,
     pub wbt_max_depth_max: u32,
     pub wbt_scale_ups: u64,

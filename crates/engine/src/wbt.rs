@@ -136,10 +136,26 @@ impl Wbt {
     }
 
     /// Changes the target; 0 turns throttling off. Depth state restarts.
+    /// Writes in flight stay counted (`inflight`), so their completions
+    /// balance whatever the target was when they were issued.
     pub fn set_min_lat(&mut self, min_lat_ns: u64) {
         self.min_lat_ns = min_lat_ns;
         self.rq_depth = RqDepth::new(self.rq_depth.queue_depth);
         self.sleeping = false;
+        if !self.enabled() {
+            // No window runs while throttling is off; the next tracked
+            // issue after it is turned on arms a fresh one.
+            self.window_end = None;
+        }
+        self.calc_wb_limits();
+    }
+
+    /// The device's queue depth changed (Linux's wbt_queue_depth_changed):
+    /// the depth is recomputed at the current scale step.
+    pub fn set_queue_depth(&mut self, queue_depth: u32) {
+        assert!(queue_depth >= 1);
+        self.rq_depth.queue_depth = queue_depth;
+        self.rq_depth.scaled_max = self.rq_depth.calc_max_depth();
         self.calc_wb_limits();
     }
 
@@ -220,12 +236,12 @@ impl Wbt {
         }
     }
 
+    /// A tracked write was issued. It is counted even while throttling is
+    /// off (as Linux marks the request WBT_TRACKED), so turning wbt on or
+    /// off with writes in flight keeps the count equal to what is in flight.
     pub fn on_write_issue(&mut self, now: Instant) {
-        if !self.enabled() {
-            return;
-        }
         self.inflight += 1;
-        if self.window_end.is_none() {
+        if self.enabled() && self.window_end.is_none() {
             self.arm_timer(now);
         }
     }
@@ -233,11 +249,11 @@ impl Wbt {
     /// A tracked write completed. Wakes sleepers when enough room opened
     /// (all at once, so they do not trickle in one by one).
     pub fn on_write_done(&mut self) {
+        assert!(self.inflight > 0, "wbt write completion without issue");
+        self.inflight -= 1;
         if !self.enabled() {
             return;
         }
-        assert!(self.inflight > 0, "wbt write completion without issue");
-        self.inflight -= 1;
         self.write_samples += 1;
         let limit = self.wb_normal;
         if self.sleeping {

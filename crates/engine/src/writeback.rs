@@ -433,6 +433,7 @@ impl Engine {
         let latency = now.since_ns(inflight.issued_at);
         let dev = &mut self.devices[req.device.index()];
         dev.tags_used -= 1;
+        dev.tags_draining &= dev.tags_used > dev.config.nr_requests;
         match req.dir {
             IoDir::Read => {
                 dev.wbt.on_read_done(now, id, latency);

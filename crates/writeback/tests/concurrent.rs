@@ -30,7 +30,7 @@ fn test_dir(name: &str) -> Option<PathBuf> {
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     if !writeback::io::supports_direct(&dir) {
-        eprintln!("skipping: {} does not support O_DIRECT", dir.display());
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", dir.display()));
         return None;
     }
     Some(dir)

@@ -56,7 +56,7 @@ fn synced_data_survives_sigkill_and_the_rest_is_old_or_new() {
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("crash-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     if !writeback::io::supports_direct(&dir) {
-        eprintln!("skipping: no O_DIRECT in {}", dir.display());
+        wb_testkit::skip(&format!("no O_DIRECT in {}", dir.display()));
         return;
     }
     let path = dir.join("f");

@@ -27,13 +27,13 @@ fn small_fs() -> Option<Mount> {
         .map(|s| s.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("skipping: cannot mount a tmpfs (not root?)");
+        wb_testkit::skip("cannot mount a tmpfs (not root?)");
         let _ = std::fs::remove_dir(&dir);
         return None;
     }
     let mount = Mount(dir);
     if !writeback::io::supports_direct(&mount.0) {
-        eprintln!("skipping: this kernel's tmpfs has no O_DIRECT");
+        wb_testkit::skip("this kernel's tmpfs has no O_DIRECT");
         return None;
     }
     Some(mount)

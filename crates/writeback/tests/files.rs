@@ -10,7 +10,7 @@ fn dir(name: &str) -> Option<PathBuf> {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     if !writeback::io::supports_direct(&d) {
-        eprintln!("skipping: {} does not support O_DIRECT", d.display());
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", d.display()));
         return None;
     }
     Some(d)

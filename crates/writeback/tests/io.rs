@@ -31,10 +31,10 @@ fn test_dir(name: &str) -> Option<PathBuf> {
     if supports_direct(&dir) {
         Some(dir)
     } else {
-        eprintln!(
-            "NOTE: skipping {name}: {} does not support O_DIRECT",
+        wb_testkit::skip(&format!(
+            "{name}: {} does not support O_DIRECT",
             dir.display()
-        );
+        ));
         None
     }
 }
@@ -48,7 +48,7 @@ fn backend(name: &str, workers: usize) -> Option<(Box<dyn IoBackend>, Receiver<I
             Some((b, rx))
         }
         Err(e) => {
-            eprintln!("NOTE: skipping backend {name}: {e}");
+            wb_testkit::skip(&format!("backend {name}: {e}"));
             None
         }
     }
