@@ -160,3 +160,80 @@ fn human_report_shows_jobs_and_engine() {
         assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
     }
 }
+
+#[test]
+fn bench_cpu_json_reports_child_cpu_time() {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wb-cli-bench-cpu-{}", std::process::id()));
+    let dir = base.join("bench");
+    std::fs::create_dir_all(&dir).expect("create the bench directory");
+    if !writeback::io::supports_direct(&dir) {
+        let _ = std::fs::remove_dir_all(&base);
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", dir.display()));
+        return;
+    }
+    let data_dir = base.join("wb-data");
+    let out = wb(&[
+        "bench",
+        "cpu",
+        "--size",
+        "64MiB",
+        "--repeat",
+        "1",
+        "--json",
+        "--memory",
+        "64MiB",
+        "--dir",
+        dir.to_str().expect("UTF-8 path"),
+        "--data-dir",
+        data_dir.to_str().expect("UTF-8 path"),
+    ]);
+    let v = json(&out);
+    assert_eq!(v["size_bytes"], 64 << 20);
+    assert_eq!(v["block_size"], 1 << 20);
+    assert_eq!(v["memory_bytes"], 64 << 20);
+    let runs = v["runs"].as_array().expect("runs is an array");
+    assert_eq!(runs.len(), 1, "{v}");
+    let run = &runs[0];
+    for field in [
+        "cpu_s",
+        "user_s",
+        "sys_s",
+        "wall_s",
+        "cpu_s_per_gib",
+        "mib_s",
+    ] {
+        let x = run[field].as_f64().unwrap_or(f64::NAN);
+        assert!(x.is_finite() && x >= 0.0, "{field} = {x} in {v}");
+    }
+    let cpu = run["cpu_s"].as_f64().unwrap_or(0.0);
+    assert!(cpu > 0.0, "no CPU time counted: {v}");
+    let sum = run["user_s"].as_f64().unwrap_or(0.0) + run["sys_s"].as_f64().unwrap_or(0.0);
+    assert!((cpu - sum).abs() < 1e-9, "cpu_s is not user_s + sys_s: {v}");
+    assert!(run["wall_s"].as_f64().unwrap_or(0.0) > 0.0, "{v}");
+    assert_eq!(v["median_cpu_s_per_gib"], run["cpu_s_per_gib"]);
+    assert_eq!(v["median_mib_s"], run["mib_s"]);
+    // The file is removed after the run.
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("read the bench directory")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    assert!(left.is_empty(), "files left in {}: {left:?}", dir.display());
+
+    // Bad sizes and counts: exit 2 with a message, before anything is created.
+    for args in [
+        &["bench", "cpu", "--size", "4KiB", "--block-size", "1MiB"][..],
+        &["bench", "cpu", "--size", "0"],
+        &["bench", "cpu", "--block-size", "0"],
+        &["bench", "cpu", "--repeat", "0"],
+    ] {
+        let out = wb(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.trim().is_empty() && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}

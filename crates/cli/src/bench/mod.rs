@@ -9,6 +9,8 @@
 //!   through `wb mount` and directly on the same directory.
 //! - `wb bench interference --fuse`: the interference experiment with fio
 //!   as writer and reader, on a directory and through `wb mount` of it.
+//! - `wb bench cpu`: CPU seconds per GiB of the library's write path, for a
+//!   throttled sequential write and a sync, each run in a child process.
 //!
 //! Human progress goes to standard error; results (a table, or one JSON
 //! object with `--json`) to standard output. Files the benchmarks create are
@@ -17,6 +19,7 @@
 
 pub mod cached;
 pub mod cleanup;
+pub mod cpu;
 pub mod fio;
 pub mod interference;
 pub mod mount;
@@ -44,6 +47,8 @@ pub enum BenchCommand {
     Cached(cached::CachedArgs),
     /// Bulk throughput through `wb mount` vs the kernel on the same directory (--fuse).
     Throughput(throughput::ThroughputArgs),
+    /// CPU seconds per GiB of the library's write path (a throttled write + sync).
+    Cpu(cpu::CpuArgs),
 }
 
 /// Why a benchmark could not run or finish.
@@ -85,6 +90,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchCommand::Interference(a) => interference::run(a),
         BenchCommand::Cached(a) => cached::run(a),
         BenchCommand::Throughput(a) => throughput::run(a),
+        BenchCommand::Cpu(a) => cpu::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
