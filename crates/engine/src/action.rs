@@ -35,13 +35,13 @@ pub enum Action {
     Submit(IoRequest),
     /// This task's wait may be over: call `resume` for it.
     Wake(TaskId),
-    /// A frame was given to a page that is not read from the device and
-    /// that the write which made it does not cover whole (a hole): zero it
-    /// before anyone copies. A page a write covers whole gets no zeroing:
-    /// the runtime must copy the write's data in before anything else sees
-    /// the page (the real runtime copies right after the engine call that
-    /// prepared it, under the same lock).
-    ZeroFrame(u32),
+    /// Frames `first..first + count` were given to pages that are not
+    /// read from the device and that the write which made them does not
+    /// cover whole (holes): zero them before anyone copies. Pages a write
+    /// covers whole get no zeroing: the runtime must copy the write's data
+    /// in before anything else sees them (the real runtime copies right
+    /// after the engine call that prepared them, under the same lock).
+    ZeroFrames { first: u32, count: u32 },
 }
 
 /// Why a caller is made to wait. Every wait carries one and is counted.

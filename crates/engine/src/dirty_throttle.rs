@@ -59,6 +59,31 @@ impl Engine {
     }
 
     /// After dirtying a page: does the writer look at the limits now?
+    /// How many more pages `task` may newly dirty in `file` before
+    /// `maybe_throttle` looks at the limits (at least one).
+    pub(crate) fn pages_before_throttle_check(&self, task: TaskId, file: FileId) -> u64 {
+        let t = &self.tasks[task.index()];
+        let left = match self.config.dirty_throttle {
+            DirtyThrottle::IoLess => {
+                let wb = self.files[file.index()].wb;
+                let mut ratelimit = t.dirty.nr_dirtied_pause;
+                if self.wbs[wb.index()].dirty_exceeded {
+                    ratelimit = ratelimit.min(RATELIMIT_EXCEEDED);
+                }
+                ratelimit.saturating_sub(t.dirty.nr_dirtied)
+            }
+            DirtyThrottle::Global2007 => {
+                let limit = if self.dirty_exceeded_2007 {
+                    RATELIMIT_EXCEEDED_2007
+                } else {
+                    RATELIMIT_PAGES_2007
+                };
+                limit.saturating_sub(t.ratelimit_2007)
+            }
+        };
+        left.max(1)
+    }
+
     pub(crate) fn maybe_throttle(
         &mut self,
         now: Instant,

@@ -17,7 +17,7 @@ use crate::dirty_limits::{domain_dirty_limits, GlobalThresh};
 use crate::error::EngineError;
 use crate::flusher::Flusher;
 use crate::ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
-use crate::page_cache::{CachedFile, Frames, ReclaimQueue};
+use crate::page_cache::{CachedFile, FrameSpace, ReclaimQueue};
 use crate::proportions::{FpropGlobal, FpropLocal, PERIOD_NS};
 use crate::ratelimit::DirtyRatelimit;
 use crate::stats::{DeviceStats, Stats};
@@ -163,7 +163,7 @@ pub struct Engine {
     pub(crate) wbs: Vec<Wb>,
     pub(crate) wb_index: BTreeMap<(DeviceId, DomainId), WbId>,
     pub(crate) reclaim: ReclaimQueue,
-    pub(crate) frames: Frames,
+    pub(crate) frames: FrameSpace,
     pub(crate) nr_cached: u64,
     pub(crate) nr_dirty: u64,
     pub(crate) nr_writeback: u64,
@@ -180,10 +180,12 @@ pub struct Engine {
     pub(crate) next_kupdate: Option<Instant>,
     pub(crate) stats: Stats,
     /// Frames whose pages a runtime read from its own index since reclaim
-    /// last looked (a bit per frame; see `note_referenced_frames`).
-    pub(crate) frame_referenced: Vec<u64>,
+    /// last looked (see `note_referenced_frames`).
+    pub(crate) frame_notes: crate::frame_notes::FrameNotes,
     /// Pages that left the cache, if a runtime asked (unmap_log.rs).
-    pub(crate) unmapped: Option<Vec<(FileId, PageIndex)>>,
+    pub(crate) unmapped: Option<Vec<(FileId, PageIndex, PageIndex)>>,
+    /// Calls of `check_invariants` so far (some checks are sampled).
+    pub(crate) invariant_checks: std::cell::Cell<u64>,
 }
 
 impl Engine {
@@ -205,7 +207,7 @@ impl Engine {
             wbs: Vec::new(),
             wb_index: BTreeMap::new(),
             reclaim: ReclaimQueue::default(),
-            frames: Frames::default(),
+            frames: FrameSpace::new(memory_pages),
             nr_cached: 0,
             nr_dirty: 0,
             nr_writeback: 0,
@@ -221,8 +223,9 @@ impl Engine {
             next_period: now + PERIOD_NS,
             next_kupdate,
             stats: Stats::default(),
-            frame_referenced: Vec::new(),
+            frame_notes: crate::frame_notes::FrameNotes::new(memory_pages),
             unmapped: None,
+            invariant_checks: std::cell::Cell::new(0),
         };
         engine.stats.memory_pages = memory_pages;
         engine
@@ -643,11 +646,7 @@ impl Engine {
 
     /// The frame holding a cached page's data.
     pub fn page_frame(&self, file: FileId, page: PageIndex) -> Option<u32> {
-        self.files
-            .get(file.index())?
-            .pages
-            .get(&page)
-            .map(|p| p.frame)
+        self.files.get(file.index())?.frame(page)
     }
 
     /// Where the task's write has got to (the next byte to copy), while it writes.
@@ -676,6 +675,7 @@ impl Engine {
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
         s.cached_pages = self.nr_cached;
+        s.cached_runs = self.files.iter().map(|f| f.nr_runs() as u64).sum();
         s.dirty_pages = self.nr_dirty;
         s.writeback_pages = self.nr_writeback;
         s.thresh_pages = self.thresh.thresh;

@@ -7,7 +7,7 @@
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::FileId;
-use crate::page_cache::{PG_READING, PG_WRITEBACK};
+use crate::page_cache::MAX_FILE_PAGES;
 
 impl Engine {
     /// Whether `file` could be evicted now (see `evict_file`).
@@ -15,13 +15,12 @@ impl Engine {
         let Some(f) = self.files.get(file.index()) else {
             return false;
         };
+        // Every cached page clean and valid: nothing dirty, under
+        // writeback or being read.
         !f.evicted
             && f.open_handles == 0
-            && f.dirty.is_empty()
             && f.inflight_writes.is_empty()
-            && f.pages
-                .values()
-                .all(|p| p.flags & (PG_WRITEBACK | PG_READING) == 0)
+            && f.counts().cached == f.counts().reclaimable
     }
 
     /// Drops an idle file's cached pages and retires its id: it may not be
@@ -31,10 +30,7 @@ impl Engine {
         if !self.file_idle(file) {
             return Err(EngineError::FileBusy(file));
         }
-        let pages: Vec<_> = self.files[file.index()].pages.keys().copied().collect();
-        for page in pages {
-            self.remove_page(file, page);
-        }
+        self.remove_pages(file, 0, MAX_FILE_PAGES);
         let f = &mut self.files[file.index()];
         f.evicted = true;
         f.size = 0;

@@ -4,7 +4,10 @@
 //! plus the documented slack.
 
 use crate::engine::Engine;
-use crate::page_cache::{PG_DIRTY, PG_WRITEBACK};
+use crate::page_cache::PG_IN_LRU;
+
+/// How often `check_invariants` also checks the reclaim queue's coverage.
+const RECLAIM_QUEUE_CHECK_EVERY: u64 = 64;
 
 impl Engine {
     /// Panics with a description if an invariant does not hold. Cost is
@@ -29,27 +32,18 @@ impl Engine {
         for h in self.handles.iter().flatten() {
             open_handles[h.file.index()] += 1;
         }
+        let mut frames_used = 0u64;
         for (idx, f) in self.files.iter().enumerate() {
+            f.check();
+            let counts = f.counts();
             assert_eq!(f.open_handles, open_handles[idx], "open handle count");
             assert!(
-                !f.evicted || (f.pages.is_empty() && f.open_handles == 0),
+                !f.evicted || (counts.cached == 0 && f.open_handles == 0),
                 "an evicted file holds nothing"
-            );
-            cached += f.pages.len() as u64;
-            let file_dirty = f.pages.values().filter(|p| p.flags & PG_DIRTY != 0).count() as u64;
-            let file_wb = f
-                .pages
-                .values()
-                .filter(|p| p.flags & PG_WRITEBACK != 0)
-                .count() as u64;
-            assert_eq!(
-                file_dirty,
-                f.dirty.len() as u64,
-                "dirty set matches page flags"
             );
             assert_eq!(
                 f.dirtied_when.is_some(),
-                !f.dirty.is_empty(),
+                counts.dirty > 0,
                 "dirtied_when set iff dirty"
             );
             if let Some(when) = f.dirtied_when {
@@ -57,10 +51,30 @@ impl Engine {
                     .dirty_files
                     .contains(&(when, crate::ids::FileId(idx as u32))));
             }
-            dirty += file_dirty;
-            writeback += file_wb;
-            wb_dirty[f.wb.index()] += file_dirty;
-            wb_writeback[f.wb.index()] += file_wb;
+            for (start, run) in f.all_runs() {
+                assert!(
+                    !run.reclaimable() || run.flags & PG_IN_LRU != 0,
+                    "file {idx}: clean pages at {start} that reclaim cannot find"
+                );
+            }
+            frames_used += f.all_runs().map(|(_, r)| r.len).sum::<u64>();
+            cached += counts.cached;
+            dirty += counts.dirty;
+            writeback += counts.writeback;
+            wb_dirty[f.wb.index()] += counts.dirty;
+            wb_writeback[f.wb.index()] += counts.writeback;
+        }
+        assert_eq!(
+            frames_used + self.frames.free_frames(),
+            self.memory_pages,
+            "every frame is free or holds one cached page"
+        );
+        // The queue's coverage costs a sort; the simulator checks after
+        // every event, so it is checked on every 64th call.
+        let checks = self.invariant_checks.get();
+        self.invariant_checks.set(checks + 1);
+        if checks.is_multiple_of(RECLAIM_QUEUE_CHECK_EVERY) {
+            self.check_reclaim_queue();
         }
         assert_eq!(cached, self.nr_cached, "cached count");
         assert_eq!(dirty, self.nr_dirty, "dirty count");
@@ -92,6 +106,45 @@ impl Engine {
                 dev.wbt.enabled() || dev.wbt.window_end.is_none(),
                 "device {d}: wbt's window is armed only while wbt is on"
             );
+        }
+    }
+
+    /// Every page marked queued (PG_IN_LRU) is covered by an entry, and the
+    /// queue stays within its bound.
+    fn check_reclaim_queue(&self) {
+        assert!(
+            self.reclaim.len() <= self.memory_pages as usize + crate::reclaim::RECLAIM_QUEUE_SLACK,
+            "reclaim queue over its bound"
+        );
+        let mut covered: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.files.len()];
+        for (file, first, end) in self.reclaim.entries() {
+            covered[file.index()].push((first, end));
+        }
+        for (idx, f) in self.files.iter().enumerate() {
+            let ranges = &mut covered[idx];
+            ranges.sort_unstable();
+            // One sweep over runs and entries, both in page order: `cover`
+            // is the stretch the entries read so far cover without a gap.
+            let (mut next, mut cover) = (0, (0, 0));
+            for (start, run) in f.all_runs().filter(|(_, r)| r.flags & PG_IN_LRU != 0) {
+                let end = start + run.len;
+                while !(cover.0 <= start && cover.1 >= end) && next < ranges.len() {
+                    let (a, b) = ranges[next];
+                    if a <= cover.1 {
+                        cover.1 = cover.1.max(b);
+                    } else if a <= start {
+                        cover = (a, b);
+                    } else {
+                        break;
+                    }
+                    next += 1;
+                }
+                let (from, reach) = cover;
+                assert!(
+                    from <= start && reach >= end,
+                    "file {idx}: queued pages {start}..{end} not in the reclaim queue"
+                );
+            }
         }
     }
 }

@@ -15,6 +15,7 @@ mod engine;
 mod error;
 mod evict;
 mod flusher;
+mod frame_notes;
 mod ids;
 mod invariants;
 mod page_cache;

@@ -1,7 +1,21 @@
-//! The page cache: files of 4 KiB pages, each page clean, dirty, under
-//! writeback (or dirty again while under writeback), or being read. Only
-//! cached pages are stored, so memory follows the budget, not file sizes.
-//! Reclaim is CLOCK over a queue of clean pages.
+//! The page cache: files of 4 KiB pages kept as runs, like Linux's large
+//! folios.
+//!
+//! - A run is a stretch of contiguous cached pages of one file in one
+//!   state (clean, dirty, under writeback, dirty again while under
+//!   writeback, or being read) whose data sits in contiguous frames. It
+//!   is one map entry, so dirtying, writing back, completing or reclaiming
+//!   a 1 MiB request touches a few entries, not 256 pages.
+//! - Operations on a page range first split runs at the range's edges,
+//!   change the runs inside, then merge neighbours that ended up alike
+//!   (same flags, frames following on).
+//! - Only cached pages are stored, so memory follows the budget, not file
+//!   sizes. Per-file counters and an index of dirty runs let the flusher
+//!   and the accounting skip clean runs.
+//!
+//! Frames (slots of the cache's memory, the runtime's business) are handed
+//! out in ranges by [`FrameSpace`], first fit, so a page's frame is its
+//! run's first frame plus its offset.
 
 use crate::ids::{DeviceId, FileId, IoId, PageIndex, WbId};
 use crate::time::Instant;
@@ -13,19 +27,61 @@ pub const PG_WRITEBACK: u8 = 2;
 pub const PG_READING: u8 = 4;
 /// Used since the reclaim hand last passed (CLOCK's second chance).
 pub const PG_REFERENCED: u8 = 8;
-/// Has an entry in the reclaim queue.
+/// Covered by an entry of the reclaim queue.
 pub const PG_IN_LRU: u8 = 16;
 
 /// Largest file, in pages (16 TiB): ranges beyond it are rejected.
 pub const MAX_FILE_PAGES: u64 = 1 << 32;
 
-/// A cached page: its state and the frame (slot of the cache's memory)
-/// holding its data. Frames are the runtime's business; the engine only
-/// hands them out and takes them back.
+/// Pages `start..start + len` of a file, all in one state, with their data
+/// in frames `frame..frame + len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Page {
+pub struct Run {
+    pub len: u64,
     pub flags: u8,
     pub frame: u32,
+}
+
+impl Run {
+    /// Whether the run may be reclaimed: clean and valid.
+    pub fn reclaimable(&self) -> bool {
+        self.flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) == 0
+    }
+
+    pub fn writable(&self) -> bool {
+        self.flags & (PG_DIRTY | PG_WRITEBACK) == PG_DIRTY
+    }
+
+    /// Whether `next`, starting where this run ends, can join it.
+    fn joins(&self, next: &Run) -> bool {
+        self.flags == next.flags && self.frame as u64 + self.len == next.frame as u64
+    }
+}
+
+/// Pages of a file by state, kept with the runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageCounts {
+    pub cached: u64,
+    pub dirty: u64,
+    pub writeback: u64,
+    /// Clean and valid: what reclaim may take.
+    pub reclaimable: u64,
+}
+
+impl PageCounts {
+    fn add(&mut self, run: &Run) {
+        self.cached += run.len;
+        self.dirty += run.len * (run.flags & PG_DIRTY != 0) as u64;
+        self.writeback += run.len * (run.flags & PG_WRITEBACK != 0) as u64;
+        self.reclaimable += run.len * run.reclaimable() as u64;
+    }
+
+    fn sub(&mut self, run: &Run) {
+        self.cached -= run.len;
+        self.dirty -= run.len * (run.flags & PG_DIRTY != 0) as u64;
+        self.writeback -= run.len * (run.flags & PG_WRITEBACK != 0) as u64;
+        self.reclaimable -= run.len * run.reclaimable() as u64;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -34,9 +90,11 @@ pub struct CachedFile {
     pub wb: WbId,
     /// Size in bytes, including extensions not yet written back.
     pub size: u64,
-    pub pages: BTreeMap<PageIndex, Page>,
-    /// Dirty pages, for the flusher's scans.
-    pub dirty: BTreeSet<PageIndex>,
+    /// Cached pages as runs, by first page; runs never overlap.
+    runs: BTreeMap<PageIndex, Run>,
+    /// First pages of the runs that are dirty, for the flusher's scans.
+    dirty_runs: BTreeSet<PageIndex>,
+    counts: PageCounts,
     /// When the file went from clean to dirty (Linux's inode dirtied_when).
     pub dirtied_when: Option<Instant>,
     /// Where the flusher continues in this file.
@@ -60,8 +118,9 @@ impl CachedFile {
             device,
             wb,
             size,
-            pages: BTreeMap::new(),
-            dirty: BTreeSet::new(),
+            runs: BTreeMap::new(),
+            dirty_runs: BTreeSet::new(),
+            counts: PageCounts::default(),
             dirtied_when: None,
             writeback_index: 0,
             inflight_writes: BTreeSet::new(),
@@ -73,28 +132,277 @@ impl CachedFile {
         }
     }
 
+    pub fn counts(&self) -> PageCounts {
+        self.counts
+    }
+
+    pub fn nr_runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// The run holding `page`, as (first page, run).
+    pub fn run_at(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        let (&start, &run) = self.runs.range(..=page).next_back()?;
+        (page < start + run.len).then_some((start, run))
+    }
+
+    /// The run holding `page`, or else the first run after it.
+    pub fn run_from(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        self.run_at(page)
+            .or_else(|| self.runs.range(page..).next().map(|(&s, &r)| (s, r)))
+    }
+
     pub fn flags(&self, page: PageIndex) -> Option<u8> {
-        self.pages.get(&page).map(|p| p.flags)
+        self.run_at(page).map(|(_, r)| r.flags)
     }
 
-    pub fn flags_mut(&mut self, page: PageIndex) -> Option<&mut u8> {
-        self.pages.get_mut(&page).map(|p| &mut p.flags)
+    pub fn frame(&self, page: PageIndex) -> Option<u32> {
+        self.run_at(page)
+            .map(|(start, r)| r.frame + (page - start) as u32)
     }
 
-    /// The next dirty page at or after `from` that is not under writeback.
+    /// The runs that overlap `first..end`, whole (not clipped).
+    pub fn runs_over(
+        &self,
+        first: PageIndex,
+        end: PageIndex,
+    ) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
+        let from = self.run_at(first).map_or(first, |(s, _)| s);
+        self.runs.range(from..end.max(from)).map(|(&s, &r)| (s, r))
+    }
+
+    /// Every run, in page order.
+    pub fn all_runs(&self) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
+        self.runs.iter().map(|(&s, &r)| (s, r))
+    }
+
+    /// Length of the uncached stretch from `page` (which must be
+    /// uncached), at most `max`.
+    pub fn hole_len(&self, page: PageIndex, max: u64) -> u64 {
+        debug_assert!(self.run_at(page).is_none());
+        let next = self.runs.range(page..).next().map_or(u64::MAX, |(&s, _)| s);
+        (next - page).min(max)
+    }
+
+    /// The first page at or after `from` that is dirty and not under
+    /// writeback.
     pub fn next_writable(&self, from: PageIndex) -> Option<PageIndex> {
-        self.dirty
-            .range(from..)
-            .find(|&&p| self.flags(p).is_some_and(|f| f & PG_WRITEBACK == 0))
+        if self.counts.dirty == 0 {
+            return None;
+        }
+        if let Some((_, run)) = self.run_at(from) {
+            if run.writable() {
+                return Some(from);
+            }
+        }
+        self.dirty_runs
+            .range(from + 1..)
+            .find(|&&s| self.runs[&s].writable())
             .copied()
+    }
+
+    /// How many pages from `start` are dirty and not under writeback,
+    /// across adjacent runs, at most `max`.
+    pub fn writable_len(&self, start: PageIndex, max: u64) -> u64 {
+        let mut n = 0;
+        while n < max {
+            match self.run_at(start + n) {
+                Some((s, run)) if run.writable() => n = (s + run.len - start).min(max),
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// The dirty pages as ranges `(first, end)`, adjacent runs joined.
+    pub fn dirty_ranges(&self) -> Vec<(PageIndex, PageIndex)> {
+        let mut ranges: Vec<(PageIndex, PageIndex)> = Vec::new();
+        for &start in &self.dirty_runs {
+            let end = start + self.runs[&start].len;
+            match ranges.last_mut() {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => ranges.push((start, end)),
+            }
+        }
+        ranges
+    }
+
+    fn put(&mut self, start: PageIndex, run: Run) {
+        assert!(run.len > 0);
+        self.counts.add(&run);
+        if run.flags & PG_DIRTY != 0 {
+            self.dirty_runs.insert(start);
+        }
+        let old = self.runs.insert(start, run);
+        assert!(old.is_none(), "runs overlap at page {start}");
+    }
+
+    fn take(&mut self, start: PageIndex) -> Run {
+        let run = self.runs.remove(&start).expect("run exists");
+        self.counts.sub(&run);
+        if run.flags & PG_DIRTY != 0 {
+            self.dirty_runs.remove(&start);
+        }
+        run
+    }
+
+    /// Makes `page` the first page of a run if a run spans it.
+    fn split(&mut self, page: PageIndex) {
+        let Some((start, run)) = self.run_at(page) else {
+            return;
+        };
+        if start == page {
+            return;
+        }
+        let head = (page - start) as u32;
+        self.take(start);
+        self.put(
+            start,
+            Run {
+                len: head as u64,
+                ..run
+            },
+        );
+        self.put(
+            page,
+            Run {
+                len: run.len - head as u64,
+                flags: run.flags,
+                frame: run.frame + head,
+            },
+        );
+    }
+
+    /// Joins the run starting at `start` with the one just before it, if alike.
+    fn join_prev(&mut self, start: PageIndex) -> PageIndex {
+        let Some((prev_start, prev)) = start.checked_sub(1).and_then(|p| self.run_at(p)) else {
+            return start;
+        };
+        let run = self.runs[&start];
+        if !prev.joins(&run) {
+            return start;
+        }
+        self.take(prev_start);
+        self.take(start);
+        self.put(
+            prev_start,
+            Run {
+                len: prev.len + run.len,
+                flags: prev.flags,
+                frame: prev.frame,
+            },
+        );
+        prev_start
+    }
+
+    /// Joins alike neighbours among the runs overlapping `first..end` and
+    /// the runs just outside it.
+    fn merge(&mut self, first: PageIndex, end: PageIndex) {
+        let starts: Vec<PageIndex> = self
+            .runs_over(first, end.saturating_add(1))
+            .map(|(s, _)| s)
+            .collect();
+        for start in starts {
+            if self.runs.contains_key(&start) {
+                self.join_prev(start);
+            }
+        }
+    }
+
+    /// Adds a run over uncached pages, joining alike neighbours.
+    pub fn insert(&mut self, start: PageIndex, run: Run) {
+        assert!(
+            self.runs_over(start, start + run.len).next().is_none(),
+            "pages {start}.. inserted twice"
+        );
+        self.put(start, run);
+        self.merge(start, start + run.len);
+    }
+
+    /// Applies `change` to the flags of every cached page in `first..end`
+    /// (splitting runs at the edges, joining alike runs after).
+    pub fn update(&mut self, first: PageIndex, end: PageIndex, mut change: impl FnMut(u8) -> u8) {
+        if first >= end {
+            return;
+        }
+        self.split(first);
+        self.split(end);
+        let starts: Vec<PageIndex> = self.runs.range(first..end).map(|(&s, _)| s).collect();
+        for start in starts {
+            let run = self.take(start);
+            self.put(
+                start,
+                Run {
+                    flags: change(run.flags),
+                    ..run
+                },
+            );
+        }
+        self.merge(first, end);
+    }
+
+    /// Removes the cached pages in `first..end`; returns the runs removed.
+    pub fn remove(&mut self, first: PageIndex, end: PageIndex) -> Vec<(PageIndex, Run)> {
+        if first >= end {
+            return Vec::new();
+        }
+        self.split(first);
+        self.split(end);
+        let starts: Vec<PageIndex> = self.runs.range(first..end).map(|(&s, _)| s).collect();
+        starts.into_iter().map(|s| (s, self.take(s))).collect()
+    }
+
+    /// Sets PG_REFERENCED on every run overlapping `first..end` that is
+    /// valid (whole runs, as a folio is referenced whole).
+    pub fn reference(&mut self, first: PageIndex, end: PageIndex) {
+        let from = self.run_at(first).map_or(first, |(s, _)| s);
+        let mut last = from;
+        for (&start, run) in self.runs.range_mut(from..end.max(from)) {
+            if run.flags & PG_READING == 0 {
+                run.flags |= PG_REFERENCED;
+            }
+            last = start + run.len;
+        }
+        self.merge(from, last);
+    }
+
+    /// Checks the runs against the counters and the dirty index.
+    pub fn check(&self) {
+        let mut counts = PageCounts::default();
+        let mut last_end = 0;
+        let mut prev: Option<Run> = None;
+        for (&start, run) in &self.runs {
+            assert!(run.len > 0 && start >= last_end, "runs overlap at {start}");
+            assert!(start + run.len <= MAX_FILE_PAGES);
+            if let Some(p) = prev.filter(|_| start == last_end) {
+                assert!(!p.joins(run), "alike runs left apart at page {start}");
+            }
+            assert_eq!(
+                run.flags & PG_DIRTY != 0,
+                self.dirty_runs.contains(&start),
+                "dirty index at page {start}"
+            );
+            counts.add(run);
+            last_end = start + run.len;
+            prev = Some(*run);
+        }
+        assert_eq!(counts, self.counts, "page counters");
+        assert_eq!(self.dirty_runs.len(), {
+            self.runs
+                .values()
+                .filter(|r| r.flags & PG_DIRTY != 0)
+                .count()
+        });
     }
 }
 
-/// The CLOCK reclaim queue over clean pages, bounded by the cache size
-/// because a page is queued at most once (PG_IN_LRU).
+/// The CLOCK queue: ranges of pages in the order they became clean
+/// (reclaim.rs). A page is covered by an entry while it has PG_IN_LRU, so
+/// each clean page is queued once; entries for pages that left the cache
+/// otherwise are dropped when the hand reaches them.
 #[derive(Clone, Debug, Default)]
 pub struct ReclaimQueue {
-    queue: VecDeque<(FileId, PageIndex)>,
+    queue: VecDeque<(FileId, PageIndex, PageIndex)>,
 }
 
 impl ReclaimQueue {
@@ -102,20 +410,91 @@ impl ReclaimQueue {
         self.queue.len()
     }
 
-    pub fn push(&mut self, file: FileId, page: PageIndex, flags: &mut u8) {
-        if *flags & PG_IN_LRU == 0 {
-            *flags |= PG_IN_LRU;
-            self.queue.push_back((file, page));
+    pub fn push_back(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        debug_assert!(first < end);
+        self.queue.push_back((file, first, end));
+    }
+
+    /// Puts back the rest of an entry the hand stopped in.
+    pub fn push_front(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        debug_assert!(first < end);
+        self.queue.push_front((file, first, end));
+    }
+
+    pub fn pop(&mut self) -> Option<(FileId, PageIndex, PageIndex)> {
+        self.queue.pop_front()
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = (FileId, PageIndex, PageIndex)> + '_ {
+        self.queue.iter().copied()
+    }
+
+    /// Keeps only the entries `keep` says still cover something.
+    pub fn retain(&mut self, keep: impl FnMut(&(FileId, PageIndex, PageIndex)) -> bool) {
+        self.queue.retain(keep);
+    }
+}
+
+/// Frame numbers below the cache budget, handed out in ranges: first fit
+/// over the free ranges, which are joined again when freed. Sequential
+/// writes and reads get contiguous frames, so their runs stay whole.
+#[derive(Clone, Debug)]
+pub struct FrameSpace {
+    /// Free ranges: first frame -> length.
+    free: BTreeMap<u32, u32>,
+    free_frames: u64,
+}
+
+impl FrameSpace {
+    pub fn new(frames: u64) -> FrameSpace {
+        assert!(frames > 0 && frames <= u32::MAX as u64);
+        FrameSpace {
+            free: BTreeMap::from([(0, frames as u32)]),
+            free_frames: frames,
         }
     }
 
-    /// Re-queues an entry that keeps its PG_IN_LRU flag (second chance).
-    pub fn push_back_raw(&mut self, file: FileId, page: PageIndex) {
-        self.queue.push_back((file, page));
+    pub fn free_frames(&self) -> u64 {
+        self.free_frames
     }
 
-    pub fn pop(&mut self) -> Option<(FileId, PageIndex)> {
-        self.queue.pop_front()
+    /// Takes up to `want` contiguous frames (at least one). Returns the
+    /// first frame and how many.
+    pub fn alloc(&mut self, want: u64) -> Option<(u32, u64)> {
+        assert!(want > 0);
+        let (&first, &len) = self.free.iter().next()?;
+        let n = (len as u64).min(want) as u32;
+        self.free.remove(&first);
+        if n < len {
+            self.free.insert(first + n, len - n);
+        }
+        self.free_frames -= n as u64;
+        Some((first, n as u64))
+    }
+
+    /// Gives frames `first..first + len` back.
+    pub fn free(&mut self, first: u32, len: u64) {
+        assert!(len > 0);
+        self.free_frames += len;
+        let mut first = first;
+        let mut len = len as u32;
+        if let Some((&p, &plen)) = self.free.range(..first).next_back() {
+            assert!(p + plen <= first, "frame {first} freed twice");
+            if p + plen == first {
+                self.free.remove(&p);
+                first = p;
+                len += plen;
+            }
+        }
+        if let Some(&nlen) = self.free.get(&(first + len)) {
+            self.free.remove(&(first + len));
+            len += nlen;
+        }
+        assert!(
+            self.free.range(first..first + len).next().is_none(),
+            "frames freed twice"
+        );
+        self.free.insert(first, len);
     }
 }
 
@@ -123,60 +502,90 @@ impl ReclaimQueue {
 mod tests {
     use super::*;
 
+    fn file() -> CachedFile {
+        CachedFile::new(DeviceId(0), WbId(0), 0)
+    }
+
+    fn run(len: u64, flags: u8, frame: u32) -> Run {
+        Run { len, flags, frame }
+    }
+
+    #[test]
+    fn neighbours_with_the_same_state_and_frames_join() {
+        let mut f = file();
+        f.insert(0, run(4, 0, 100));
+        f.insert(4, run(4, 0, 104));
+        assert_eq!(f.nr_runs(), 1);
+        f.insert(8, run(4, 0, 200));
+        assert_eq!(f.nr_runs(), 2, "frames not contiguous");
+        assert_eq!(f.frame(9), Some(201));
+        f.check();
+    }
+
+    #[test]
+    fn update_splits_then_joins() {
+        let mut f = file();
+        f.insert(0, run(16, 0, 0));
+        f.update(4, 8, |fl| fl | PG_DIRTY);
+        assert_eq!(f.nr_runs(), 3);
+        assert_eq!(f.counts().dirty, 4);
+        assert_eq!(f.next_writable(0), Some(4));
+        assert_eq!(f.writable_len(4, 100), 4);
+        f.update(4, 8, |fl| fl & !PG_DIRTY);
+        assert_eq!(f.nr_runs(), 1, "clean again: one run");
+        f.check();
+    }
+
     #[test]
     fn next_writable_skips_writeback() {
-        let mut f = CachedFile::new(DeviceId(0), WbId(0), 0);
-        for p in 0..4 {
-            f.pages.insert(
-                p,
-                Page {
-                    flags: PG_DIRTY,
-                    frame: p as u32,
-                },
-            );
-            f.dirty.insert(p);
-        }
-        f.pages.insert(
-            1,
-            Page {
-                flags: PG_DIRTY | PG_WRITEBACK,
-                frame: 1,
-            },
-        );
+        let mut f = file();
+        f.insert(0, run(4, PG_DIRTY, 0));
+        f.update(1, 2, |fl| fl | PG_WRITEBACK);
         assert_eq!(f.next_writable(1), Some(2));
-        assert_eq!(f.next_writable(4), None);
+        assert_eq!(f.writable_len(0, 10), 1);
+        assert_eq!(f.writable_len(2, 10), 2);
+        f.update(0, 4, |fl| fl & !PG_DIRTY);
+        assert_eq!(f.next_writable(0), None);
+        f.check();
     }
 
     #[test]
-    fn reclaim_queue_holds_a_page_once() {
-        let mut q = ReclaimQueue::default();
-        let mut flags = 0u8;
-        q.push(FileId(0), 3, &mut flags);
-        q.push(FileId(0), 3, &mut flags);
-        assert_eq!(q.len(), 1);
-    }
-}
-
-/// Frame numbers: never-used ones are handed out in order, freed ones reused
-/// first, so the table is as large as the most pages ever cached at once.
-#[derive(Clone, Debug, Default)]
-pub struct Frames {
-    next_unused: u32,
-    free: Vec<u32>,
-}
-
-impl Frames {
-    pub fn alloc(&mut self) -> u32 {
-        if let Some(frame) = self.free.pop() {
-            return frame;
-        }
-        let frame = self.next_unused;
-        self.next_unused = self.next_unused.checked_add(1).expect("frames fit in u32");
-        frame
+    fn remove_takes_exactly_the_range() {
+        let mut f = file();
+        f.insert(10, run(10, PG_DIRTY, 0));
+        let gone = f.remove(12, 15);
+        assert_eq!(gone, vec![(12, run(3, PG_DIRTY, 2))]);
+        assert_eq!(f.counts().cached, 7);
+        assert_eq!(f.hole_len(12, 100), 3);
+        assert_eq!(f.run_from(12).map(|(s, _)| s), Some(15));
+        f.check();
     }
 
-    pub fn free(&mut self, frame: u32) {
-        debug_assert!(frame < self.next_unused);
-        self.free.push(frame);
+    #[test]
+    fn referencing_marks_whole_runs() {
+        let mut f = file();
+        f.insert(0, run(4, 0, 0));
+        f.reference(1, 2);
+        assert_eq!(f.run_at(0), Some((0, run(4, PG_REFERENCED, 0))));
+        f.insert(4, run(2, 0, 4));
+        assert_eq!(
+            f.nr_runs(),
+            2,
+            "a referenced run and an unreferenced one stay apart"
+        );
+        f.check();
+    }
+
+    #[test]
+    fn frames_are_handed_out_in_ranges_and_join_when_freed() {
+        let mut s = FrameSpace::new(10);
+        assert_eq!(s.alloc(4), Some((0, 4)));
+        assert_eq!(s.alloc(4), Some((4, 4)));
+        assert_eq!(s.alloc(4), Some((8, 2)), "what is left");
+        assert_eq!(s.alloc(1), None);
+        s.free(4, 4);
+        s.free(0, 4);
+        assert_eq!(s.free_frames(), 8);
+        assert_eq!(s.alloc(10), Some((0, 8)), "freed ranges joined");
     }
 }

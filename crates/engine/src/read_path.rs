@@ -5,7 +5,7 @@ use crate::action::{StallReason, Step};
 use crate::engine::{Engine, Op, WaitKey};
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{PG_READING, PG_REFERENCED};
+use crate::page_cache::PG_READING;
 use crate::time::Instant;
 
 impl Engine {
@@ -59,42 +59,16 @@ impl Engine {
         if first >= end {
             return Ok(());
         }
-        for (_, page) in f.pages.range_mut(first..end) {
-            if page.flags & PG_READING == 0 {
-                page.flags |= PG_REFERENCED;
-            }
-        }
+        f.reference(first, end);
         t.last_read = Some((file, end));
         Ok(())
     }
 
     /// Marks the pages now in `frames` referenced, as reads of them would
     /// have (for runtimes that serve cached reads from an index of their
-    /// own): a bit per frame, which reclaim reads with the page's flag, so
-    /// a note costs no page-table search. A note that arrives after its
-    /// frame went to another page only gives that page a second chance.
-    /// Frames beyond the budget are ignored.
+    /// own; see frame_notes.rs). Frames beyond the budget are ignored.
     pub fn note_referenced_frames(&mut self, frames: &[u32]) {
-        let words = (self.memory_pages as usize).div_ceil(64);
-        if self.frame_referenced.len() < words {
-            self.frame_referenced.resize(words, 0);
-        }
-        for &frame in frames {
-            if (frame as u64) < self.memory_pages {
-                self.frame_referenced[frame as usize / 64] |= 1 << (frame % 64);
-            }
-        }
-    }
-
-    /// Takes the frame's referenced note, if any.
-    pub(crate) fn take_frame_referenced(&mut self, frame: u32) -> bool {
-        let Some(word) = self.frame_referenced.get_mut(frame as usize / 64) else {
-            return false;
-        };
-        let bit = 1u64 << (frame % 64);
-        let was = *word & bit != 0;
-        *word &= !bit;
-        was
+        self.frame_notes.note(frames);
     }
 
     pub(crate) fn continue_read(
@@ -117,23 +91,15 @@ impl Engine {
             return self.finish(task, Ok(Step::Done));
         }
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
-        let mut missing = None;
-        for p in first..last {
-            match self.files[file.index()].flags_mut(p) {
-                None => {
-                    missing = Some(p);
-                    break;
-                }
-                Some(flags) if *flags & PG_READING != 0 => {
-                    return Ok(self.wait_for(
-                        now,
-                        task,
-                        StallReason::ReadIo,
-                        WaitKey::FileIo(file),
-                    ));
-                }
-                Some(flags) => *flags |= PG_REFERENCED,
-            }
+        let f = &self.files[file.index()];
+        let missing = Self::first_hole(f, first, last);
+        let cached_end = missing.unwrap_or(last);
+        let reading = f
+            .runs_over(first, cached_end)
+            .any(|(_, r)| r.flags & PG_READING != 0);
+        self.files[file.index()].reference(first, cached_end);
+        if reading {
+            return Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
         }
         let Some(p) = missing else {
             self.tasks[task.index()].last_read = Some((file, last));
@@ -147,12 +113,26 @@ impl Engine {
             return Ok(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
         let room = self.memory_pages - self.nr_cached;
-        let pages = self.absent_run(file, p, want.min(room));
-        for q in p..p + pages {
-            self.insert_page(file, q, PG_READING, false);
-        }
+        let pages = self.files[file.index()].hole_len(p, want.min(room)).max(1);
+        self.insert_pages(file, p, pages, PG_READING, false);
         self.submit_read(now, file, p, pages);
         Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)))
+    }
+
+    /// The first uncached page in `first..last`, if any.
+    fn first_hole(
+        f: &crate::page_cache::CachedFile,
+        first: PageIndex,
+        last: PageIndex,
+    ) -> Option<PageIndex> {
+        let mut p = first;
+        for (start, run) in f.runs_over(first, last) {
+            if start > p {
+                return Some(p);
+            }
+            p = start + run.len;
+        }
+        (p < last).then_some(p)
     }
 
     /// How many pages to read at a miss on page `p`: the rest of the request,
@@ -177,15 +157,5 @@ impl Engine {
         want.min(file_pages - p)
             .min(dev.max_sectors_kb as u64 / 4)
             .max(1)
-    }
-
-    /// Length of the run of uncached pages from `start`, at most `max`.
-    fn absent_run(&self, file: FileId, start: PageIndex, max: u64) -> u64 {
-        let f = &self.files[file.index()];
-        let mut n = 0;
-        while n < max && f.flags(start + n).is_none() {
-            n += 1;
-        }
-        n.max(1)
     }
 }

@@ -1,54 +1,94 @@
-//! Making room in the cache budget: CLOCK over clean pages; when too few
-//! are clean, ask the flusher to write (reason VMSCAN) and let the caller
-//! wait, bounded, for pages to come clean.
+//! Making room in the cache budget.
+//!
+//! - CLOCK over clean pages in the order they became clean, kept as
+//!   ranges (one entry per completed request, not per page). The hand
+//!   takes the oldest range and walks the runs in it: a run used since
+//!   the hand last passed (PG_REFERENCED) loses its mark and its range
+//!   goes to the back, its second chance; so do pages a runtime noted as
+//!   read from its own index (frame notes, page by page). Other clean pages
+//!   are freed. Pages no longer clean leave the queue (PG_IN_LRU cleared)
+//!   and are queued again when they come clean.
+//! - When too few pages are clean, ask the flusher to write (reason
+//!   VMSCAN) and let the caller wait, bounded, for pages to come clean.
+//! - Differs from Linux: one CLOCK list rather than active/inactive lists;
+//!   a run is reclaimed as Linux reclaims a large folio.
 
 use crate::action::Action;
 use crate::engine::Engine;
 use crate::flusher::WbReason;
 use crate::ids::{FileId, PageIndex};
-use crate::page_cache::{Page, PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::page_cache::{Run, PG_IN_LRU, PG_REFERENCED};
 use crate::time::Instant;
 
 /// Reclaim at least this many pages at a time, so allocation does not run
 /// the clock hand for every page.
 pub const RECLAIM_BATCH: u64 = 32;
+/// Stale entries the reclaim queue may hold beyond one per page of the
+/// budget before they are swept (see `bound_reclaim_queue`).
+pub const RECLAIM_QUEUE_SLACK: usize = 4096;
 
 impl Engine {
     /// Frees up to `want` clean pages. Returns how many were freed.
     pub(crate) fn shrink(&mut self, want: u64) -> u64 {
         let mut freed = 0;
-        // Every entry is looked at at most twice (once more after its second chance).
-        let mut budget = 2 * self.reclaim.len() as u64;
+        // Every entry is looked at at most twice (once more after its
+        // second chance).
+        let mut budget = 2 * self.reclaim.len();
         while freed < want && budget > 0 {
             budget -= 1;
-            let Some((file, page)) = self.reclaim.pop() else {
+            let Some((file, first, end)) = self.reclaim.pop() else {
                 break;
             };
-            let Some(frame) = self.page_frame(file, page) else {
-                continue;
-            };
-            let noted = self.take_frame_referenced(frame);
-            let f = &mut self.files[file.index()];
-            let Some(flags) = f.flags_mut(page) else {
-                continue;
-            };
-            if noted {
-                *flags |= PG_REFERENCED;
-            }
-            if *flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) != 0 {
-                // Not reclaimable now; it is queued again when it comes clean.
-                *flags &= !PG_IN_LRU;
-                continue;
-            }
-            if *flags & PG_REFERENCED != 0 {
-                *flags &= !PG_REFERENCED;
-                self.reclaim.push_back_raw(file, page);
-                continue;
-            }
-            self.remove_page(file, page);
-            freed += 1;
+            freed += self.shrink_range(file, first, end, want - freed);
         }
         self.stats.reclaimed_pages += freed;
+        freed
+    }
+
+    /// The hand passes the queued range `first..end` of `file`, freeing up
+    /// to `want` pages; returns how many it freed. What it did not reach
+    /// goes back to the front.
+    fn shrink_range(&mut self, file: FileId, first: PageIndex, end: PageIndex, want: u64) -> u64 {
+        let mut freed = 0;
+        let mut pos = first;
+        while pos < end {
+            let Some((start, run)) = self.files[file.index()].run_from(pos) else {
+                break;
+            };
+            pos = pos.max(start);
+            if pos >= end {
+                break;
+            }
+            if freed == want {
+                self.reclaim.push_front(file, pos, end);
+                break;
+            }
+            let stop = (start + run.len).min(end);
+            let frame = run.frame + (pos - start) as u32;
+            pos = if !run.reclaimable() {
+                // Not clean now: queued again when it comes clean.
+                self.files[file.index()].update(pos, stop, |fl| fl & !PG_IN_LRU);
+                stop
+            } else if run.flags & PG_REFERENCED != 0 {
+                self.files[file.index()].update(pos, stop, |fl| fl & !PG_REFERENCED);
+                self.reclaim.push_back(file, pos, stop);
+                stop
+            } else {
+                match self.frame_notes.first_noted(frame, stop - pos) {
+                    Some(0) => {
+                        let noted = self.frame_notes.take_prefix(frame, stop - pos);
+                        self.reclaim.push_back(file, pos, pos + noted);
+                        pos + noted
+                    }
+                    unnoted => {
+                        let n = unnoted.unwrap_or(stop - pos).min(want - freed);
+                        self.remove_pages(file, pos, pos + n);
+                        freed += n;
+                        pos + n
+                    }
+                }
+            };
+        }
         freed
     }
 
@@ -77,52 +117,98 @@ impl Engine {
         false
     }
 
-    /// Inserts a page into the cache; room must have been reserved. A page
-    /// that will not be read from the device gets a zeroed frame, unless
-    /// `overwritten`: a write covers the whole page and its data is copied
-    /// in before anything else can see the page (see `Action::ZeroFrame`).
-    pub(crate) fn insert_page(
+    /// Inserts `pages` uncached pages from `first` with `flags`; room must
+    /// have been reserved. Frames come in ranges, so this may make several
+    /// runs. Pages that will not be read from the device get zeroed frames,
+    /// unless `overwritten`: a write covers them whole and its data is
+    /// copied in before anything else can see them (see
+    /// `Action::ZeroFrames`).
+    pub(crate) fn insert_pages(
         &mut self,
         file: FileId,
-        page: PageIndex,
+        first: PageIndex,
+        pages: u64,
         flags: u8,
         overwritten: bool,
     ) {
-        assert!(self.nr_cached < self.memory_pages, "cache over budget");
-        let frame = self.frames.alloc();
-        // A note for the frame's last page is not one for this page.
-        self.take_frame_referenced(frame);
-        // Frames are only handed out below the budget, so a runtime's frame
-        // table of `memory_pages` entries always suffices.
         assert!(
-            (frame as u64) < self.memory_pages,
-            "frame beyond the budget"
+            self.nr_cached + pages <= self.memory_pages,
+            "cache over budget"
         );
-        let old = self.files[file.index()]
-            .pages
-            .insert(page, Page { flags, frame });
-        assert!(old.is_none(), "page inserted twice");
-        self.nr_cached += 1;
-        if flags & PG_READING == 0 && !overwritten {
-            self.actions.push_back(Action::ZeroFrame(frame));
+        let mut done = 0;
+        while done < pages {
+            let (frame, n) = self
+                .frames
+                .alloc(pages - done)
+                .expect("frames are free below the budget");
+            // Notes for the frames' last pages are not notes for these.
+            self.frame_notes.clear(frame, n);
+            let run = Run {
+                len: n,
+                flags,
+                frame,
+            };
+            self.files[file.index()].insert(first + done, run);
+            if flags & crate::page_cache::PG_READING == 0 && !overwritten {
+                self.actions.push_back(Action::ZeroFrames {
+                    first: frame,
+                    count: n as u32,
+                });
+            }
+            done += n;
+        }
+        self.nr_cached += pages;
+    }
+
+    /// Drops the cached pages `first..end` of a file and frees their frames.
+    pub(crate) fn remove_pages(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        for (start, run) in self.files[file.index()].remove(first, end) {
+            self.frames.free(run.frame, run.len);
+            self.nr_cached -= run.len;
+            self.log_unmapped(file, start, start + run.len);
         }
     }
 
-    /// Drops a page from the cache and frees its frame.
-    pub(crate) fn remove_page(&mut self, file: FileId, page: PageIndex) {
-        let removed = self.files[file.index()]
-            .pages
-            .remove(&page)
-            .expect("page is cached");
-        self.frames.free(removed.frame);
-        self.nr_cached -= 1;
-        self.log_unmapped(file, page);
+    /// Pages `first..end` of a file may have come clean: queue those that
+    /// are clean and not queued yet, as one range per stretch.
+    pub(crate) fn note_clean(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        let f = &mut self.files[file.index()];
+        let fresh: Vec<(PageIndex, PageIndex)> = f
+            .runs_over(first, end)
+            .filter(|(_, r)| r.reclaimable() && r.flags & PG_IN_LRU == 0)
+            .map(|(s, r)| (s.max(first), (s + r.len).min(end)))
+            .collect();
+        let mut stretch: Option<(PageIndex, PageIndex)> = None;
+        for (a, b) in fresh {
+            f.update(a, b, |fl| fl | PG_IN_LRU);
+            match stretch {
+                Some((s, e)) if e == a => stretch = Some((s, b)),
+                Some((s, e)) => {
+                    self.reclaim.push_back(file, s, e);
+                    stretch = Some((a, b));
+                }
+                None => stretch = Some((a, b)),
+            }
+        }
+        if let Some((s, e)) = stretch {
+            self.reclaim.push_back(file, s, e);
+        }
+        self.bound_reclaim_queue();
     }
 
-    /// A page became clean: it is reclaimable.
-    pub(crate) fn page_clean(&mut self, file: FileId, page: PageIndex) {
-        if let Some(flags) = self.files[file.index()].flags_mut(page) {
-            self.reclaim.push(file, page, flags);
+    /// Entries for pages that left the cache other than through reclaim
+    /// (truncate, eviction, failed reads) stay until the hand reaches
+    /// them; past this many, drop those that cover no queued page.
+    fn bound_reclaim_queue(&mut self) {
+        let limit = self.memory_pages as usize + RECLAIM_QUEUE_SLACK;
+        if self.reclaim.len() <= limit {
+            return;
         }
+        let files = &self.files;
+        self.reclaim.retain(|&(file, first, end)| {
+            files[file.index()]
+                .runs_over(first, end)
+                .any(|(_, r)| r.flags & PG_IN_LRU != 0)
+        });
     }
 }

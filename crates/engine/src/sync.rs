@@ -8,17 +8,68 @@ use crate::engine::{Engine, Op, WaitKey};
 use crate::error::EngineError;
 use crate::flusher::WbReason;
 use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
-use crate::page_cache::{PG_DIRTY, PG_WRITEBACK};
+use crate::page_cache::{CachedFile, PG_DIRTY, PG_WRITEBACK};
 use crate::time::Instant;
 use crate::wbt::WbtClass;
 
 #[derive(Debug)]
 pub(crate) struct SyncFile {
     pub file: FileId,
-    /// Pages dirty at the start, in order; `next` is the first not yet handled.
-    pub pages: Vec<PageIndex>,
-    pub next: usize,
+    /// Pages dirty at the start, as ranges in page order; pages before
+    /// `ranges[range]` and before `pos` are handled.
+    pub ranges: Vec<(PageIndex, PageIndex)>,
+    pub range: usize,
+    pub pos: PageIndex,
     pub err_seq_start: u64,
+}
+
+impl SyncFile {
+    fn new(file: FileId, f: &CachedFile) -> SyncFile {
+        SyncFile {
+            file,
+            ranges: f.dirty_ranges(),
+            range: 0,
+            pos: 0,
+            err_seq_start: f.err_seq,
+        }
+    }
+
+    /// The first tagged page that is still dirty, as (range, page).
+    /// Tagged pages that are no longer dirty were written by someone
+    /// else, and the barrier makes us wait for that write.
+    fn first_dirty(&self, f: &CachedFile) -> Option<(usize, PageIndex)> {
+        let (mut range, mut pos) = (self.range, self.pos);
+        while let Some(&(first, end)) = self.ranges.get(range) {
+            pos = pos.max(first);
+            if pos >= end {
+                range += 1;
+                continue;
+            }
+            match f.run_from(pos) {
+                Some((start, run)) if start <= pos && run.flags & PG_DIRTY != 0 => {
+                    return Some((range, pos));
+                }
+                Some((start, run)) if start <= pos => pos = start + run.len,
+                Some((start, _)) => pos = start,
+                None => pos = end,
+            }
+        }
+        None
+    }
+
+    /// Skips tagged pages that are no longer dirty; returns the first that is.
+    fn skip_clean(&mut self, f: &CachedFile) -> Option<PageIndex> {
+        match self.first_dirty(f) {
+            Some((range, pos)) => {
+                (self.range, self.pos) = (range, pos);
+                Some(pos)
+            }
+            None => {
+                self.range = self.ranges.len();
+                None
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -48,7 +99,7 @@ impl Engine {
             .map(FileId)
             .filter(|f| {
                 let f = &self.files[f.index()];
-                !f.dirty.is_empty() || !f.inflight_writes.is_empty()
+                f.counts().dirty > 0 || !f.inflight_writes.is_empty()
             })
             .collect();
         self.start_sync(now, task, None, files)
@@ -72,12 +123,7 @@ impl Engine {
                 if !devices.contains(&f.device) {
                     devices.push(f.device);
                 }
-                SyncFile {
-                    file,
-                    pages: f.dirty.iter().copied().collect(),
-                    next: 0,
-                    err_seq_start: f.err_seq,
-                }
+                SyncFile::new(file, f)
             })
             .collect();
         self.syncs.insert(
@@ -116,12 +162,10 @@ impl Engine {
         if op.barrier.is_some() {
             return;
         }
-        let all_issued = op.files.iter().all(|sf| {
-            let f = &self.files[sf.file.index()];
-            sf.pages[sf.next..]
-                .iter()
-                .all(|&p| f.flags(p).is_none_or(|fl| fl & PG_DIRTY == 0))
-        });
+        let all_issued = op
+            .files
+            .iter()
+            .all(|sf| sf.first_dirty(&self.files[sf.file.index()]).is_none());
         if all_issued {
             self.syncs.get_mut(&id).expect("exists").barrier = Some(IoId(self.next_io - 1));
         }
@@ -200,7 +244,7 @@ impl Engine {
                         return false;
                     }
                     // Only now are the pages taken off the op's list.
-                    self.syncs.get_mut(&id).expect("exists").files[slot].next += pages as usize;
+                    self.syncs.get_mut(&id).expect("exists").files[slot].pos = start + pages;
                     let req =
                         self.start_writeback(file, start, pages, WbtClass::Sync, WbReason::Sync);
                     self.issue(now, req, true);
@@ -227,40 +271,24 @@ impl Engine {
         let mut all_done = true;
         for (slot, sf) in op.files.iter_mut().enumerate() {
             let f = &self.files[sf.file.index()];
-            // Skip tagged pages that are no longer dirty: someone wrote them,
-            // and the barrier makes us wait for that write.
-            while sf.next < sf.pages.len()
-                && f.flags(sf.pages[sf.next])
-                    .is_none_or(|fl| fl & PG_DIRTY == 0)
-            {
-                sf.next += 1;
-            }
-            if sf.next == sf.pages.len() {
+            let Some(start) = sf.skip_clean(f) else {
                 continue;
-            }
+            };
             all_done = false;
             if f.device != device {
                 continue;
             }
-            let start = sf.pages[sf.next];
             if f.flags(start).is_some_and(|fl| fl & PG_WRITEBACK != 0) {
                 // Dirty again while under writeback: wait for that write first.
                 return SyncNext::Blocked;
             }
-            let mut n = 1;
-            while n < max_pages
-                && sf.next + (n as usize) < sf.pages.len()
-                && sf.pages[sf.next + n as usize] == start + n
-                && f.flags(start + n)
-                    .is_some_and(|fl| fl & PG_DIRTY != 0 && fl & PG_WRITEBACK == 0)
-            {
-                n += 1;
-            }
+            let tagged_end = sf.ranges[sf.range].1;
+            let pages = f.writable_len(start, max_pages.min(tagged_end - start));
             return SyncNext::Write {
                 slot,
                 file: sf.file,
                 start,
-                pages: n,
+                pages,
             };
         }
         if all_done {

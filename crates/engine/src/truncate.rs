@@ -7,7 +7,7 @@ use crate::action::{StallReason, Step};
 use crate::engine::{Engine, Op, WaitKey};
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{PG_DIRTY, PG_READING, PG_WRITEBACK};
+use crate::page_cache::{MAX_FILE_PAGES, PG_DIRTY, PG_READING, PG_WRITEBACK};
 use crate::time::Instant;
 
 impl Engine {
@@ -36,20 +36,17 @@ impl Engine {
             unreachable!("continue_truncate on a task that is not truncating");
         };
         let first_gone = len.div_ceil(PAGE_SIZE);
-        let doomed: Vec<(PageIndex, u8)> = self.files[file.index()]
-            .pages
-            .range(first_gone..)
-            .map(|(&p, page)| (p, page.flags))
-            .collect();
+        self.discard_dirty(file, first_gone);
         let mut busy = false;
-        for (page, flags) in doomed {
-            if flags & PG_DIRTY != 0 {
-                self.discard_dirty(file, page);
-            }
-            if flags & (PG_WRITEBACK | PG_READING) != 0 {
+        let runs: Vec<_> = self.files[file.index()]
+            .runs_over(first_gone, MAX_FILE_PAGES)
+            .collect();
+        for (start, run) in runs {
+            if run.flags & (PG_WRITEBACK | PG_READING) != 0 {
                 busy = true;
             } else {
-                self.remove_page(file, page);
+                let start = start.max(first_gone);
+                self.remove_pages(file, start, start + run.len);
             }
         }
         if busy {
@@ -62,19 +59,21 @@ impl Engine {
         self.finish(task, Ok(Step::Done))
     }
 
-    /// Makes a dirty page clean without writing it (its data is gone).
-    fn discard_dirty(&mut self, file: FileId, page: PageIndex) {
+    /// Makes the dirty pages from `first` on clean without writing them
+    /// (their data is gone).
+    fn discard_dirty(&mut self, file: FileId, first: PageIndex) {
         let f = &mut self.files[file.index()];
-        let flags = f.flags_mut(page).expect("dirty page is cached");
-        *flags &= !PG_DIRTY;
-        f.dirty.remove(&page);
+        let before = f.counts().dirty;
+        f.update(first, MAX_FILE_PAGES, |flags| flags & !PG_DIRTY);
+        let discarded = before - f.counts().dirty;
         let wb = &mut self.wbs[f.wb.index()];
-        wb.dirty -= 1;
-        self.nr_dirty -= 1;
-        if f.dirty.is_empty() {
+        wb.dirty -= discarded;
+        self.nr_dirty -= discarded;
+        if f.counts().dirty == 0 {
             if let Some(when) = f.dirtied_when.take() {
                 wb.dirty_files.remove(&(when, file));
             }
         }
+        self.note_clean(file, first, MAX_FILE_PAGES);
     }
 }

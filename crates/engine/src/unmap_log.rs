@@ -18,15 +18,15 @@ impl Engine {
     }
 
     /// Moves the pages that left the cache since the last call into `out`,
-    /// in order. A runtime with a page index must drop them from it before
+    /// in order, as (file, first page, end page). A runtime with a page index must drop them from it before
     /// it writes any frame: their frames may already belong to other pages.
-    pub fn take_unmapped(&mut self, out: &mut Vec<(FileId, PageIndex)>) {
+    pub fn take_unmapped(&mut self, out: &mut Vec<(FileId, PageIndex, PageIndex)>) {
         if let Some(log) = &mut self.unmapped {
             out.append(log);
         }
     }
 
-    pub(crate) fn log_unmapped(&mut self, file: FileId, page: PageIndex) {
+    pub(crate) fn log_unmapped(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         let limit = self.memory_pages * UNMAPPED_PER_PAGE_MAX + 64;
         if let Some(log) = &mut self.unmapped {
             assert!(
@@ -34,7 +34,7 @@ impl Engine {
                 "unmapped-page log not drained ({} entries)",
                 log.len()
             );
-            log.push((file, page));
+            log.push((file, first, end));
         }
     }
 }

@@ -9,12 +9,6 @@ use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::time::Instant;
 
-/// Whether a page may be modified now.
-pub(crate) enum PageReady {
-    Ready,
-    Wait(Step),
-}
-
 impl Engine {
     /// Writes `len` bytes at `offset` through the cache.
     pub fn write(
@@ -69,13 +63,21 @@ impl Engine {
         }
         while pos < end {
             let page = pos / PAGE_SIZE;
-            let page_end = end.min((page + 1) * PAGE_SIZE);
-            let whole = pos % PAGE_SIZE == 0 && page_end - pos == PAGE_SIZE;
-            if let PageReady::Wait(step) = self.prepare_page(now, task, file, page, whole) {
-                return Ok(step);
-            }
-            self.dirty_page(now, task, file, page);
-            pos = page_end;
+            let whole = pos % PAGE_SIZE == 0 && end - pos >= PAGE_SIZE;
+            // Dirty no more new pages than the task may before its next
+            // throttle check: the checks fall where a page-at-a-time loop
+            // would make them.
+            let want_end = if whole {
+                page + ((end - pos) / PAGE_SIZE).min(self.pages_before_throttle_check(task, file))
+            } else {
+                page + 1
+            };
+            let ready_end = match self.prepare_pages(now, task, file, page, want_end, whole) {
+                Ok(ready_end) => ready_end,
+                Err(step) => return Ok(step),
+            };
+            self.dirty_pages(now, task, file, page, ready_end);
+            pos = end.min(ready_end * PAGE_SIZE);
             let f = &mut self.files[file.index()];
             f.size = f.size.max(pos);
             if let Op::Write { pos: p, .. } = &mut self.tasks[task.index()].op {
@@ -88,76 +90,99 @@ impl Engine {
         self.finish(task, Ok(Step::Done))
     }
 
-    /// Makes sure `page` is in the cache and may be modified.
-    fn prepare_page(
+    /// Makes pages from `first` (up to `want_end`) cached and modifiable.
+    /// Returns the end of the pages made ready (past `first`), or the wait
+    /// the task must make when not even `first` is ready. Inserts at most
+    /// one stretch of new pages, so nothing it prepared can be reclaimed
+    /// before the caller dirties it. `whole`: the write covers the pages
+    /// whole (else it is one page, partly overwritten).
+    fn prepare_pages(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        want_end: PageIndex,
+        whole: bool,
+    ) -> Result<PageIndex, Step> {
+        let stable_wait = self.devices[self.files[file.index()].device.index()]
+            .config
+            .stable_writes
+            == crate::config::StableWrites::Wait;
+        let mut p = first;
+        while p < want_end {
+            let f = &self.files[file.index()];
+            let Some((start, run)) = f.run_at(p) else {
+                if p > first {
+                    break;
+                }
+                return self.insert_for_write(now, task, file, p, want_end, whole);
+            };
+            let wait = if run.flags & PG_READING != 0 {
+                Some((StallReason::ReadIo, WaitKey::FileIo(file)))
+            } else if run.flags & PG_WRITEBACK != 0 && stable_wait {
+                // The device checksums data in flight: wait for the write to finish.
+                Some((StallReason::StablePage, WaitKey::FileIo(file)))
+            } else {
+                None
+            };
+            if let Some((reason, key)) = wait {
+                if p > first {
+                    break;
+                }
+                return Err(self.wait_for(now, task, reason, key));
+            }
+            p = (start + run.len).min(want_end);
+        }
+        Ok(p)
+    }
+
+    /// Inserts the uncached pages from `page` (up to `want_end`) for a
+    /// write, as far as memory allows; see `prepare_pages`.
+    fn insert_for_write(
         &mut self,
         now: Instant,
         task: TaskId,
         file: FileId,
         page: PageIndex,
+        want_end: PageIndex,
         whole: bool,
-    ) -> PageReady {
+    ) -> Result<PageIndex, Step> {
         let f = &self.files[file.index()];
-        match f.flags(page) {
-            None => {
-                let on_disk = page * PAGE_SIZE < f.size;
-                if !self.reserve(now, 1) {
-                    return PageReady::Wait(self.wait_for(
-                        now,
-                        task,
-                        StallReason::Memory,
-                        WaitKey::Memory,
-                    ));
-                }
-                if on_disk && !whole {
-                    // Read-modify-write: the rest of the page must come from the device.
-                    self.insert_page(file, page, PG_READING, false);
-                    self.submit_read(now, file, page, 1);
-                    return PageReady::Wait(self.wait_for(
-                        now,
-                        task,
-                        StallReason::ReadIo,
-                        WaitKey::FileIo(file),
-                    ));
-                }
-                // A whole-page write needs no zeroed frame: its data is
-                // copied over all of it first.
-                self.insert_page(file, page, 0, whole);
-                PageReady::Ready
-            }
-            Some(flags) if flags & PG_READING != 0 => PageReady::Wait(self.wait_for(
-                now,
-                task,
-                StallReason::ReadIo,
-                WaitKey::FileIo(file),
-            )),
-            Some(flags)
-                if flags & PG_WRITEBACK != 0
-                    && self.devices[f.device.index()].config.stable_writes
-                        == crate::config::StableWrites::Wait =>
-            {
-                // The device checksums data in flight: wait for the write to finish.
-                PageReady::Wait(self.wait_for(
-                    now,
-                    task,
-                    StallReason::StablePage,
-                    WaitKey::FileIo(file),
-                ))
-            }
-            Some(_) => PageReady::Ready,
+        let on_disk = page * PAGE_SIZE < f.size;
+        let hole = f.hole_len(page, want_end - page);
+        if self.memory_pages == self.nr_cached && !self.reserve(now, 1) {
+            return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
+        if on_disk && !whole {
+            // Read-modify-write: the rest of the page must come from the device.
+            self.insert_pages(file, page, 1, PG_READING, false);
+            self.submit_read(now, file, page, 1);
+            return Err(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
+        }
+        let pages = hole.min(self.memory_pages - self.nr_cached);
+        // Whole-page writes need no zeroed frames: their data is copied
+        // over all of them first.
+        self.insert_pages(file, page, pages, 0, whole);
+        Ok(page + pages)
     }
 
-    /// Marks a cached page dirty and accounts it.
-    fn dirty_page(&mut self, now: Instant, task: TaskId, file: FileId, page: PageIndex) {
+    /// Marks cached pages `first..end` dirty and accounts those that were not.
+    fn dirty_pages(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+    ) {
         let f = &mut self.files[file.index()];
-        let flags = f.flags_mut(page).expect("page prepared");
-        let was_dirty = *flags & PG_DIRTY != 0;
-        *flags |= PG_DIRTY | PG_REFERENCED;
-        if was_dirty {
+        let before = f.counts().dirty;
+        f.update(first, end, |flags| flags | PG_DIRTY | PG_REFERENCED);
+        let newly = f.counts().dirty - before;
+        if newly == 0 {
             return;
         }
-        f.dirty.insert(page);
         let wb_id = f.wb;
         let newly_dirty_file = f.dirtied_when.is_none();
         if newly_dirty_file {
@@ -170,13 +195,13 @@ impl Engine {
         if !wb.has_io() {
             wb.bw.restart(now, wb.written, wb.dirtied);
         }
-        wb.dirty += 1;
-        wb.dirtied += 1;
-        self.nr_dirty += 1;
-        self.stats.dirtied_pages += 1;
+        wb.dirty += newly;
+        wb.dirtied += newly;
+        self.nr_dirty += newly;
+        self.stats.dirtied_pages += newly;
         let t = &mut self.tasks[task.index()];
-        t.dirty.nr_dirtied += 1;
-        t.ratelimit_2007 += 1;
+        t.dirty.nr_dirtied += newly;
+        t.ratelimit_2007 += newly;
         self.note_peaks();
     }
 }

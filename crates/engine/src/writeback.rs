@@ -306,14 +306,7 @@ impl Engine {
 
     /// Length of the run of writable pages from `start`, at most `max`.
     pub(crate) fn writable_run(&self, file: FileId, start: PageIndex, max: u64) -> u64 {
-        let f = &self.files[file.index()];
-        let mut n = 0;
-        while n < max {
-            match f.flags(start + n) {
-                Some(flags) if flags & PG_DIRTY != 0 && flags & PG_WRITEBACK == 0 => n += 1,
-                _ => break,
-            }
-        }
+        let n = self.files[file.index()].writable_len(start, max);
         assert!(n >= 1, "run starts at a writable page");
         n
     }
@@ -328,17 +321,21 @@ impl Engine {
         reason: WbReason,
     ) -> IoRequest {
         let f = &mut self.files[file.index()];
-        for p in start..start + pages {
-            let flags = f.flags_mut(p).expect("writable page is cached");
-            assert!(*flags & PG_DIRTY != 0 && *flags & PG_WRITEBACK == 0);
-            *flags = (*flags & !PG_DIRTY) | PG_WRITEBACK;
-            f.dirty.remove(&p);
-        }
+        let before = f.counts();
+        f.update(start, start + pages, |flags| {
+            assert!(flags & PG_DIRTY != 0 && flags & PG_WRITEBACK == 0);
+            (flags & !PG_DIRTY) | PG_WRITEBACK
+        });
+        assert_eq!(
+            before.dirty - f.counts().dirty,
+            pages,
+            "all pages were dirty"
+        );
         f.writeback_index = start + pages;
         let wb = &mut self.wbs[f.wb.index()];
         wb.dirty -= pages;
         wb.writeback += pages;
-        if f.dirty.is_empty() {
+        if f.counts().dirty == 0 {
             if let Some(when) = f.dirtied_when.take() {
                 wb.dirty_files.remove(&(when, file));
             }
@@ -453,18 +450,17 @@ impl Engine {
     fn complete_read(&mut self, req: &IoRequest, result: Result<(), IoErrorKind>) {
         let dev = &mut self.devices[req.device.index()];
         dev.stats.pages_read += req.pages as u64;
-        for p in req.first_page..req.first_page + req.pages as u64 {
+        let (first, end) = (req.first_page, req.first_page + req.pages as u64);
+        if result.is_ok() {
             let f = &mut self.files[req.file.index()];
-            let Some(flags) = f.flags_mut(p) else {
-                continue;
-            };
-            assert!(*flags & PG_READING != 0);
-            if result.is_ok() {
-                *flags = (*flags & !PG_READING) | PG_REFERENCED;
-                self.page_clean(req.file, p);
-            } else {
-                self.remove_page(req.file, p);
-            }
+            f.update(first, end, |flags| {
+                assert!(flags & PG_READING != 0);
+                (flags & !PG_READING) | PG_REFERENCED
+            });
+            self.note_clean(req.file, first, end);
+        } else {
+            // Pages truncated meanwhile are gone already; the rest goes.
+            self.remove_pages(req.file, first, end);
         }
         if let Err(e) = result {
             self.files[req.file.index()].read_error = Some(e);
@@ -479,30 +475,24 @@ impl Engine {
         let f = &mut self.files[file.index()];
         f.inflight_writes.remove(&req.id);
         let wb_id = f.wb;
-        let mut redirtied = 0;
-        for p in req.first_page..req.first_page + pages {
-            let flags = f.flags_mut(p).expect("page under writeback stays cached");
-            assert!(*flags & PG_WRITEBACK != 0);
-            *flags &= !PG_WRITEBACK;
-            if result.is_err() && *flags & PG_DIRTY == 0 {
-                // A failed write leaves the data dirty: never silently clean.
-                *flags |= PG_DIRTY;
-                f.dirty.insert(p);
-                redirtied += 1;
-            }
-        }
+        let before = f.counts();
+        let failed = result.is_err();
+        f.update(req.first_page, req.first_page + pages, |flags| {
+            assert!(
+                flags & PG_WRITEBACK != 0,
+                "page under writeback stays cached"
+            );
+            // A failed write leaves the data dirty: never silently clean.
+            (flags & !PG_WRITEBACK) | if failed { PG_DIRTY } else { 0 }
+        });
+        let after = f.counts();
+        assert_eq!(before.writeback - after.writeback, pages);
+        let redirtied = after.dirty - before.dirty;
         self.nr_writeback -= pages;
         self.wbs[wb_id.index()].writeback -= pages;
         match result {
             Ok(()) => {
-                for p in req.first_page..req.first_page + pages {
-                    if self.files[file.index()]
-                        .flags(p)
-                        .is_some_and(|fl| fl & PG_DIRTY == 0)
-                    {
-                        self.page_clean(file, p);
-                    }
-                }
+                self.note_clean(file, req.first_page, req.first_page + pages);
                 self.account_written(wb_id, req, pages);
             }
             Err(e) => {
@@ -537,7 +527,7 @@ impl Engine {
         let wb = &mut self.wbs[f.wb.index()];
         wb.dirty += redirtied;
         self.nr_dirty += redirtied;
-        if f.dirtied_when.is_none() && !f.dirty.is_empty() {
+        if f.dirtied_when.is_none() && f.counts().dirty > 0 {
             // Not "now": the retry time is chosen by the flusher's next pass.
             let when = wb
                 .dirty_files

@@ -294,7 +294,7 @@ impl Sim {
                     self.schedule(job, self.now);
                 }
                 // The simulator moves no data.
-                Action::ZeroFrame(_) => {}
+                Action::ZeroFrames { .. } => {}
             }
         }
     }

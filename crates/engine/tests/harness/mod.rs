@@ -53,7 +53,7 @@ impl Harness {
                     self.inflight.insert((done, req.id), req.dir);
                 }
                 Action::Wake(task) => woken.push(task),
-                Action::ZeroFrame(_) => {}
+                Action::ZeroFrames { .. } => {}
             }
         }
         woken

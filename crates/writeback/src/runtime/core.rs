@@ -39,8 +39,8 @@ pub(crate) struct Core {
     /// Length of each engine file, by FileId, for reads that do not take
     /// this lock: published after the data it covers is in the frames.
     pub sizes: Vec<Arc<AtomicU64>>,
-    /// Scratch for the engine's unmapped pages.
-    unmapped: Vec<(FileId, Page)>,
+    /// Scratch for the engine's unmapped pages: (file, first, end).
+    unmapped: Vec<(FileId, Page, Page)>,
     /// Finished I/O buffers for the next ops (see SPARE_BUFS_MAX).
     spare_bufs: Vec<AlignedBuf>,
     /// Engine files by (st_dev, st_ino), so every handle of a file shares its pages.
@@ -86,8 +86,10 @@ impl Core {
     /// never maps a page to a frame that was given to another.
     pub fn apply_unmaps(&mut self) {
         self.engine.take_unmapped(&mut self.unmapped);
-        for (file, page) in self.unmapped.drain(..) {
-            self.index.remove(file, page);
+        for (file, first, end) in self.unmapped.drain(..) {
+            for page in first..end {
+                self.index.remove(file, page);
+            }
         }
     }
 
@@ -115,7 +117,7 @@ impl Core {
         let mut zero = Vec::new();
         while let Some(action) = self.engine.poll_action() {
             match action {
-                Action::ZeroFrame(frame) => zero.push(frame),
+                Action::ZeroFrames { first, count } => zero.extend(first..first + count),
                 other => rest.push(other),
             }
         }
@@ -140,7 +142,7 @@ impl Core {
                     self.woken[task.index()] = true;
                     woke = true;
                 }
-                Action::ZeroFrame(_) => unreachable!("zeroed in take_actions"),
+                Action::ZeroFrames { .. } => unreachable!("zeroed in take_actions"),
             }
         }
         woke

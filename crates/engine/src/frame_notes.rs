@@ -1,0 +1,100 @@
+//! Notes on frames a runtime read from a page index of its own (cached
+//! reads that did not call the engine): a bit per frame, which the reclaim
+//! hand takes as the page's referenced bit, so a note costs no page-table
+//! search. A note that arrives after its frame went to another page only
+//! gives that page a second chance. Bounded by the cache budget.
+
+#[derive(Clone, Debug, Default)]
+pub struct FrameNotes {
+    words: Vec<u64>,
+    frames: u64,
+}
+
+impl FrameNotes {
+    pub fn new(frames: u64) -> FrameNotes {
+        FrameNotes {
+            words: Vec::new(),
+            frames,
+        }
+    }
+
+    /// Notes `frames`; frames beyond the budget are ignored.
+    pub fn note(&mut self, frames: &[u32]) {
+        if self.words.is_empty() {
+            self.words = vec![0; (self.frames as usize).div_ceil(64)];
+        }
+        for &frame in frames {
+            if (frame as u64) < self.frames {
+                self.words[frame as usize / 64] |= 1 << (frame % 64);
+            }
+        }
+    }
+
+    fn is_noted(&self, frame: u64) -> bool {
+        self.words
+            .get(frame as usize / 64)
+            .is_some_and(|w| w & (1 << (frame % 64)) != 0)
+    }
+
+    /// The offset of the first noted frame in `first..first + len`.
+    pub fn first_noted(&self, first: u32, len: u64) -> Option<u64> {
+        if self.words.is_empty() {
+            return None;
+        }
+        let (mut frame, end) = (first as u64, first as u64 + len);
+        while frame < end {
+            let word = *self.words.get(frame as usize / 64)?;
+            let lo = frame % 64;
+            let bits = word >> lo;
+            let span = (64 - lo).min(end - frame);
+            if bits != 0 && (bits.trailing_zeros() as u64) < span {
+                return Some(frame + bits.trailing_zeros() as u64 - first as u64);
+            }
+            frame += span;
+        }
+        None
+    }
+
+    /// Takes the notes of the noted frames at the start of
+    /// `first..first + len`; returns how many there were in a row.
+    pub fn take_prefix(&mut self, first: u32, len: u64) -> u64 {
+        let mut n = 0;
+        while n < len && self.is_noted(first as u64 + n) {
+            let frame = first as u64 + n;
+            self.words[frame as usize / 64] &= !(1 << (frame % 64));
+            n += 1;
+        }
+        n
+    }
+
+    /// Drops the notes of frames `first..first + len` (they now hold other pages).
+    pub fn clear(&mut self, first: u32, len: u64) {
+        if self.words.is_empty() {
+            return;
+        }
+        for frame in first as u64..first as u64 + len {
+            if let Some(word) = self.words.get_mut(frame as usize / 64) {
+                *word &= !(1 << (frame % 64));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_found_taken_and_cleared() {
+        let mut n = FrameNotes::new(200);
+        assert_eq!(n.first_noted(0, 200), None);
+        n.note(&[70, 71, 72, 130, 500]);
+        assert_eq!(n.first_noted(0, 200), Some(70));
+        assert_eq!(n.first_noted(60, 10), None);
+        assert_eq!(n.first_noted(71, 100), Some(0));
+        assert_eq!(n.take_prefix(70, 10), 3);
+        assert_eq!(n.first_noted(0, 200), Some(130));
+        n.clear(100, 50);
+        assert_eq!(n.first_noted(0, 200), None);
+    }
+}
