@@ -8,7 +8,8 @@
 //!   a 1 MiB request touches a few entries, not 256 pages.
 //! - Operations on a page range first split runs at the range's edges,
 //!   change the runs inside, then merge neighbours that ended up alike
-//!   (same flags, frames following on).
+//!   (same flags, frames following on, no I/O in flight: a run under
+//!   writeback or being read is one request, as a bio is).
 //! - Only cached pages are stored, so memory follows the budget, not file
 //!   sizes. Per-file counters and an index of dirty runs let the flusher
 //!   and the accounting skip clean runs.
@@ -52,9 +53,13 @@ impl Run {
         self.flags & (PG_DIRTY | PG_WRITEBACK) == PG_DIRTY
     }
 
-    /// Whether `next`, starting where this run ends, can join it.
+    /// Whether `next`, starting where this run ends, can join it. Runs
+    /// with I/O in flight stay as their requests made them: their
+    /// completions then change whole runs, with no split.
     fn joins(&self, next: &Run) -> bool {
-        self.flags == next.flags && self.frame as u64 + self.len == next.frame as u64
+        self.flags == next.flags
+            && self.flags & (PG_WRITEBACK | PG_READING) == 0
+            && self.frame as u64 + self.len == next.frame as u64
     }
 }
 
@@ -95,6 +100,8 @@ pub struct CachedFile {
     /// First pages of the runs that are dirty, for the flusher's scans.
     dirty_runs: BTreeSet<PageIndex>,
     counts: PageCounts,
+    /// Reused by `merge`, so updates allocate nothing.
+    scratch: Vec<(PageIndex, Run)>,
     /// When the file went from clean to dirty (Linux's inode dirtied_when).
     pub dirtied_when: Option<Instant>,
     /// Where the flusher continues in this file.
@@ -121,6 +128,7 @@ impl CachedFile {
             runs: BTreeMap::new(),
             dirty_runs: BTreeSet::new(),
             counts: PageCounts::default(),
+            scratch: Vec::new(),
             dirtied_when: None,
             writeback_index: 0,
             inflight_writes: BTreeSet::new(),
@@ -246,7 +254,8 @@ impl CachedFile {
         run
     }
 
-    /// Makes `page` the first page of a run if a run spans it.
+    /// Makes `page` the first page of a run if a run spans it. The
+    /// pages keep their state, so no counter changes.
     fn split(&mut self, page: PageIndex) {
         let Some((start, run)) = self.run_at(page) else {
             return;
@@ -254,65 +263,53 @@ impl CachedFile {
         if start == page {
             return;
         }
-        let head = (page - start) as u32;
-        self.take(start);
-        self.put(
-            start,
-            Run {
-                len: head as u64,
-                ..run
-            },
-        );
-        self.put(
-            page,
-            Run {
-                len: run.len - head as u64,
-                flags: run.flags,
-                frame: run.frame + head,
-            },
-        );
-    }
-
-    /// Joins the run starting at `start` with the one just before it, if alike.
-    fn join_prev(&mut self, start: PageIndex) -> PageIndex {
-        let Some((prev_start, prev)) = start.checked_sub(1).and_then(|p| self.run_at(p)) else {
-            return start;
+        let head = page - start;
+        self.runs.get_mut(&start).expect("run exists").len = head;
+        let tail = Run {
+            len: run.len - head,
+            flags: run.flags,
+            frame: run.frame + head as u32,
         };
-        let run = self.runs[&start];
-        if !prev.joins(&run) {
-            return start;
+        if run.flags & PG_DIRTY != 0 {
+            self.dirty_runs.insert(page);
         }
-        self.take(prev_start);
-        self.take(start);
-        self.put(
-            prev_start,
-            Run {
-                len: prev.len + run.len,
-                flags: prev.flags,
-                frame: prev.frame,
-            },
-        );
-        prev_start
+        self.runs.insert(page, tail);
     }
 
     /// Joins alike neighbours among the runs overlapping `first..end` and
-    /// the runs just outside it.
+    /// the runs just outside it, in one ordered pass.
     fn merge(&mut self, first: PageIndex, end: PageIndex) {
-        let starts: Vec<PageIndex> = self
-            .runs_over(first, end.saturating_add(1))
-            .map(|(s, _)| s)
-            .collect();
-        for start in starts {
-            if self.runs.contains_key(&start) {
-                self.join_prev(start);
+        let from = first
+            .checked_sub(1)
+            .and_then(|p| self.run_at(p))
+            .map_or(first, |(s, _)| s);
+        let mut runs = std::mem::take(&mut self.scratch);
+        runs.clear();
+        runs.extend(self.runs.range(from..=end).map(|(&s, &r)| (s, r)));
+        let mut lead = 0;
+        for k in 1..runs.len() {
+            let (lead_start, lead_run) = runs[lead];
+            let (start, run) = runs[k];
+            if lead_start + lead_run.len == start && lead_run.joins(&run) {
+                // The pages keep their state: only the map and index change.
+                self.runs.remove(&start);
+                if run.flags & PG_DIRTY != 0 {
+                    self.dirty_runs.remove(&start);
+                }
+                runs[lead].1.len += run.len;
+                self.runs.get_mut(&lead_start).expect("run exists").len += run.len;
+            } else {
+                lead = k;
             }
         }
+        self.scratch = runs;
     }
 
     /// Adds a run over uncached pages, joining alike neighbours.
     pub fn insert(&mut self, start: PageIndex, run: Run) {
         assert!(
-            self.runs_over(start, start + run.len).next().is_none(),
+            self.run_from(start)
+                .is_none_or(|(s, _)| s >= start + run.len),
             "pages {start}.. inserted twice"
         );
         self.put(start, run);
@@ -322,21 +319,36 @@ impl CachedFile {
     /// Applies `change` to the flags of every cached page in `first..end`
     /// (splitting runs at the edges, joining alike runs after).
     pub fn update(&mut self, first: PageIndex, end: PageIndex, mut change: impl FnMut(u8) -> u8) {
+        self.update_runs(first, end, |_, _, flags| change(flags));
+    }
+
+    /// As `update`, telling `change` each run's first page and length too.
+    pub fn update_runs(
+        &mut self,
+        first: PageIndex,
+        end: PageIndex,
+        mut change: impl FnMut(PageIndex, u64, u8) -> u8,
+    ) {
         if first >= end {
             return;
         }
         self.split(first);
         self.split(end);
-        let starts: Vec<PageIndex> = self.runs.range(first..end).map(|(&s, _)| s).collect();
-        for start in starts {
-            let run = self.take(start);
-            self.put(
-                start,
-                Run {
-                    flags: change(run.flags),
-                    ..run
-                },
-            );
+        for (&start, run) in self.runs.range_mut(first..end) {
+            let flags = change(start, run.len, run.flags);
+            if flags == run.flags {
+                continue;
+            }
+            self.counts.sub(run);
+            if (flags ^ run.flags) & PG_DIRTY != 0 {
+                if flags & PG_DIRTY != 0 {
+                    self.dirty_runs.insert(start);
+                } else {
+                    self.dirty_runs.remove(&start);
+                }
+            }
+            run.flags = flags;
+            self.counts.add(run);
         }
         self.merge(first, end);
     }
@@ -356,14 +368,17 @@ impl CachedFile {
     /// valid (whole runs, as a folio is referenced whole).
     pub fn reference(&mut self, first: PageIndex, end: PageIndex) {
         let from = self.run_at(first).map_or(first, |(s, _)| s);
-        let mut last = from;
+        let mut changed = None;
         for (&start, run) in self.runs.range_mut(from..end.max(from)) {
-            if run.flags & PG_READING == 0 {
+            if run.flags & (PG_READING | PG_REFERENCED) == 0 {
                 run.flags |= PG_REFERENCED;
+                changed = Some((changed.map_or(start, |(a, _)| a), start + run.len));
             }
-            last = start + run.len;
         }
-        self.merge(from, last);
+        // Newly referenced runs may now be like their neighbours.
+        if let Some((a, b)) = changed {
+            self.merge(a, b);
+        }
     }
 
     /// Checks the runs against the counters and the dirty index.

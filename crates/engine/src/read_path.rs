@@ -5,7 +5,7 @@ use crate::action::{StallReason, Step};
 use crate::engine::{Engine, Op, WaitKey};
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::PG_READING;
+use crate::page_cache::{PG_READING, PG_REFERENCED};
 use crate::time::Instant;
 
 impl Engine {
@@ -91,6 +91,18 @@ impl Engine {
             return self.finish(task, Ok(Step::Done));
         }
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        // Most reads hit one valid run: one look-up, no change if it is
+        // referenced already.
+        let f = &mut self.files[file.index()];
+        if let Some((start, run)) = f.run_at(first) {
+            if start + run.len >= last && run.flags & PG_READING == 0 {
+                if run.flags & PG_REFERENCED == 0 {
+                    f.reference(first, last);
+                }
+                self.tasks[task.index()].last_read = Some((file, last));
+                return self.finish(task, Ok(Step::Done));
+            }
+        }
         let f = &self.files[file.index()];
         let missing = Self::first_hole(f, first, last);
         let cached_end = missing.unwrap_or(last);

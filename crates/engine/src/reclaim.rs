@@ -17,7 +17,7 @@ use crate::action::Action;
 use crate::engine::Engine;
 use crate::flusher::WbReason;
 use crate::ids::{FileId, PageIndex};
-use crate::page_cache::{Run, PG_IN_LRU, PG_REFERENCED};
+use crate::page_cache::{Run, PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::time::Instant;
 
 /// Reclaim at least this many pages at a time, so allocation does not run
@@ -169,31 +169,39 @@ impl Engine {
         }
     }
 
-    /// Pages `first..end` of a file may have come clean: queue those that
-    /// are clean and not queued yet, as one range per stretch.
-    pub(crate) fn note_clean(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.files[file.index()];
-        let fresh: Vec<(PageIndex, PageIndex)> = f
-            .runs_over(first, end)
-            .filter(|(_, r)| r.reclaimable() && r.flags & PG_IN_LRU == 0)
-            .map(|(s, r)| (s.max(first), (s + r.len).min(end)))
-            .collect();
-        let mut stretch: Option<(PageIndex, PageIndex)> = None;
-        for (a, b) in fresh {
-            f.update(a, b, |fl| fl | PG_IN_LRU);
-            match stretch {
-                Some((s, e)) if e == a => stretch = Some((s, b)),
-                Some((s, e)) => {
-                    self.reclaim.push_back(file, s, e);
-                    stretch = Some((a, b));
+    /// Changes the flags of pages `first..end` of a file as `change` says
+    /// and queues for reclaim, in one pass, the pages that come out clean
+    /// and are not queued yet (one entry per stretch).
+    pub(crate) fn update_and_queue(
+        &mut self,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+        mut change: impl FnMut(u8) -> u8,
+    ) {
+        let mut stretches: Vec<(PageIndex, PageIndex)> = Vec::new();
+        self.files[file.index()].update_runs(first, end, |start, len, flags| {
+            let mut flags = change(flags);
+            let clean = flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) == 0;
+            if clean && flags & PG_IN_LRU == 0 {
+                flags |= PG_IN_LRU;
+                match stretches.last_mut() {
+                    Some(last) if last.1 == start => last.1 = start + len,
+                    _ => stretches.push((start, start + len)),
                 }
-                None => stretch = Some((a, b)),
             }
-        }
-        if let Some((s, e)) = stretch {
-            self.reclaim.push_back(file, s, e);
+            flags
+        });
+        for (a, b) in stretches {
+            self.reclaim.push_back(file, a, b);
         }
         self.bound_reclaim_queue();
+    }
+
+    /// Pages `first..end` of a file may have come clean: queue those that
+    /// are clean and not queued yet.
+    pub(crate) fn note_clean(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        self.update_and_queue(file, first, end, |flags| flags);
     }
 
     /// Entries for pages that left the cache other than through reclaim

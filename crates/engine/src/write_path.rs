@@ -151,6 +151,12 @@ impl Engine {
         let f = &self.files[file.index()];
         let on_disk = page * PAGE_SIZE < f.size;
         let hole = f.hole_len(page, want_end - page);
+        // Room for the whole stretch at once: the clock hand runs once per
+        // stretch rather than once per RECLAIM_BATCH pages.
+        let free = self.memory_pages - self.nr_cached;
+        if free < hole {
+            self.shrink((hole - free).max(crate::reclaim::RECLAIM_BATCH));
+        }
         if self.memory_pages == self.nr_cached && !self.reserve(now, 1) {
             return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }

@@ -452,12 +452,10 @@ impl Engine {
         dev.stats.pages_read += req.pages as u64;
         let (first, end) = (req.first_page, req.first_page + req.pages as u64);
         if result.is_ok() {
-            let f = &mut self.files[req.file.index()];
-            f.update(first, end, |flags| {
+            self.update_and_queue(req.file, first, end, |flags| {
                 assert!(flags & PG_READING != 0);
                 (flags & !PG_READING) | PG_REFERENCED
             });
-            self.note_clean(req.file, first, end);
         } else {
             // Pages truncated meanwhile are gone already; the rest goes.
             self.remove_pages(req.file, first, end);
@@ -477,7 +475,7 @@ impl Engine {
         let wb_id = f.wb;
         let before = f.counts();
         let failed = result.is_err();
-        f.update(req.first_page, req.first_page + pages, |flags| {
+        self.update_and_queue(file, req.first_page, req.first_page + pages, |flags| {
             assert!(
                 flags & PG_WRITEBACK != 0,
                 "page under writeback stays cached"
@@ -485,14 +483,13 @@ impl Engine {
             // A failed write leaves the data dirty: never silently clean.
             (flags & !PG_WRITEBACK) | if failed { PG_DIRTY } else { 0 }
         });
-        let after = f.counts();
+        let after = self.files[file.index()].counts();
         assert_eq!(before.writeback - after.writeback, pages);
         let redirtied = after.dirty - before.dirty;
         self.nr_writeback -= pages;
         self.wbs[wb_id.index()].writeback -= pages;
         match result {
             Ok(()) => {
-                self.note_clean(file, req.first_page, req.first_page + pages);
                 self.account_written(wb_id, req, pages);
             }
             Err(e) => {
