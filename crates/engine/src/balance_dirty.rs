@@ -8,7 +8,20 @@
 //!   should have taken at the task's rate, minus the time that already
 //!   passed (think time), bounded by `max_pause` (≤ 200 ms).
 //! - Pauses shorter than `min_pause` are not taken; the debt is carried.
+//! - The engine pass (after the math): once a task has dirtied its
+//!   `nr_dirtied_pause` pages, `maybe_throttle` looks at its writeback
+//!   context's limits (the dirty_throttle_control, `dtc`), kicks background
+//!   writeback over the background threshold, and turns a pause into a
+//!   stall. `dirty_throttle = "global-2007"` goes to dirty_throttle_2007.rs.
 
+use crate::action::{Stall, StallReason, Step};
+use crate::config::DirtyThrottle;
+use crate::dirty_limits::{dirty_freerun_ceiling, dirty_poll_interval, wb_calc_thresh};
+use crate::dirty_throttle_2007::{RATELIMIT_EXCEEDED_2007, RATELIMIT_PAGES_2007};
+use crate::engine::Engine;
+use crate::ids::{FileId, TaskId, WbId};
+use crate::position_ratio::{wb_position_ratio, Dtc};
+use crate::task::Op;
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 
 /// Linux's MAX_PAUSE: no single throttle pause is longer.
@@ -177,6 +190,172 @@ pub fn throttle(task: &mut TaskDirty, now: Instant, input: ThrottleInput) -> Thr
     Throttle::Pause {
         pause_ns: pause,
         again: false,
+    }
+}
+
+/// When the writeback context exceeds its share, check every 8 pages
+/// (Linux: 32 >> (PAGE_SHIFT - 10)).
+pub const RATELIMIT_EXCEEDED: u64 = 8;
+
+impl Engine {
+    /// The throttle control for a writeback context, in pages.
+    pub(crate) fn dtc(&self, wb_id: WbId) -> Dtc {
+        let wb = &self.wbs[wb_id.index()];
+        let device = &self.devices[wb.device.index()].config;
+        let (num, den) = wb.completions.fraction(&self.completions);
+        let sum_min: u32 = self
+            .devices
+            .iter()
+            .map(|d| d.config.min_ratio)
+            .sum::<u32>()
+            .min(100);
+        let thresh = self.thresh.thresh;
+        let wb_thresh = wb_calc_thresh(
+            thresh,
+            num,
+            den,
+            device.min_ratio,
+            device.max_ratio,
+            sum_min,
+        );
+        Dtc {
+            dirty: self.nr_dirty + self.nr_writeback,
+            thresh,
+            bg_thresh: self.thresh.bg_thresh,
+            limit: self.hard_limit_pages(),
+            wb_dirty: wb.dirty + wb.writeback,
+            wb_thresh,
+            wb_bg_thresh: wb_thresh * self.thresh.bg_thresh / thresh.max(1),
+        }
+    }
+
+    /// After dirtying a page: does the writer look at the limits now?
+    /// How many more pages `task` may newly dirty in `file` before
+    /// `maybe_throttle` looks at the limits (at least one).
+    pub(crate) fn pages_before_throttle_check(&self, task: TaskId, file: FileId) -> u64 {
+        let t = &self.tasks[task.index()];
+        let left = match self.config.dirty_throttle {
+            DirtyThrottle::IoLess => {
+                let wb = self.files[file.index()].wb;
+                let mut ratelimit = t.dirty.nr_dirtied_pause;
+                if self.wbs[wb.index()].dirty_exceeded {
+                    ratelimit = ratelimit.min(RATELIMIT_EXCEEDED);
+                }
+                ratelimit.saturating_sub(t.dirty.nr_dirtied)
+            }
+            DirtyThrottle::Global2007 => {
+                let limit = if self.dirty_exceeded_2007 {
+                    RATELIMIT_EXCEEDED_2007
+                } else {
+                    RATELIMIT_PAGES_2007
+                };
+                limit.saturating_sub(t.ratelimit_2007)
+            }
+        };
+        left.max(1)
+    }
+
+    pub(crate) fn maybe_throttle(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
+        match self.config.dirty_throttle {
+            DirtyThrottle::IoLess => {
+                let wb = self.files[file.index()].wb;
+                let t = &self.tasks[task.index()].dirty;
+                let mut ratelimit = t.nr_dirtied_pause;
+                if self.wbs[wb.index()].dirty_exceeded {
+                    ratelimit = ratelimit.min(RATELIMIT_EXCEEDED);
+                }
+                if t.nr_dirtied < ratelimit {
+                    return None;
+                }
+                self.balance_dirty_pages(now, task, file)
+            }
+            DirtyThrottle::Global2007 => {
+                let limit = if self.dirty_exceeded_2007 {
+                    RATELIMIT_EXCEEDED_2007
+                } else {
+                    RATELIMIT_PAGES_2007
+                };
+                let t = &mut self.tasks[task.index()];
+                if t.ratelimit_2007 < limit {
+                    return None;
+                }
+                t.ratelimit_2007 = 0;
+                self.throttle_2007(now, task, file)
+            }
+        }
+    }
+
+    fn set_throttle_again(&mut self, task: TaskId, again: bool) {
+        if let Op::Write { throttle_again, .. } = &mut self.tasks[task.index()].op {
+            *throttle_again = again;
+        }
+    }
+
+    /// Linux's balance_dirty_pages, one pass. Returns a pause, if any.
+    pub(crate) fn balance_dirty_pages(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
+        let wb_id = self.files[file.index()].wb;
+        let device = self.wbs[wb_id.index()].device;
+        let strict = self.devices[device.index()].config.strict_limit;
+        // Start background writeback as soon as there is more dirty than
+        // the background threshold, well before anyone is throttled.
+        if self.nr_dirty > self.thresh.bg_thresh {
+            self.kick_background(now, wb_id);
+        }
+        let dtc = self.dtc(wb_id);
+        let (dirty, ceiling, thresh) = if strict {
+            (
+                dtc.wb_dirty,
+                dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh),
+                dtc.wb_thresh,
+            )
+        } else {
+            (dtc.dirty, dtc.freerun(), dtc.thresh)
+        };
+        if dirty <= ceiling {
+            freerun(
+                &mut self.tasks[task.index()].dirty,
+                now,
+                dirty_poll_interval(dirty, thresh),
+            );
+            self.set_throttle_again(task, false);
+            return None;
+        }
+        self.kick_background(now, wb_id);
+        let wb = &mut self.wbs[wb_id.index()];
+        let pos_ratio = wb_position_ratio(&dtc, wb.bw.avg_write_bw, strict);
+        wb.dirty_exceeded = dtc.wb_dirty > dtc.wb_thresh && (dtc.dirty > dtc.thresh || strict);
+        let input = ThrottleInput {
+            dirty_ratelimit: wb.rl.dirty_ratelimit,
+            pos_ratio,
+            avg_write_bw: wb.bw.avg_write_bw,
+            wb_dirty: dtc.wb_dirty,
+        };
+        match throttle(&mut self.tasks[task.index()].dirty, now, input) {
+            Throttle::Proceed => {
+                self.set_throttle_again(task, false);
+                None
+            }
+            Throttle::Pause { pause_ns, again } => {
+                self.set_throttle_again(task, again);
+                self.devices[device.index()].last_bdp_sleep = Some(now);
+                let stall = Stall {
+                    reason: StallReason::DirtyThrottle,
+                    until: now + pause_ns,
+                    wakeable: false,
+                };
+                Some(self.stall(task, now, stall, None))
+            }
+        }
     }
 }
 

@@ -3,6 +3,9 @@
 //! averaged over a ~3 s period, with a second smoothing stage that only
 //! follows the estimate when the raw value confirms the direction.
 
+use crate::engine::Engine;
+use crate::ids::WbId;
+use crate::ratelimit::RatelimitInput;
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 
 /// Linux's BANDWIDTH_INTERVAL.
@@ -72,6 +75,60 @@ impl WriteBandwidth {
         self.write_bw = bw;
         self.avg_write_bw = avg.max(1);
         self.written_stamp = written;
+    }
+}
+
+impl Engine {
+    /// Every 200 ms: bandwidth estimates, and the dirty rate limits of
+    /// contexts whose writers are in the throttled zone.
+    pub(crate) fn update_bandwidths(&mut self, now: Instant) {
+        let dirty = self.nr_dirty + self.nr_writeback;
+        // The hard limit follows the threshold up at once and down slowly.
+        let target = self.thresh.thresh.max(dirty);
+        if self.dirty_limit < self.thresh.thresh {
+            self.dirty_limit = self.thresh.thresh;
+        } else if self.dirty_limit > target {
+            self.dirty_limit -= (self.dirty_limit - target) >> 5;
+        }
+        for w in 0..self.wbs.len() {
+            let wb_id = WbId(w as u32);
+            let elapsed = now.since_ns(self.wbs[w].bw.time_stamp);
+            if !self.wbs[w].has_io() || elapsed < crate::bandwidth::BANDWIDTH_INTERVAL_NS {
+                continue;
+            }
+            let dtc = self.dtc(wb_id);
+            let strict = self.devices[self.wbs[w].device.index()].config.strict_limit;
+            let (control_dirty, setpoint, freerun) = if strict {
+                let wb_setpoint = if dtc.wb_dirty < 8 {
+                    dtc.wb_dirty + 1
+                } else {
+                    (dtc.wb_thresh + dtc.wb_bg_thresh) / 2
+                };
+                (
+                    dtc.wb_dirty,
+                    wb_setpoint,
+                    crate::dirty_limits::dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh),
+                )
+            } else {
+                (dtc.dirty, dtc.setpoint(), dtc.freerun())
+            };
+            let wb = &mut self.wbs[w];
+            if control_dirty > freerun {
+                let pos_ratio =
+                    crate::position_ratio::wb_position_ratio(&dtc, wb.bw.avg_write_bw, strict);
+                wb.rl.update(RatelimitInput {
+                    dirtied: wb.dirtied - wb.bw.dirtied_stamp,
+                    elapsed_ns: elapsed,
+                    pos_ratio,
+                    write_bw: wb.bw.avg_write_bw,
+                    dirty: control_dirty,
+                    setpoint,
+                });
+            }
+            wb.bw.update(now, wb.written);
+            wb.bw.dirtied_stamp = wb.dirtied;
+            wb.bw.time_stamp = now;
+        }
     }
 }
 

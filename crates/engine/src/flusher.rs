@@ -1,11 +1,28 @@
-//! The flusher's work list for one writeback context (Linux's
-//! fs/fs-writeback.c): queued works in FIFO order, a coalescing "write
-//! everything" bit, then periodic (kupdate) and background writeback.
+//! The flusher of one writeback context (Linux's fs/fs-writeback.c).
+//!
+//! - Works, in order: queued works in FIFO order (a full queue folds into
+//!   the coalescing "write everything" bit, WB_start_all), then periodic
+//!   (kupdate) writeback of files dirtied longer than
+//!   dirty_expire_centisecs, then background writeback while the context is
+//!   over its background threshold.
+//! - Files in first-dirtied order (b_dirty); the flusher writes a chunk of
+//!   one file (half a second of bandwidth, at most 1/8 of the dirty limit,
+//!   in 4 MiB multiples) before moving to the next, so one big file cannot
+//!   starve the others; within a file it continues where it stopped.
+//! - Requests are as large as the device takes (max_sectors_kb) and, while
+//!   reads compete, no larger than wbt's write cap.
+//! - Differs from Linux: the flusher is not a thread; `pump` (dispatch.rs)
+//!   runs it whenever the device can take a write.
 
+use crate::action::IoRequest;
 use crate::bandwidth::INIT_BW_PAGES_S;
+use crate::dispatch::class_of;
+use crate::engine::Engine;
+use crate::ids::{FileId, PageIndex, WbId};
 use crate::time::Instant;
 use std::collections::VecDeque;
 use std::fmt;
+use std::ops::Bound;
 
 /// Linux's MIN_WRITEBACK_PAGES (4 MiB): chunks are multiples of it.
 pub const MIN_WRITEBACK_PAGES: u64 = 1024;
@@ -152,6 +169,165 @@ pub fn writeback_chunk_size(avg_write_bw: u64, dirty_limit: u64, nr_pages: u64) 
     };
     let pages = (bw / 2).min(dirty_limit / DIRTY_SCOPE).min(nr_pages);
     (pages + MIN_WRITEBACK_PAGES) / MIN_WRITEBACK_PAGES * MIN_WRITEBACK_PAGES
+}
+
+impl Engine {
+    pub(crate) fn kick_background(&mut self, now: Instant, wb: WbId) {
+        let flusher = &mut self.wbs[wb.index()].flusher;
+        if !flusher.background_kicked {
+            flusher.background_kicked = true;
+            let device = self.wbs[wb.index()].device;
+            self.pump(now, device);
+        }
+    }
+
+    /// The flusher's periodic wake-up (Linux's wb_workfn on its timer):
+    /// contexts with files dirty for longer than dirty_expire_centisecs
+    /// write them, and contexts over the background threshold resume
+    /// background writeback that no writer kicked.
+    pub(crate) fn kick_kupdate(&mut self, now: Instant) {
+        let expire_ns = self.config.dirty_expire_centisecs as u64 * 10 * crate::time::NS_PER_MS;
+        for w in 0..self.wbs.len() {
+            let over_bg = self.wbs[w].dirty > 0 && self.over_bg_thresh(WbId(w as u32));
+            let wb = &mut self.wbs[w];
+            let expired = wb
+                .dirty_files
+                .first()
+                .is_some_and(|&(t, _)| now.since_ns(t) >= expire_ns);
+            wb.flusher.kupdate_due |= expired;
+            wb.flusher.background_kicked |= over_bg;
+            if expired || over_bg {
+                let device = wb.device;
+                self.pump(now, device);
+            }
+        }
+    }
+
+    /// Whether a context is over its background threshold (Linux's wb_over_bg_thresh).
+    pub(crate) fn over_bg_thresh(&self, wb: WbId) -> bool {
+        if self.nr_dirty > self.thresh.bg_thresh {
+            return true;
+        }
+        let dtc = self.dtc(wb);
+        self.wbs[wb.index()].dirty > dtc.wb_bg_thresh
+    }
+
+    /// Picks the flusher's next work if it has none. Returns false if there is nothing to do.
+    pub(crate) fn flusher_pick(&mut self, now: Instant, wb_id: WbId) -> bool {
+        if self.wbs[wb_id.index()].flusher.current.is_some() {
+            return true;
+        }
+        let expire_ns = self.config.dirty_expire_centisecs as u64 * 10 * crate::time::NS_PER_MS;
+        let over_bg = self.over_bg_thresh(wb_id);
+        let wb = &mut self.wbs[wb_id.index()];
+        let flusher = &mut wb.flusher;
+        let work = if let Some(work) = flusher.next_queued() {
+            Some(work)
+        } else if flusher.kupdate_due {
+            flusher.kupdate_due = false;
+            Some(Work {
+                reason: WbReason::Periodic,
+                nr_pages: wb.dirty,
+                for_background: false,
+                older_than: Some(now - expire_ns),
+            })
+        } else if flusher.background_kicked && over_bg {
+            Some(Work::background())
+        } else {
+            flusher.background_kicked = false;
+            None
+        };
+        let Some(work) = work else { return false };
+        wb.flusher.current = Some(work);
+        wb.flusher.chunk_left = 0;
+        true
+    }
+
+    /// Moves the flusher's cursor to the next dirty file with something to
+    /// write (files in first-dirtied order, wrapping once).
+    fn flusher_next_file(&mut self, wb_id: WbId, older_than: Option<Instant>) -> Option<FileId> {
+        let wb = &self.wbs[wb_id.index()];
+        let after = match wb.cursor {
+            Some(c) => Bound::Excluded(c),
+            None => Bound::Unbounded,
+        };
+        let candidates = wb
+            .dirty_files
+            .range((after, Bound::Unbounded))
+            .chain(wb.dirty_files.range(..))
+            .take(wb.dirty_files.len());
+        let mut found = None;
+        for &(when, file) in candidates {
+            if older_than.is_some_and(|limit| when > limit) {
+                continue;
+            }
+            if self.files[file.index()].next_writable(0).is_some() {
+                found = Some((when, file));
+                break;
+            }
+        }
+        let wb = &mut self.wbs[wb_id.index()];
+        wb.cursor = found;
+        found.map(|(_, f)| f)
+    }
+
+    /// Builds the flusher's next write request from its current work.
+    pub(crate) fn flusher_build(&mut self, now: Instant, wb_id: WbId) -> Option<IoRequest> {
+        let work = self.wbs[wb_id.index()]
+            .flusher
+            .current
+            .clone()
+            .expect("picked");
+        if work.nr_pages == 0 || (work.for_background && !self.over_bg_thresh(wb_id)) {
+            return None;
+        }
+        let wb = &self.wbs[wb_id.index()];
+        let current_ok = wb.flusher.chunk_left > 0
+            && wb.cursor.is_some_and(|(_, f)| {
+                wb.dirty_files.contains(&wb.cursor.expect("checked"))
+                    && self.files[f.index()].next_writable(0).is_some()
+            });
+        let file = if current_ok {
+            wb.cursor.expect("checked").1
+        } else {
+            let file = self.flusher_next_file(wb_id, work.older_than)?;
+            let wb = &mut self.wbs[wb_id.index()];
+            wb.flusher.chunk_left = if work.reason == WbReason::Sync {
+                u64::MAX
+            } else {
+                writeback_chunk_size(
+                    wb.bw.avg_write_bw,
+                    self.thresh.thresh.max(self.dirty_limit),
+                    work.nr_pages,
+                )
+            };
+            file
+        };
+        let f = &self.files[file.index()];
+        let start = f
+            .next_writable(f.writeback_index)
+            .or_else(|| f.next_writable(0))?;
+        let wb = &self.wbs[wb_id.index()];
+        let dev = &self.devices[wb.device.index()];
+        let max_pages = (dev.config.max_sectors_kb as u64 / 4)
+            .min(dev.wbt.write_pages_cap(now, wb.bw.avg_write_bw))
+            .min(wb.flusher.chunk_left)
+            .min(work.nr_pages);
+        let pages = self.writable_run(file, start, max_pages);
+        let wb = &mut self.wbs[wb_id.index()];
+        wb.flusher.chunk_left = wb.flusher.chunk_left.saturating_sub(pages);
+        if let Some(w) = wb.flusher.current.as_mut() {
+            w.nr_pages = w.nr_pages.saturating_sub(pages);
+        }
+        Some(self.start_writeback(file, start, pages, class_of(work.reason), work.reason))
+    }
+
+    /// Length of the run of writable pages from `start`, at most `max`.
+    pub(crate) fn writable_run(&self, file: FileId, start: PageIndex, max: u64) -> u64 {
+        let n = self.files[file.index()].writable_len(start, max);
+        assert!(n >= 1, "run starts at a writable page");
+        n
+    }
 }
 
 #[cfg(test)]

@@ -4,20 +4,74 @@
 //! IO-less dirty throttling with per-device shares, blk-wbt, the flusher,
 //! fsync/sync — and never sleeps, reads a clock or does I/O. Runtimes pass
 //! time in and carry decisions out (see [`Engine`]).
+//!
+//! # One buffered write, step by step
+//!
+//! A write that is throttled, then written back, then synced passes these
+//! stages, a file each:
+//!
+//! 1. `Engine::write` (`write_path.rs`) starts the task's operation
+//!    (`task.rs`, `begin`) and walks the bytes in stretches of pages, each
+//!    no longer than the pages the task may dirty before its next throttle
+//!    check.
+//! 2. `prepare_pages` (`write_path.rs`) makes a stretch cached and
+//!    modifiable: uncached pages get room (`reclaim.rs`, `shrink`, CLOCK
+//!    over clean runs) and frames (`frame_space.rs`) and become one run
+//!    (`page_cache.rs`); a partly overwritten page that is on disk is read
+//!    first (`dispatch.rs`, `submit_read`; stall `read_io`).
+//! 3. `dirty_pages` (`write_path.rs`) marks the stretch dirty and accounts it
+//!    to the file's writeback context (`wb.rs`) and to the task. The runtime
+//!    copies the caller's bytes into the frames up to `write_pos`.
+//! 4. `maybe_throttle` (`balance_dirty.rs`): past the task's
+//!    `nr_dirtied_pause`, `balance_dirty_pages` compares the context's dirty
+//!    pages with its share of the limits (`dirty_limits.rs`,
+//!    `position_ratio.rs`, `ratelimit.rs`), kicks background writeback over
+//!    the background threshold (`flusher.rs`, `kick_background`) and returns
+//!    `Step::Sleep` with reason `dirty_throttle` and a bound (`task.rs`,
+//!    `stall`). The runtime sleeps and calls `resume` (`task.rs`), which
+//!    counts the stall and goes back to step 2.
+//! 5. The flusher writes (`dispatch.rs`, `pump`): `flusher_pick`
+//!    (`flusher.rs`) takes the context's next work — queued, periodic or
+//!    background; wbt admits a write of its class (`wbt.rs`, `may_issue`);
+//!    `flusher_build` (`flusher.rs`) picks the oldest dirtied file and a
+//!    chunk of it; `start_writeback` moves the pages to writeback and
+//!    `issue` takes a request tag and emits `Action::Submit`.
+//! 6. The runtime performs the write and calls `io_complete`
+//!    (`completion.rs`): the tag is freed, wbt counts the completion, the
+//!    pages come clean and join the reclaim queue (`reclaim.rs`,
+//!    `update_and_queue`), the context's bandwidth and share of completions
+//!    are credited (`bandwidth.rs`, `proportions.rs`), waiting tasks get
+//!    `Action::Wake`, and the device is pumped again (step 5).
+//! 7. `Engine::fsync` (`sync.rs`) tags the file's dirty ranges, writes them
+//!    as integrity writes ahead of the flusher's (`pump_syncs`), sets a
+//!    barrier once all are issued, waits (reason `sync`) for every write up
+//!    to it, and reports a write-back error this handle has not seen
+//!    (errseq).
+//!
+//! Throughout, `handle_timeout` (`timers.rs`) runs the clocks: bandwidth
+//! estimates, proportion periods, the flusher's periodic wake-up, wbt's
+//! windows. `check_invariants` (`invariants.rs`) checks the state after
+//! any step.
 
 mod action;
 mod balance_dirty;
 mod bandwidth;
+mod completion;
 mod config;
+mod device;
 mod dirty_limits;
-mod dirty_throttle;
+mod dirty_throttle_2007;
+mod dispatch;
 mod engine;
 mod error;
 mod evict;
+mod file_table;
 mod flusher;
 mod frame_notes;
+mod frame_space;
 mod ids;
 mod invariants;
+mod knobs;
 mod page_cache;
 mod position_ratio;
 mod proportions;
@@ -27,22 +81,25 @@ mod reclaim;
 mod rq_depth;
 mod stats;
 mod sync;
+mod task;
 pub mod time;
+mod timers;
 mod truncate;
 pub mod units;
 mod unmap_log;
+mod wb;
 mod wbt;
 mod write_path;
-mod writeback;
 
 pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step};
 pub use balance_dirty::MAX_PAUSE_NS;
 pub use config::{Config, DeviceConfig, DirtyThrottle, KnobError, StableWrites};
-pub use dirty_throttle::CONGESTION_WAIT_NS;
-pub use engine::{Engine, EVENT_WAIT_MAX_NS};
+pub use dirty_throttle_2007::CONGESTION_WAIT_NS;
+pub use engine::Engine;
 pub use error::EngineError;
 pub use flusher::WbReason;
 pub use ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
 pub use stats::{DeviceStats, StallStats, Stats};
+pub use task::EVENT_WAIT_MAX_NS;
 pub use time::Instant;
 pub use wbt::{auto_target_ns, WbtClass};

@@ -2,10 +2,11 @@
 //! device, with readahead for sequential readers.
 
 use crate::action::{StallReason, Step};
-use crate::engine::{Engine, Op, WaitKey};
+use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_READING, PG_REFERENCED};
+use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
 impl Engine {

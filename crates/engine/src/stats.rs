@@ -71,3 +71,44 @@ impl Stats {
         self.stalls[reason.index()]
     }
 }
+
+impl crate::engine::Engine {
+    pub(crate) fn note_peaks(&mut self) {
+        let s = &mut self.stats;
+        s.dirty_peak_pages = s.dirty_peak_pages.max(self.nr_dirty);
+        s.writeback_peak_pages = s.writeback_peak_pages.max(self.nr_writeback);
+        s.cached_peak_pages = s.cached_peak_pages.max(self.nr_cached);
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats.clone();
+        s.cached_pages = self.nr_cached;
+        s.cached_runs = self.files.iter().map(|f| f.nr_runs() as u64).sum();
+        s.dirty_pages = self.nr_dirty;
+        s.writeback_pages = self.nr_writeback;
+        s.thresh_pages = self.thresh.thresh;
+        s.bg_thresh_pages = self.thresh.bg_thresh;
+        s.works_coalesced = self.wbs.iter().map(|w| w.flusher.works_coalesced).sum();
+        s.devices = self
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let mut ds = d.stats.clone();
+                ds.wbt_max_depth = d.wbt.rq_depth.max_depth;
+                ds.wbt_max_depth_min = d.wbt.max_depth_min;
+                ds.wbt_max_depth_max = d.wbt.max_depth_max;
+                ds.wbt_scale_ups = d.wbt.scale_ups;
+                ds.wbt_scale_downs = d.wbt.scale_downs;
+                let wbs = self.wbs.iter().filter(|w| w.device.index() == i);
+                for w in wbs {
+                    ds.dirty_pages += w.dirty;
+                    ds.writeback_pages += w.writeback;
+                    ds.write_bw_pages_s += w.bw.avg_write_bw;
+                }
+                ds
+            })
+            .collect();
+        s
+    }
+}

@@ -4,11 +4,12 @@
 //! to the point our own writing finished, and report write-back errors.
 
 use crate::action::{StallReason, Step};
-use crate::engine::{Engine, Op, WaitKey};
+use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::flusher::WbReason;
 use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
 use crate::page_cache::{CachedFile, PG_DIRTY, PG_WRITEBACK};
+use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 use crate::wbt::WbtClass;
 

@@ -4,10 +4,11 @@
 //! shortens the backing file.
 
 use crate::action::{StallReason, Step};
-use crate::engine::{Engine, Op, WaitKey};
+use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{MAX_FILE_PAGES, PG_DIRTY, PG_READING, PG_WRITEBACK};
+use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
 impl Engine {

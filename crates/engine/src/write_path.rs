@@ -3,10 +3,11 @@
 //! let the dirty throttle decide whether the writer sleeps.
 
 use crate::action::{StallReason, Step};
-use crate::engine::{Engine, Op, WaitKey};
+use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
 impl Engine {

@@ -1,0 +1,131 @@
+//! Completion: the runtime reports a request done. A read makes its pages
+//! valid (or drops them and remembers the error for the next reader); a
+//! write makes its pages clean and counts them written, or, when it
+//! failed, leaves them dirty, bumps the file's error sequence (errseq) and
+//! puts the file at the back of the flusher's order. Both free the tag,
+//! tell wbt, wake whoever waits, and pump the device again.
+
+use crate::action::{IoDir, IoErrorKind, IoRequest};
+use crate::engine::Engine;
+use crate::ids::{FileId, IoId, WbId};
+use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::task::WaitKey;
+use crate::time::Instant;
+
+impl Engine {
+    /// The runtime finished a request. Unknown ids are ignored (and counted
+    /// nowhere): a runtime bug must not corrupt the cache.
+    pub fn io_complete(&mut self, now: Instant, id: IoId, result: Result<(), IoErrorKind>) {
+        let Some(inflight) = self.inflight.remove(&id) else {
+            return;
+        };
+        let req = inflight.req;
+        let latency = now.since_ns(inflight.issued_at);
+        let dev = &mut self.devices[req.device.index()];
+        dev.tags_used -= 1;
+        dev.tags_draining &= dev.tags_used > dev.config.nr_requests;
+        match req.dir {
+            IoDir::Read => {
+                dev.wbt.on_read_done(now, id, latency);
+                self.complete_read(&req, result);
+            }
+            IoDir::Write => {
+                if inflight.tracked {
+                    dev.wbt.on_write_done();
+                }
+                self.complete_write(&req, result);
+                self.check_syncs();
+            }
+        }
+        self.pump(now, req.device);
+    }
+
+    fn complete_read(&mut self, req: &IoRequest, result: Result<(), IoErrorKind>) {
+        let dev = &mut self.devices[req.device.index()];
+        dev.stats.pages_read += req.pages as u64;
+        let (first, end) = (req.first_page, req.first_page + req.pages as u64);
+        if result.is_ok() {
+            self.update_and_queue(req.file, first, end, |flags| {
+                assert!(flags & PG_READING != 0);
+                (flags & !PG_READING) | PG_REFERENCED
+            });
+        } else {
+            // Pages truncated meanwhile are gone already; the rest goes.
+            self.remove_pages(req.file, first, end);
+        }
+        if let Err(e) = result {
+            self.files[req.file.index()].read_error = Some(e);
+        }
+        self.wake(WaitKey::FileIo(req.file));
+        self.wake(WaitKey::Memory);
+    }
+
+    fn complete_write(&mut self, req: &IoRequest, result: Result<(), IoErrorKind>) {
+        let pages = req.pages as u64;
+        let file = req.file;
+        let f = &mut self.files[file.index()];
+        f.inflight_writes.remove(&req.id);
+        let wb_id = f.wb;
+        let before = f.counts();
+        let failed = result.is_err();
+        self.update_and_queue(file, req.first_page, req.first_page + pages, |flags| {
+            assert!(
+                flags & PG_WRITEBACK != 0,
+                "page under writeback stays cached"
+            );
+            // A failed write leaves the data dirty: never silently clean.
+            (flags & !PG_WRITEBACK) | if failed { PG_DIRTY } else { 0 }
+        });
+        let after = self.files[file.index()].counts();
+        assert_eq!(before.writeback - after.writeback, pages);
+        let redirtied = after.dirty - before.dirty;
+        self.nr_writeback -= pages;
+        self.wbs[wb_id.index()].writeback -= pages;
+        match result {
+            Ok(()) => {
+                self.account_written(wb_id, req, pages);
+            }
+            Err(e) => {
+                let f = &mut self.files[file.index()];
+                f.err_seq += 1;
+                f.last_err = Some(e);
+                self.devices[req.device.index()].stats.write_errors += 1;
+                self.redirty_after_error(file, redirtied);
+            }
+        }
+        self.wake(WaitKey::FileIo(file));
+        self.wake(WaitKey::Memory);
+        self.wake(WaitKey::WbWritten(wb_id));
+    }
+
+    fn account_written(&mut self, wb_id: WbId, req: &IoRequest, pages: u64) {
+        let max_ratio = self.devices[req.device.index()].config.max_ratio;
+        let wb = &mut self.wbs[wb_id.index()];
+        wb.written += pages;
+        wb.completions.add(&mut self.completions, pages, max_ratio);
+        self.stats.written_pages += pages;
+        if let Some(reason) = req.reason {
+            self.stats.written_by_reason[reason.index()] += pages;
+        }
+        self.devices[req.device.index()].stats.pages_written += pages;
+    }
+
+    /// Accounts pages a failed write made dirty again; the file goes to the
+    /// back of the flusher's order so other files are not starved by retries.
+    fn redirty_after_error(&mut self, file: FileId, redirtied: u64) {
+        let f = &mut self.files[file.index()];
+        let wb = &mut self.wbs[f.wb.index()];
+        wb.dirty += redirtied;
+        self.nr_dirty += redirtied;
+        if f.dirtied_when.is_none() && f.counts().dirty > 0 {
+            // Not "now": the retry time is chosen by the flusher's next pass.
+            let when = wb
+                .dirty_files
+                .last()
+                .map(|&(t, _)| t)
+                .unwrap_or(Instant::ZERO);
+            f.dirtied_when = Some(when);
+            wb.dirty_files.insert((when, file));
+        }
+    }
+}

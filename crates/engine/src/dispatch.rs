@@ -1,0 +1,223 @@
+//! Dispatch: handing requests to the device. Reads need only a request
+//! tag (they queue for one in arrival order); writes need a tag and wbt's
+//! admission for their class. `pump` issues what the device can take now:
+//! waiting reads first, then integrity (sync) writes, then flusher writes
+//! in round robin over the device's writeback contexts.
+
+use crate::action::{Action, IoDir, IoRequest};
+use crate::engine::Engine;
+use crate::flusher::WbReason;
+use crate::ids::{DeviceId, FileId, IoId, PageIndex, WbId};
+use crate::page_cache::{PG_DIRTY, PG_WRITEBACK};
+use crate::time::Instant;
+use crate::wbt::WbtClass;
+
+/// A request handed to the runtime and not yet completed.
+#[derive(Debug)]
+pub(crate) struct Inflight {
+    pub req: IoRequest,
+    pub issued_at: Instant,
+    /// Counted against wbt's in-flight limit.
+    pub tracked: bool,
+}
+
+/// How many works one flusher looks at per request before giving up
+/// (works that find nothing to write end at once).
+const MAX_WORKS_PER_PICK: usize = 8;
+
+/// The wbt class a flusher work's writes are admitted under.
+pub(crate) fn class_of(reason: WbReason) -> WbtClass {
+    match reason {
+        // Integrity writeback is REQ_SYNC.
+        WbReason::Sync => WbtClass::Sync,
+        // Background and kupdate writeback is REQ_BACKGROUND.
+        WbReason::Background | WbReason::Periodic => WbtClass::Background,
+        WbReason::Vmscan | WbReason::BalanceDirty => WbtClass::Normal,
+    }
+}
+
+impl Engine {
+    /// Issues whatever the device can take now: waiting reads first (they
+    /// only need a tag), then integrity writes, then flusher writes in
+    /// round robin over the device's contexts, each as wbt admits it.
+    pub(crate) fn pump(&mut self, now: Instant, device: DeviceId) {
+        loop {
+            loop {
+                let dev = &mut self.devices[device.index()];
+                if dev.tags_used >= dev.config.nr_requests {
+                    break;
+                }
+                let Some(req) = dev.tag_waiters.pop_front() else {
+                    break;
+                };
+                self.issue(now, req, false);
+            }
+            let dev = &self.devices[device.index()];
+            if dev.tags_used >= dev.config.nr_requests {
+                return;
+            }
+            if self.pump_syncs(now, device) {
+                continue;
+            }
+            let dev = &self.devices[device.index()];
+            let n = dev.wbs.len();
+            let start = dev.next_wb;
+            let mut progress = false;
+            for k in 0..n {
+                let idx = (start + k) % n;
+                let wb = self.devices[device.index()].wbs[idx];
+                if self.pump_wb(now, wb) {
+                    self.devices[device.index()].next_wb = idx + 1;
+                    progress = true;
+                    break;
+                }
+            }
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    /// Issues one request from a context's flusher, if wbt and the work allow.
+    fn pump_wb(&mut self, now: Instant, wb_id: WbId) -> bool {
+        for _ in 0..MAX_WORKS_PER_PICK {
+            if !self.flusher_pick(now, wb_id) {
+                return false;
+            }
+            let reason = self.wbs[wb_id.index()]
+                .flusher
+                .current
+                .as_ref()
+                .map(|w| w.reason)
+                .expect("picked");
+            let device = self.wbs[wb_id.index()].device;
+            let class = class_of(reason);
+            let recent = self.recent_dirty_sleep(device, now);
+            let wbt = &mut self.devices[device.index()].wbt;
+            if !wbt.may_issue(class, now, recent) {
+                wbt.note_refused();
+                return false;
+            }
+            match self.flusher_build(now, wb_id) {
+                Some(req) => {
+                    self.issue(now, req, true);
+                    return true;
+                }
+                None => {
+                    // The work found nothing (more) to write: it is done.
+                    self.wbs[wb_id.index()].flusher.current = None;
+                }
+            }
+        }
+        false
+    }
+
+    /// Moves pages from dirty to under writeback and builds their request.
+    pub(crate) fn start_writeback(
+        &mut self,
+        file: FileId,
+        start: PageIndex,
+        pages: u64,
+        class: WbtClass,
+        reason: WbReason,
+    ) -> IoRequest {
+        let f = &mut self.files[file.index()];
+        let before = f.counts();
+        f.update(start, start + pages, |flags| {
+            assert!(flags & PG_DIRTY != 0 && flags & PG_WRITEBACK == 0);
+            (flags & !PG_DIRTY) | PG_WRITEBACK
+        });
+        assert_eq!(
+            before.dirty - f.counts().dirty,
+            pages,
+            "all pages were dirty"
+        );
+        f.writeback_index = start + pages;
+        let wb = &mut self.wbs[f.wb.index()];
+        wb.dirty -= pages;
+        wb.writeback += pages;
+        if f.counts().dirty == 0 {
+            if let Some(when) = f.dirtied_when.take() {
+                wb.dirty_files.remove(&(when, file));
+            }
+        }
+        let device = f.device;
+        self.nr_dirty -= pages;
+        self.nr_writeback += pages;
+        self.note_peaks();
+        let id = IoId(self.next_io);
+        self.next_io += 1;
+        IoRequest {
+            id,
+            device,
+            file,
+            dir: IoDir::Write,
+            first_page: start,
+            pages: pages as u32,
+            class: Some(class),
+            reason: Some(reason),
+        }
+    }
+
+    /// Hands a request to the runtime.
+    pub(crate) fn issue(&mut self, now: Instant, req: IoRequest, tracked: bool) {
+        let dev = &mut self.devices[req.device.index()];
+        assert!(
+            dev.tags_used < dev.config.nr_requests,
+            "issue without a free tag"
+        );
+        dev.tags_used += 1;
+        dev.stats.inflight_peak = dev.stats.inflight_peak.max(dev.tags_used);
+        match req.dir {
+            IoDir::Write => {
+                if tracked {
+                    dev.wbt.on_write_issue(now);
+                }
+                dev.stats.writes += 1;
+                self.files[req.file.index()].inflight_writes.insert(req.id);
+            }
+            IoDir::Read => {
+                dev.wbt.on_read_issue(now, req.id);
+                dev.stats.reads += 1;
+            }
+        }
+        self.inflight.insert(
+            req.id,
+            Inflight {
+                req: req.clone(),
+                issued_at: now,
+                tracked,
+            },
+        );
+        self.actions.push_back(Action::Submit(req));
+    }
+
+    /// Reads pages that were inserted as PG_READING.
+    pub(crate) fn submit_read(
+        &mut self,
+        now: Instant,
+        file: FileId,
+        first_page: PageIndex,
+        pages: u64,
+    ) {
+        let device = self.files[file.index()].device;
+        let id = IoId(self.next_io);
+        self.next_io += 1;
+        let req = IoRequest {
+            id,
+            device,
+            file,
+            dir: IoDir::Read,
+            first_page,
+            pages: pages as u32,
+            class: None,
+            reason: None,
+        };
+        let dev = &mut self.devices[device.index()];
+        if dev.tags_used < dev.config.nr_requests && dev.tag_waiters.is_empty() {
+            self.issue(now, req, false);
+        } else {
+            dev.tag_waiters.push_back(req);
+        }
+    }
+}

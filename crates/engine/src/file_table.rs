@@ -1,0 +1,65 @@
+//! Files and handles: a file is the cache's view of one backing file on
+//! one device, in one writeback context; a handle is one opener, with its
+//! own place in the file's write-back error sequence (errseq). Closed
+//! handles' slots are used again.
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::ids::{FileId, HandleId, PageIndex, PAGE_SIZE};
+
+#[derive(Debug)]
+pub(crate) struct Handle {
+    pub file: FileId,
+    pub err_seen: u64,
+}
+
+impl Engine {
+    /// Opens a handle on a file; it will see write-back errors from now on.
+    pub fn open(&mut self, file: FileId) -> HandleId {
+        let f = &mut self.files[file.index()];
+        assert!(!f.evicted, "file {} opened after eviction", file.0);
+        f.open_handles += 1;
+        let handle = Some(Handle {
+            file,
+            err_seen: f.err_seq,
+        });
+        // Closed handles' slots are used again: a server opening files all
+        // day keeps a table as large as its most handles open at once.
+        if let Some(slot) = self.free_handles.pop() {
+            assert!(self.handles[slot as usize].is_none());
+            self.handles[slot as usize] = handle;
+            return HandleId(slot);
+        }
+        self.handles.push(handle);
+        HandleId((self.handles.len() - 1) as u32)
+    }
+
+    pub fn close(&mut self, handle: HandleId) -> Result<(), EngineError> {
+        let file = self.handle(handle)?.file;
+        self.handles[handle.index()] = None;
+        self.free_handles.push(handle.0);
+        let f = &mut self.files[file.index()];
+        assert!(f.open_handles > 0);
+        f.open_handles -= 1;
+        Ok(())
+    }
+
+    pub(crate) fn handle(&self, handle: HandleId) -> Result<&Handle, EngineError> {
+        self.handles
+            .get(handle.index())
+            .and_then(|h| h.as_ref())
+            .ok_or(EngineError::BadHandle(handle))
+    }
+
+    /// The byte range as pages, or an error if it does not fit.
+    pub(crate) fn page_range(offset: u64, len: u64) -> Result<(PageIndex, PageIndex), EngineError> {
+        let end = offset
+            .checked_add(len)
+            .ok_or(EngineError::OutOfRange { offset, len })?;
+        let last = end.div_ceil(PAGE_SIZE);
+        if last > crate::page_cache::MAX_FILE_PAGES {
+            return Err(EngineError::OutOfRange { offset, len });
+        }
+        Ok((offset / PAGE_SIZE, last))
+    }
+}

@@ -1,0 +1,78 @@
+//! Knobs changed at run time: validated as a whole before anything
+//! changes (a bad value changes nothing), then applied to the state that
+//! depends on them — wbt's target and depth, the dirty thresholds, the
+//! flusher's period.
+
+use crate::dirty_limits::domain_dirty_limits;
+use crate::engine::Engine;
+use crate::ids::DeviceId;
+
+impl Engine {
+    /// Changes a device knob at run time. Bad values change nothing.
+    pub fn set_device_knob(
+        &mut self,
+        device: DeviceId,
+        knob: &str,
+        value: &str,
+    ) -> Result<(), crate::config::KnobError> {
+        let dev = &mut self.devices[device.index()];
+        let mut config = dev.config.clone();
+        config.set(knob, value)?;
+        let sum_min: u32 = self
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                if i == device.index() {
+                    config.min_ratio
+                } else {
+                    d.config.min_ratio
+                }
+            })
+            .sum();
+        if sum_min > 100 {
+            return Err(crate::config::KnobError::Invalid {
+                knob: knob.to_string(),
+                value: value.to_string(),
+                reason: "the devices' min_ratio values would add up to more than 100".to_string(),
+            });
+        }
+        let dev = &mut self.devices[device.index()];
+        if knob == "wbt_lat_usec" {
+            let target = Self::wbt_target(&config, dev.idle_read_latency_ns);
+            dev.wbt.set_min_lat(target);
+            dev.stats.wbt_enabled = target != 0;
+            dev.stats.wbt_target_ns = target;
+        }
+        if knob == "queue_depth" || knob == "nr_requests" {
+            dev.wbt.set_queue_depth(Self::wbt_queue_depth(&config));
+            // Tags already handed out stay valid; none is handed out until
+            // they drain below a lowered limit (`issue`, `pump`).
+            dev.tags_draining = dev.tags_used > config.nr_requests;
+        }
+        dev.config = config;
+        Ok(())
+    }
+
+    /// Changes a cache-wide knob at run time. Bad values change nothing;
+    /// the cache budget is fixed once the engine exists.
+    pub fn set_knob(&mut self, knob: &str, value: &str) -> Result<(), crate::config::KnobError> {
+        let mut config = self.config.clone();
+        config.set(knob, value)?;
+        if config.memory_bytes != self.config.memory_bytes {
+            return Err(crate::config::KnobError::Invalid {
+                knob: knob.to_string(),
+                value: value.to_string(),
+                reason: "the cache budget cannot change while the cache runs".to_string(),
+            });
+        }
+        self.thresh = domain_dirty_limits(&config, self.memory_pages);
+        // The hard limit follows a raised threshold at once and a lowered one slowly.
+        self.dirty_limit = self.dirty_limit.max(self.thresh.thresh);
+        if config.dirty_writeback_centisecs != self.config.dirty_writeback_centisecs {
+            self.next_kupdate = None;
+        }
+        self.config = config;
+        Ok(())
+    }
+}

@@ -1,0 +1,173 @@
+//! Tasks and stalls: a caller's operation runs until it must wait; the
+//! engine records why (a [`StallReason`]) and since when, hands back a
+//! [`Step::Sleep`] with a bound, and counts the wait when the task
+//! resumes. Events (I/O done, memory freed, a sync finished) wake only the
+//! tasks waiting for them, through [`Action::Wake`].
+
+use crate::action::{Action, Stall, StallReason, Step};
+use crate::balance_dirty::TaskDirty;
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::ids::{FileId, HandleId, PageIndex, TaskId, WbId};
+use crate::time::Instant;
+
+/// A caller waiting for an event is woken at the latest after this long
+/// and re-checks (a lost or late event can never strand it).
+pub const EVENT_WAIT_MAX_NS: u64 = 100 * crate::time::NS_PER_MS;
+
+/// Most tasks (callers) one engine serves (the table is dense).
+pub const MAX_TASKS: usize = 1 << 16;
+
+/// What a task is in the middle of.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Op {
+    Idle,
+    Write {
+        handle: HandleId,
+        /// Next byte to copy.
+        pos: u64,
+        end: u64,
+        /// The throttle asked to look again after the pause.
+        throttle_again: bool,
+        /// 2007-style throttle: waiting for own writeback since this count.
+        wait_2007: Option<u64>,
+    },
+    Read {
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    },
+    Sync {
+        op: u64,
+    },
+    Truncate {
+        file: FileId,
+        len: u64,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct Task {
+    pub dirty: TaskDirty,
+    pub op: Op,
+    /// The stall the task is in, and when it began.
+    pub stall: Option<(StallReason, Instant)>,
+    /// Where the task's last read ended, for readahead.
+    pub last_read: Option<(FileId, PageIndex)>,
+    /// 2007 mode: pages dirtied since the last check. Linux kept this per
+    /// CPU; here each task counts as running on its own CPU.
+    pub ratelimit_2007: u64,
+}
+
+/// What a waiting task waits for, so events wake only those concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitKey {
+    /// I/O on this file completed (read done, writeback done).
+    FileIo(FileId),
+    /// Pages became reclaimable.
+    Memory,
+    /// This context wrote pages back.
+    WbWritten(WbId),
+    /// A sync operation's writes are all done.
+    Sync(u64),
+}
+
+impl Engine {
+    pub(crate) fn task_mut(&mut self, task: TaskId) -> Result<&mut Task, EngineError> {
+        self.tasks
+            .get_mut(task.index())
+            .ok_or(EngineError::BadTask(task))
+    }
+
+    /// Starts an operation for `task`, which must be idle.
+    pub(crate) fn begin(&mut self, task: TaskId, op: Op) -> Result<(), EngineError> {
+        let t = self.task_mut(task)?;
+        if t.op != Op::Idle {
+            return Err(EngineError::Busy(task));
+        }
+        t.op = op;
+        Ok(())
+    }
+
+    /// Records that `task` must wait, and returns the step telling it so.
+    pub(crate) fn stall(
+        &mut self,
+        task: TaskId,
+        now: Instant,
+        stall: Stall,
+        key: Option<WaitKey>,
+    ) -> Step {
+        assert!(stall.until >= now, "a stall ends in the future");
+        let t = &mut self.tasks[task.index()];
+        assert!(t.stall.is_none(), "task already stalled");
+        t.stall = Some((stall.reason, now));
+        if let Some(key) = key {
+            self.waiting.push((task, key));
+        }
+        Step::Sleep(stall)
+    }
+
+    /// Makes `task` wait for an event, re-checking after at most
+    /// EVENT_WAIT_MAX_NS in case the event is late.
+    pub(crate) fn wait_for(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        reason: StallReason,
+        key: WaitKey,
+    ) -> Step {
+        let stall = Stall {
+            reason,
+            until: now + EVENT_WAIT_MAX_NS,
+            wakeable: true,
+        };
+        self.stall(task, now, stall, Some(key))
+    }
+
+    /// An event the engine can wait on happened: wake whoever waits for it.
+    pub(crate) fn wake(&mut self, key: WaitKey) {
+        let actions = &mut self.actions;
+        self.waiting.retain(|&(task, k)| {
+            if k == key {
+                actions.push_back(Action::Wake(task));
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Continues the task's operation after a sleep.
+    pub fn resume(&mut self, now: Instant, task: TaskId) -> Result<Step, EngineError> {
+        let t = self.task_mut(task)?;
+        if let Some((reason, since)) = t.stall.take() {
+            let waited = now.since_ns(since);
+            self.stats.stalls[reason.index()].record(waited);
+            if reason == StallReason::DirtyThrottle {
+                if let Op::Write { handle, .. } = self.tasks[task.index()].op {
+                    let file = self.handle(handle)?.file;
+                    let device = self.files[file.index()].device;
+                    self.devices[device.index()].stats.throttle.record(waited);
+                }
+            }
+        }
+        self.waiting.retain(|&(t, _)| t != task);
+        match self.tasks[task.index()].op.clone() {
+            Op::Idle => Err(EngineError::NothingToResume(task)),
+            Op::Write { .. } => self.continue_write(now, task),
+            Op::Read { .. } => self.continue_read(now, task),
+            Op::Sync { op } => self.continue_sync(now, task, op),
+            Op::Truncate { .. } => self.continue_truncate(now, task),
+        }
+    }
+
+    /// Ends the task's operation.
+    pub(crate) fn finish(
+        &mut self,
+        task: TaskId,
+        result: Result<Step, EngineError>,
+    ) -> Result<Step, EngineError> {
+        self.tasks[task.index()].op = Op::Idle;
+        result
+    }
+}

@@ -1,0 +1,67 @@
+//! Writeback contexts: one per (device, domain) pair, Linux's
+//! bdi_writeback. Each has its own dirty and writeback counts, write
+//! bandwidth, dirty rate limit, share of completions, list of dirty files
+//! in first-dirtied order, and flusher.
+
+use crate::bandwidth::WriteBandwidth;
+use crate::engine::Engine;
+use crate::flusher::Flusher;
+use crate::ids::{DeviceId, DomainId, FileId, WbId};
+use crate::proportions::FpropLocal;
+use crate::ratelimit::DirtyRatelimit;
+use crate::time::Instant;
+use std::collections::BTreeSet;
+
+/// Most writeback domains (tenants) one engine serves (the table is dense).
+pub const MAX_DOMAINS: usize = 1024;
+
+/// One writeback context: a (device, domain) pair (Linux's bdi_writeback).
+#[derive(Debug)]
+pub(crate) struct Wb {
+    pub device: DeviceId,
+    pub dirty: u64,
+    pub writeback: u64,
+    pub dirtied: u64,
+    pub written: u64,
+    pub bw: WriteBandwidth,
+    pub rl: DirtyRatelimit,
+    pub completions: FpropLocal,
+    /// Dirty files in first-dirtied order (Linux's b_dirty).
+    pub dirty_files: BTreeSet<(Instant, FileId)>,
+    pub flusher: Flusher,
+    /// The file the flusher is writing, as its position in `dirty_files`.
+    pub cursor: Option<(Instant, FileId)>,
+    pub dirty_exceeded: bool,
+}
+
+impl Wb {
+    pub fn has_io(&self) -> bool {
+        self.dirty > 0 || self.writeback > 0
+    }
+}
+
+impl Engine {
+    pub(crate) fn wb_for(&mut self, device: DeviceId, domain: DomainId, now: Instant) -> WbId {
+        if let Some(&wb) = self.wb_index.get(&(device, domain)) {
+            return wb;
+        }
+        let id = WbId(self.wbs.len() as u32);
+        self.wbs.push(Wb {
+            device,
+            dirty: 0,
+            writeback: 0,
+            dirtied: 0,
+            written: 0,
+            bw: WriteBandwidth::new(now),
+            rl: DirtyRatelimit::default(),
+            completions: FpropLocal::default(),
+            dirty_files: BTreeSet::new(),
+            flusher: Flusher::default(),
+            cursor: None,
+            dirty_exceeded: false,
+        });
+        self.wb_index.insert((device, domain), id);
+        self.devices[device.index()].wbs.push(id);
+        id
+    }
+}
