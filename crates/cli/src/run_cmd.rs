@@ -1,6 +1,8 @@
 //! `wb run FILE`: the same scenario files as `wb sim`, for real: jobs
 //! become threads, devices become directories on real filesystems, and the
-//! engine runs on real time through the `writeback` library.
+//! engine runs on real time through the `writeback` library. When jobs stop
+//! and what they record is `wb_sim::job`, as in the simulator; this file
+//! adds the threads and the clock.
 
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::Args;
@@ -10,7 +12,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant as StdInstant};
 use wb_scenario::{JobKind, Scenario};
-use wb_sim::report::{DeviceFacts, EngineReport, JobReport, Latency, RunReport};
+use wb_sim::job::{self, JobRun};
+use wb_sim::report::{DeviceFacts, EngineReport, RunReport};
 use wb_sim::rng::Rng;
 use wb_sim::workload::{Next, Op, Workload};
 use writeback::{Cache, File, OpenOptions};
@@ -195,13 +198,9 @@ fn open_job_files(
     Ok(JobFiles { files })
 }
 
-struct JobResult {
-    lat: Latency,
-    sync_lat: Latency,
-    ops: u64,
-    bytes: u64,
-    errors: u64,
-    elapsed: Duration,
+/// Time since the start of the run, as the engine and the workloads see it.
+fn since(run_start: StdInstant) -> wb_engine::Instant {
+    wb_engine::Instant(run_start.elapsed().as_nanos() as u64)
 }
 
 /// Runs one job's operations on its own thread until it finishes.
@@ -210,35 +209,23 @@ fn job_thread(
     files: &JobFiles,
     mut workload: Box<dyn Workload + Send>,
     block: u64,
-    spec: &wb_scenario::JobSpec,
+    mut job: JobRun,
     run_start: StdInstant,
     foreground_left: &AtomicUsize,
-) -> JobResult {
-    let start = run_start + Duration::from_nanos(spec.start_ns);
+) -> JobRun {
+    let start = run_start + Duration::from_nanos(job.start_at().as_ns());
     std::thread::sleep(start.saturating_duration_since(StdInstant::now()));
-    let began = StdInstant::now();
+    job.start(since(run_start));
     let mut buf = vec![0u8; block as usize];
-    let mut rng = Rng::new(spec.start_ns ^ block);
+    let mut rng = Rng::new(job.start_at().as_ns() ^ block);
     for b in buf.iter_mut() {
         *b = rng.next_u64() as u8;
     }
-    let mut r = JobResult {
-        lat: Latency::default(),
-        sync_lat: Latency::default(),
-        ops: 0,
-        bytes: 0,
-        errors: 0,
-        elapsed: Duration::ZERO,
-    };
     loop {
-        let over_runtime = spec
-            .runtime_ns
-            .is_some_and(|rt| began.elapsed() >= Duration::from_nanos(rt));
-        let stop_background = spec.background && foreground_left.load(Ordering::Acquire) == 0;
-        if over_runtime || stop_background {
+        let now = since(run_start);
+        if job.should_stop(now, foreground_left.load(Ordering::Acquire)) {
             break;
         }
-        let now = wb_engine::Instant(run_start.elapsed().as_nanos() as u64);
         match workload.next(now) {
             Next::Finished => break,
             Next::Until(t) => {
@@ -246,7 +233,7 @@ fn job_thread(
                 std::thread::sleep(wait);
             }
             Next::Op(op) => {
-                let t0 = StdInstant::now();
+                job.begin_op(op, since(run_start));
                 let result = match op {
                     Op::Write { file, offset, len } => {
                         files.files[file].write_at(&buf[..len as usize], offset)
@@ -257,26 +244,14 @@ fn job_thread(
                     Op::Fsync { file } => files.files[file].sync_data(),
                     Op::Sync => cache.sync(),
                 };
-                let ns = t0.elapsed().as_nanos() as u64;
-                if result.is_err() {
-                    r.errors += 1;
-                }
-                match op {
-                    Op::Write { len, .. } | Op::Read { len, .. } => {
-                        r.lat.record(ns);
-                        r.ops += 1;
-                        r.bytes += len;
-                    }
-                    Op::Fsync { .. } | Op::Sync => r.sync_lat.record(ns),
-                }
+                job.end_op(since(run_start), result.is_ok());
             }
         }
     }
-    r.elapsed = began.elapsed();
-    if !spec.background {
+    if job.finish(since(run_start)) {
         foreground_left.fetch_sub(1, Ordering::AcqRel);
     }
-    r
+    job
 }
 
 fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<RunReport, String> {
@@ -308,11 +283,11 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
     let files: Vec<JobFiles> = (0..scenario.jobs.len())
         .map(|j| open_job_files(&cache, scenario, dirs, j))
         .collect::<Result<_, _>>()?;
-    let foreground_left = AtomicUsize::new(scenario.jobs.iter().filter(|j| !j.background).count());
+    let foreground_left = AtomicUsize::new(job::foreground_jobs(scenario));
     let run_start = StdInstant::now();
     let seed_rng = Rng::new(scenario.seed);
     let cache_ref = &cache;
-    let results: Vec<JobResult> = std::thread::scope(|s| {
+    let results: Vec<JobRun> = std::thread::scope(|s| {
         let handles: Vec<_> = scenario
             .jobs
             .iter()
@@ -321,10 +296,9 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
                 let workload =
                     wb_sim::workload::for_job(&spec.kind, seed_rng.fork(1000 + j as u64));
                 let block = block_size(&spec.kind);
+                let job = JobRun::for_job(scenario, j);
                 let (files, left) = (&files[j], &foreground_left);
-                s.spawn(move || {
-                    job_thread(cache_ref, files, workload, block, spec, run_start, left)
-                })
+                s.spawn(move || job_thread(cache_ref, files, workload, block, job, run_start, left))
             })
             .collect();
         handles
@@ -332,6 +306,7 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
             .map(|h| h.join().unwrap_or_else(|_| panic!("a job thread panicked")))
             .collect()
     });
+    let end = since(run_start);
     let sim_time_s = run_start.elapsed().as_secs_f64();
     drop(files);
     let stats = cache.stats();
@@ -346,29 +321,7 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
             utilization: None,
         })
         .collect();
-    let jobs = scenario
-        .jobs
-        .iter()
-        .zip(&results)
-        .map(|(spec, r)| {
-            let elapsed_s = r.elapsed.as_secs_f64();
-            let per_s = |x: f64| if elapsed_s > 0.0 { x / elapsed_s } else { 0.0 };
-            JobReport {
-                name: spec.name.clone(),
-                kind: spec.kind.name().to_string(),
-                device: scenario.devices[spec.device].name.clone(),
-                ops: r.ops,
-                bytes: r.bytes,
-                elapsed_s,
-                iops: per_s(r.ops as f64),
-                bw_mib_s: per_s(r.bytes as f64 / (1024.0 * 1024.0)),
-                lat_us: r.lat.summary(),
-                syncs: r.sync_lat.count(),
-                sync_lat_us: r.sync_lat.summary(),
-                errors: r.errors,
-            }
-        })
-        .collect();
+    let jobs = results.iter().map(|r| r.report(end)).collect();
     let engine = EngineReport::new(&stats, &facts);
     let io_backend = Some(cache.io_backend().to_string());
     drop(cache);

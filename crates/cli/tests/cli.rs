@@ -237,3 +237,104 @@ fn bench_cpu_json_reports_child_cpu_time() {
     }
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A `wb run` of three short jobs: one stops when its workload ends, one at
+/// its runtime, and a background one once both have finished.
+const SHORT_RUN: &str = r#"
+name = "short-run"
+seed = 5
+
+[cache]
+memory = "64MiB"
+
+[[device]]
+name = "disk"
+model = "hdd"
+
+[[job]]
+name = "w"
+kind = "occasional-writer"
+device = "disk"
+block_size = "4KiB"
+interval = "20ms"
+count = 5
+
+[[job]]
+name = "f"
+kind = "fsync-loop"
+device = "disk"
+block_size = "4KiB"
+interval = "5ms"
+count = 100000
+runtime = "100ms"
+
+[[job]]
+name = "r"
+kind = "reader"
+device = "disk"
+file_size = "1MiB"
+block_size = "4KiB"
+rate_iops = 200
+background = true
+"#;
+
+#[test]
+fn run_stops_jobs_by_the_simulators_rules_and_reports_them() {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wb-cli-run-{}", std::process::id()));
+    std::fs::create_dir_all(&base).expect("create the run directory");
+    if !writeback::io::supports_direct(&base) {
+        let _ = std::fs::remove_dir_all(&base);
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+        return;
+    }
+    let path = write_temp("short-run.toml", SHORT_RUN);
+    let out = wb(&[
+        "run",
+        path.to_str().expect("UTF-8 path"),
+        "--json",
+        "--no-calibrate",
+        "--dir",
+        base.to_str().expect("UTF-8 path"),
+    ]);
+    let v = json(&out);
+    let _ = std::fs::remove_dir_all(&base);
+    assert_eq!(v["scenario"], "short-run");
+    assert!(v["io_backend"].is_string(), "{v}");
+    let jobs = v["jobs"].as_array().expect("jobs is an array");
+    let names: Vec<_> = jobs.iter().map(|j| j["name"].as_str()).collect();
+    assert_eq!(names, [Some("w"), Some("f"), Some("r")], "{v}");
+    let num = |job: &serde_json::Value, key: &str| job[key].as_f64().unwrap_or(f64::NAN);
+    let (w, f, r) = (&jobs[0], &jobs[1], &jobs[2]);
+    for job in jobs {
+        assert_eq!(job["device"], "disk", "{v}");
+        assert_eq!(job["errors"], 0, "{v}");
+        for key in ["elapsed_s", "iops", "bw_mib_s"] {
+            let x = num(job, key);
+            assert!(x.is_finite() && x >= 0.0, "{key} = {x} in {v}");
+        }
+    }
+    // The occasional writer ends with its workload: 5 writes of 4 KiB.
+    assert_eq!(w["kind"], "occasional-writer");
+    assert_eq!(
+        (w["ops"].as_u64(), w["bytes"].as_u64()),
+        (Some(5), Some(5 * 4096))
+    );
+    assert_eq!(w["syncs"], 0, "{v}");
+    assert!(num(w, "elapsed_s") >= 0.08, "{v}");
+    // The fsync loop stops at its runtime, long before its count: each
+    // write is followed by an fsync, counted apart.
+    let f_elapsed = num(f, "elapsed_s");
+    assert!((0.1..10.0).contains(&f_elapsed), "{v}");
+    let (f_ops, f_syncs) = (
+        f["ops"].as_u64().unwrap_or(0),
+        f["syncs"].as_u64().unwrap_or(0),
+    );
+    assert!(f_syncs >= 1 && f_ops < 100_000, "{v}");
+    assert!(f_ops == f_syncs || f_ops == f_syncs + 1, "{v}");
+    assert_eq!(f["bytes"].as_u64(), Some(f_ops * 4096), "{v}");
+    // The background reader stops once both have finished.
+    let last_foreground = num(w, "elapsed_s").max(f_elapsed);
+    assert!(num(r, "elapsed_s") < last_foreground + 1.0, "{v}");
+    assert!(r["ops"].as_u64().unwrap_or(0) >= 1, "{v}");
+}

@@ -1,7 +1,7 @@
 //! What the engine asks of its runtime, and what a caller is told to do.
 
 use crate::flusher::WbReason;
-use crate::ids::{DeviceId, FileId, IoId, TaskId};
+use crate::ids::{DeviceId, FileId, IoId, PageIndex, TaskId};
 use crate::time::Instant;
 use crate::wbt::WbtClass;
 use std::fmt;
@@ -42,6 +42,39 @@ pub enum Action {
     /// in before anything else sees them (the real runtime copies right
     /// after the engine call that prepared them, under the same lock).
     ZeroFrames { first: u32, count: u32 },
+    /// Copy the bytes of `task`'s write that belong at file offsets
+    /// `pos..pos + len` of `file` into frames `frame, frame + 1, ...`,
+    /// starting `pos % PAGE_SIZE` bytes into the first. The pages are dirty
+    /// already: the runtime must copy before it acts on any later action
+    /// (a later `Submit` may write these frames) and before anyone else can
+    /// see the pages. Only the task's own `write` or `resume` emits it.
+    CopyIn {
+        task: TaskId,
+        file: FileId,
+        pos: u64,
+        len: u64,
+        frame: u32,
+    },
+    /// Make the writes that landed in `file` durable: cut its backing file
+    /// to the file's length (`Engine::file_size`) and flush it (fdatasync;
+    /// fsync when `metadata`), outside any lock, then report with
+    /// `Engine::durable_done(id, result)`.
+    MakeDurable {
+        id: u64,
+        file: FileId,
+        metadata: bool,
+    },
+    /// `file` was evicted (evict.rs): its pages are gone (`Unmapped` came
+    /// first) and its id is retired; close its backing file.
+    Evict { file: FileId },
+    /// Pages `first..end` of `file` left the cache: a runtime that keeps a
+    /// page index of its own (for reads without the engine) must drop them
+    /// before it acts on any later action: their frames may be reused.
+    Unmapped {
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+    },
 }
 
 /// Why a caller is made to wait. Every wait carries one and is counted.

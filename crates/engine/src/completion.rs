@@ -16,6 +16,7 @@ impl Engine {
     /// The runtime finished a request. Unknown ids are ignored (and counted
     /// nowhere): a runtime bug must not corrupt the cache.
     pub fn io_complete(&mut self, now: Instant, id: IoId, result: Result<(), IoErrorKind>) {
+        self.wake_timers(now, true);
         let Some(inflight) = self.inflight.remove(&id) else {
             return;
         };
@@ -83,6 +84,7 @@ impl Engine {
         self.wbs[wb_id.index()].writeback -= pages;
         match result {
             Ok(()) => {
+                self.mark_unsynced(file);
                 self.account_written(wb_id, req, pages);
             }
             Err(e) => {

@@ -10,25 +10,27 @@
 //! | `open`, `close` | `file_table.rs` |
 //! | `write` | `write_path.rs` |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
-//! | `fsync`, `sync` | `sync.rs` |
+//! | `fsync`, `fsync_all`, `sync` | `sync.rs` |
+//! | `durable_done`, `file_unsynced` | `durability.rs` |
 //! | `set_len` | `truncate.rs` |
-//! | `file_idle`, `evict_file` | `evict.rs` |
+//! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict.rs` |
 //! | `resume` | `task.rs` |
 //! | `io_complete` | `completion.rs` |
 //! | `poll_timeout`, `handle_timeout` | `timers.rs` |
 //! | `set_knob`, `set_device_knob` | `knobs.rs` |
 //! | `note_foreign_reads` | `device.rs` |
-//! | `report_unmapped`, `take_unmapped` | `unmap_log.rs` |
 //! | `stats` | `stats.rs` |
 //! | `check_invariants` | `invariants.rs` |
 //!
 //! Call order: a caller's operation (`write`, `read`, `fsync`, `sync`,
 //! `set_len`) returns [`Step::Done`](crate::Step::Done) or [`Step::Sleep`](crate::Step::Sleep); after a sleep the
 //! runtime calls `resume` for the task until it is done. After every call
-//! the runtime drains `poll_action` (zero frames, submit I/O, wake tasks),
-//! reports each submitted request with `io_complete`, calls
-//! `handle_timeout` at `poll_timeout`, and passes monotonic time
-//! throughout.
+//! the runtime drains `poll_action` and acts in order (pages unmapped,
+//! frames to zero, the caller's bytes to copy in, I/O to submit, files to
+//! flush, files let go, tasks to wake): nothing else leaves the engine. It
+//! reports each submitted request with `io_complete` and each flush with
+//! `durable_done`, calls `handle_timeout` at `poll_timeout` (None: no timer
+//! armed), and passes monotonic time throughout.
 
 use crate::action::Action;
 use crate::balance_dirty::TaskDirty;
@@ -75,6 +77,8 @@ pub struct Engine {
     pub(crate) inflight: BTreeMap<IoId, Inflight>,
     pub(crate) next_io: u64,
     pub(crate) syncs: BTreeMap<u64, SyncOp>,
+    pub(crate) durability: crate::durability::Durability,
+    pub(crate) eviction: crate::evict::Eviction,
     pub(crate) next_sync: u64,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
@@ -86,8 +90,6 @@ pub struct Engine {
     /// Frames whose pages a runtime read from its own index since reclaim
     /// last looked (see `note_referenced_frames`).
     pub(crate) frame_notes: crate::frame_notes::FrameNotes,
-    /// Pages that left the cache, if a runtime asked (unmap_log.rs).
-    pub(crate) unmapped: Option<Vec<(FileId, PageIndex, PageIndex)>>,
     /// Calls of `check_invariants` so far (some checks are sampled).
     pub(crate) invariant_checks: std::cell::Cell<u64>,
 }
@@ -119,6 +121,8 @@ impl Engine {
             inflight: BTreeMap::new(),
             next_io: 1,
             syncs: BTreeMap::new(),
+            durability: Default::default(),
+            eviction: Default::default(),
             next_sync: 1,
             waiting: Vec::new(),
             actions: VecDeque::new(),
@@ -128,7 +132,6 @@ impl Engine {
             next_kupdate,
             stats: Stats::default(),
             frame_notes: crate::frame_notes::FrameNotes::new(memory_pages),
-            unmapped: None,
             invariant_checks: std::cell::Cell::new(0),
         };
         engine.stats.memory_pages = memory_pages;
@@ -205,7 +208,11 @@ impl Engine {
         assert!(device.index() < self.devices.len() && domain.index() < self.domains.len());
         let wb = self.wb_for(device, domain, now);
         self.files.push(CachedFile::new(device, wb, size));
-        FileId((self.files.len() - 1) as u32)
+        let file = FileId((self.files.len() - 1) as u32);
+        self.eviction.live += 1;
+        self.touch_file(file);
+        self.make_room_for_files(file);
+        file
     }
 
     pub fn file_size(&self, file: FileId) -> u64 {
@@ -236,14 +243,6 @@ impl Engine {
     /// The frame holding a cached page's data.
     pub fn page_frame(&self, file: FileId, page: PageIndex) -> Option<u32> {
         self.files.get(file.index())?.frame(page)
-    }
-
-    /// Where the task's write has got to (the next byte to copy), while it writes.
-    pub fn write_pos(&self, task: TaskId) -> Option<u64> {
-        match self.tasks.get(task.index())?.op {
-            Op::Write { pos, .. } => Some(pos),
-            _ => None,
-        }
     }
 
     pub fn cached_pages(&self) -> u64 {

@@ -28,6 +28,9 @@ pub enum EngineError {
     WriteBack(IoErrorKind),
     /// A read from the device failed.
     Read(IoErrorKind),
+    /// Flushing the file's landed writes to stable storage failed; they
+    /// stay marked and the next sync tries again.
+    Durability(IoErrorKind),
 }
 
 impl fmt::Display for EngineError {
@@ -59,6 +62,10 @@ impl fmt::Display for EngineError {
             }
             EngineError::WriteBack(e) => write!(f, "writing back data failed: {e}"),
             EngineError::Read(e) => write!(f, "reading from the device failed: {e}"),
+            EngineError::Durability(e) => write!(
+                f,
+                "flushing the file to stable storage failed: {e}; it stays unsynced and the next sync tries again"
+            ),
         }
     }
 }

@@ -1,13 +1,44 @@
-//! Forgetting files nobody uses: a runtime that opened many files (a FUSE
+//! Letting go of files nobody uses: a runtime that meets many files (a FUSE
 //! server walks whole trees) would otherwise keep every one of them, and
-//! its backing descriptor, for ever. A file may go once it has no open
-//! handle and nothing dirty, under writeback or being read: what is left
-//! is clean cached data, which reclaim would drop anyway.
+//! its backing descriptor, for ever.
+//!
+//! - A file is idle when it has no open handle and nothing dirty, under
+//!   writeback or being read: what is left is clean cached data, which
+//!   reclaim would drop anyway.
+//! - A limit on live files (`set_max_files`; none by default). When adding
+//!   a file passes it, idle files go, least recently used first (a use is
+//!   an open, a close, a read or a write), until three quarters of the
+//!   limit are left; when too few are idle, the next eighth of the limit's
+//!   additions do not look again, so additions do not each scan every file.
+//! - A file going has its landed writes flushed first (`Action::MakeDurable`,
+//!   durability.rs); once the flush is reported and the file is still idle
+//!   and unchanged, its pages leave (`Action::Unmapped`) and
+//!   `Action::Evict` tells the runtime to close its backing file. A failed
+//!   flush keeps the file (still unsynced): the next sync reports it.
+//! - `release_file` lets one file go at once, as soon as it is idle (a
+//!   front end's unlinked file with no handle left).
 
+use crate::action::Action;
+use crate::durability::FlushFor;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::FileId;
 use crate::page_cache::MAX_FILE_PAGES;
+use std::collections::BTreeSet;
+
+/// The eviction stage's state.
+#[derive(Debug, Default)]
+pub(crate) struct Eviction {
+    /// Live files allowed at once; None: no limit.
+    pub max_files: Option<usize>,
+    /// Files known and not evicted.
+    pub live: usize,
+    next_use: u64,
+    /// Additions left before looking for idle files again.
+    skip_scans: usize,
+    /// Files waiting for their flush before they go.
+    pub flushing: BTreeSet<FileId>,
+}
 
 impl Engine {
     /// Whether `file` could be evicted now (see `evict_file`).
@@ -23,9 +54,91 @@ impl Engine {
             && f.counts().cached == f.counts().reclaimable
     }
 
+    /// Sets the most files the engine keeps at once (None: no limit).
+    pub fn set_max_files(&mut self, max_files: Option<usize>) {
+        self.eviction.max_files = max_files.map(|n| n.max(1));
+        self.eviction.skip_scans = 0;
+    }
+
+    /// Files known and not evicted.
+    pub fn live_files(&self) -> usize {
+        self.eviction.live
+    }
+
+    /// Notes a use of `file`: a stamp, so a read or write pays nothing
+    /// more; the order is made only when files must go.
+    pub(crate) fn touch_file(&mut self, file: FileId) {
+        self.eviction.next_use += 1;
+        self.files[file.index()].last_use = self.eviction.next_use;
+    }
+
+    /// `added` was added: over the limit, let idle files go (see the
+    /// header), never `added` itself.
+    pub(crate) fn make_room_for_files(&mut self, added: FileId) {
+        let Some(max) = self.eviction.max_files else {
+            return;
+        };
+        if self.live_files() <= max {
+            return;
+        }
+        if self.eviction.skip_scans > 0 {
+            self.eviction.skip_scans -= 1;
+            return;
+        }
+        let keep = max * 3 / 4;
+        let excess = self.live_files().saturating_sub(keep);
+        let mut idle: Vec<(u64, FileId)> = (0..self.files.len() as u32)
+            .map(FileId)
+            .filter(|&f| f != added && self.file_idle(f) && !self.eviction.flushing.contains(&f))
+            .map(|f| (self.files[f.index()].last_use, f))
+            .collect();
+        idle.sort_unstable();
+        idle.truncate(excess);
+        let idle: Vec<FileId> = idle.into_iter().map(|(_, f)| f).collect();
+        if idle.len() < max / 8 {
+            self.eviction.skip_scans = max / 8;
+        }
+        for file in idle {
+            self.let_go(file);
+        }
+    }
+
+    /// Lets `file` go as soon as it is idle and its writes are durable.
+    /// Returns false if it is busy (nothing happens) or unknown.
+    pub fn release_file(&mut self, file: FileId) -> bool {
+        if !self.file_idle(file) {
+            return false;
+        }
+        self.let_go(file);
+        true
+    }
+
+    /// Flushes an idle file if it is unsynced, else evicts it now.
+    fn let_go(&mut self, file: FileId) {
+        if self.files[file.index()].unsynced.is_some() {
+            if self.eviction.flushing.insert(file) {
+                self.request_flush(file, FlushFor::Eviction, false);
+            }
+            return;
+        }
+        let evicted = self.evict_file(file);
+        debug_assert!(evicted.is_ok(), "{evicted:?}");
+    }
+
+    /// A flush asked for by eviction was reported.
+    pub(crate) fn eviction_flushed(&mut self, file: FileId) {
+        self.eviction.flushing.remove(&file);
+        if self.file_idle(file) && self.files[file.index()].unsynced.is_none() {
+            let evicted = self.evict_file(file);
+            debug_assert!(evicted.is_ok(), "{evicted:?}");
+        }
+    }
+
     /// Drops an idle file's cached pages and retires its id: it may not be
-    /// opened again (a runtime adds the file anew if it is needed later).
-    /// Busy files are an error and are left as they are.
+    /// opened again (a runtime adds the file anew if it is needed later),
+    /// and the runtime gets `Action::Evict`. Busy files are an error and
+    /// are left as they are. The file's unsynced changes, if any, are the
+    /// caller's business (`release_file` flushes first).
     pub fn evict_file(&mut self, file: FileId) -> Result<(), EngineError> {
         if !self.file_idle(file) {
             return Err(EngineError::FileBusy(file));
@@ -35,6 +148,8 @@ impl Engine {
         f.evicted = true;
         f.size = 0;
         f.read_error = None;
+        self.eviction.live -= 1;
+        self.actions.push_back(Action::Evict { file });
         Ok(())
     }
 }

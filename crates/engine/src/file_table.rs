@@ -23,6 +23,7 @@ impl Engine {
             file,
             err_seen: f.err_seq,
         });
+        self.touch_file(file);
         // Closed handles' slots are used again: a server opening files all
         // day keeps a table as large as its most handles open at once.
         if let Some(slot) = self.free_handles.pop() {
@@ -41,6 +42,7 @@ impl Engine {
         let f = &mut self.files[file.index()];
         assert!(f.open_handles > 0);
         f.open_handles -= 1;
+        self.touch_file(file);
         Ok(())
     }
 

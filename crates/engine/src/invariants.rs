@@ -76,6 +76,11 @@ impl Engine {
         if checks.is_multiple_of(RECLAIM_QUEUE_CHECK_EVERY) {
             self.check_reclaim_queue();
         }
+        assert_eq!(
+            self.eviction.live,
+            self.files.iter().filter(|f| !f.evicted).count(),
+            "live file count"
+        );
         assert_eq!(cached, self.nr_cached, "cached count");
         assert_eq!(dirty, self.nr_dirty, "dirty count");
         assert_eq!(writeback, self.nr_writeback, "writeback count");

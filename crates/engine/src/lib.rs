@@ -20,8 +20,9 @@
 //!    (`page_cache.rs`); a partly overwritten page that is on disk is read
 //!    first (`dispatch.rs`, `submit_read`; stall `read_io`).
 //! 3. `dirty_pages` (`write_path.rs`) marks the stretch dirty and accounts it
-//!    to the file's writeback context (`wb.rs`) and to the task. The runtime
-//!    copies the caller's bytes into the frames up to `write_pos`.
+//!    to the file's writeback context (`wb.rs`) and to the task, and
+//!    `copy_in` emits `Action::CopyIn`: the runtime copies the caller's
+//!    bytes into the stretch's frames before it acts on anything later.
 //! 4. `maybe_throttle` (`balance_dirty.rs`): past the task's
 //!    `nr_dirtied_pause`, `balance_dirty_pages` compares the context's dirty
 //!    pages with its share of the limits (`dirty_limits.rs`,
@@ -44,9 +45,16 @@
 //!    `Action::Wake`, and the device is pumped again (step 5).
 //! 7. `Engine::fsync` (`sync.rs`) tags the file's dirty ranges, writes them
 //!    as integrity writes ahead of the flusher's (`pump_syncs`), sets a
-//!    barrier once all are issued, waits (reason `sync`) for every write up
-//!    to it, and reports a write-back error this handle has not seen
-//!    (errseq).
+//!    barrier once all are issued and waits (reason `sync`) for every write
+//!    up to it. The writes that landed marked the file unsynced
+//!    (`durability.rs`): the sync emits `Action::MakeDurable`, the runtime
+//!    flushes the backing file and reports with `durable_done`, and the
+//!    sync returns a write-back error this handle has not seen (errseq) or
+//!    a failed flush.
+//!
+//! Later, an idle file (no handle, nothing dirty or in flight) may be let
+//! go when the cache holds too many files, least recently used first,
+//! flushed first if unsynced (`evict.rs`, `Action::Evict`).
 //!
 //! Throughout, `handle_timeout` (`timers.rs`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
@@ -62,6 +70,7 @@ mod device;
 mod dirty_limits;
 mod dirty_throttle_2007;
 mod dispatch;
+mod durability;
 mod engine;
 mod error;
 mod evict;
@@ -86,7 +95,6 @@ pub mod time;
 mod timers;
 mod truncate;
 pub mod units;
-mod unmap_log;
 mod wb;
 mod wbt;
 mod write_path;

@@ -117,6 +117,10 @@ pub struct CachedFile {
     pub open_handles: u32,
     /// Retired by `evict_file`: never used again.
     pub evicted: bool,
+    /// Changes landed since the last flush, with their mark (durability.rs).
+    pub unsynced: Option<u64>,
+    /// When the file was last used (evict.rs).
+    pub last_use: u64,
 }
 
 impl CachedFile {
@@ -137,6 +141,8 @@ impl CachedFile {
             read_error: None,
             open_handles: 0,
             evicted: false,
+            unsynced: None,
+            last_use: 0,
         }
     }
 

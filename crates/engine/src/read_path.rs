@@ -19,12 +19,13 @@ impl Engine {
         offset: u64,
         len: u64,
     ) -> Result<Step, EngineError> {
-        self.handle(handle)?;
+        let file = self.handle(handle)?.file;
         Self::page_range(offset, len)?;
         let max = self.memory_pages / 4 * crate::ids::PAGE_SIZE;
         if len > max {
             return Err(EngineError::ReadTooLarge { len, max });
         }
+        self.touch_file(file);
         self.begin(
             task,
             Op::Read {
@@ -37,7 +38,7 @@ impl Engine {
     }
 
     /// Accounts a cached read that a runtime served from a page index of
-    /// its own, without calling `read` (see `report_unmapped`): marks the
+    /// its own, without calling `read` (see `Action::Unmapped`): marks the
     /// pages `first..end` that are still cached referenced, as `read`
     /// would have, and moves the task's readahead position. Runtimes may
     /// batch these notes (as Linux batches folio references per CPU), so a

@@ -205,7 +205,11 @@ impl Engine {
         for (start, run) in self.files[file.index()].remove(first, end) {
             self.frames.free(run.frame, run.len);
             self.nr_cached -= run.len;
-            self.log_unmapped(file, start, start + run.len);
+            self.actions.push_back(Action::Unmapped {
+                file,
+                first: start,
+                end: start + run.len,
+            });
         }
     }
 

@@ -79,6 +79,12 @@ pub(crate) struct SyncOp {
     pub files: Vec<SyncFile>,
     /// Set once all tagged pages are issued: wait for writes up to this id.
     pub barrier: Option<IoId>,
+    /// Flush metadata too (fsync rather than fdatasync).
+    pub metadata: bool,
+    /// Set once the writes are done and the flushes asked for.
+    pub flushes_asked: bool,
+    pub flushes_left: u32,
+    pub flush_error: Option<crate::action::IoErrorKind>,
 }
 
 impl Engine {
@@ -91,7 +97,33 @@ impl Engine {
         handle: HandleId,
     ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
-        self.start_sync(now, task, Some(handle), vec![file])
+        self.start_sync(now, task, Some(handle), vec![file], false)
+    }
+
+    /// Writes back one file and makes it durable, for a runtime about to
+    /// let go of it (no handle: like `sync`, it reports write-back errors
+    /// since the call began).
+    pub fn sync_file(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Result<Step, EngineError> {
+        if file.index() >= self.files.len() {
+            return Err(EngineError::BadFile(file));
+        }
+        self.start_sync(now, task, None, vec![file], false)
+    }
+
+    /// As `fsync`, and the file's metadata too (fsync rather than fdatasync).
+    pub fn fsync_all(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+    ) -> Result<Step, EngineError> {
+        let file = self.handle(handle)?.file;
+        self.start_sync(now, task, Some(handle), vec![file], true)
     }
 
     /// Writes back and waits for every file (sync).
@@ -100,10 +132,10 @@ impl Engine {
             .map(FileId)
             .filter(|f| {
                 let f = &self.files[f.index()];
-                f.counts().dirty > 0 || !f.inflight_writes.is_empty()
+                f.counts().dirty > 0 || !f.inflight_writes.is_empty() || f.unsynced.is_some()
             })
             .collect();
-        self.start_sync(now, task, None, files)
+        self.start_sync(now, task, None, files, false)
     }
 
     fn start_sync(
@@ -112,6 +144,7 @@ impl Engine {
         task: TaskId,
         handle: Option<HandleId>,
         files: Vec<FileId>,
+        metadata: bool,
     ) -> Result<Step, EngineError> {
         let id = self.next_sync;
         self.begin(task, Op::Sync { op: id })?;
@@ -133,6 +166,10 @@ impl Engine {
                 handle,
                 files,
                 barrier: None,
+                metadata,
+                flushes_asked: false,
+                flushes_left: 0,
+                flush_error: None,
             },
         );
         for device in devices {
@@ -151,8 +188,24 @@ impl Engine {
         if !self.sync_done(id) {
             return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
         }
+        // The writes are done: now make what landed durable.
+        let op = &self.syncs[&id];
+        if !op.flushes_asked {
+            let files: Vec<FileId> = op.files.iter().map(|sf| sf.file).collect();
+            let metadata = op.metadata;
+            let asked = self.request_flushes(id, &files, metadata);
+            let op = self.syncs.get_mut(&id).expect("sync op exists");
+            op.flushes_asked = true;
+            op.flushes_left = asked;
+        }
+        if self.syncs[&id].flushes_left > 0 {
+            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
+        }
         let op = self.syncs.remove(&id).expect("sync op exists");
-        let result = self.sync_result(&op);
+        let flushed = op
+            .flush_error
+            .map_or(Ok(()), |e| Err(EngineError::Durability(e)));
+        let result = self.sync_result(&op).and(flushed);
         self.finish(task, result.map(|()| Step::Done))
     }
 

@@ -18,18 +18,58 @@ impl Engine {
         }
     }
 
-    /// The next time `handle_timeout` must be called.
+    /// The next time `handle_timeout` must be called; None when no timer
+    /// has anything to do. A timer is armed only while it can change
+    /// something: bandwidth updates while pages are dirty or under
+    /// writeback (or the hard limit still decays), proportion periods
+    /// while completions are counted, the periodic flusher wake-up while
+    /// pages are dirty, a device's wbt window while it runs.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut next = self.next_period.min(self.next_bandwidth);
-        if let Some(k) = self.next_kupdate {
-            next = next.min(k);
+        let io = self.nr_dirty + self.nr_writeback > 0;
+        let bandwidth =
+            (io || self.dirty_limit > self.thresh.thresh).then_some(self.next_bandwidth);
+        let period = (self.completions.events > 1).then_some(self.next_period);
+        let kupdate = self.next_kupdate.filter(|_| self.nr_dirty > 0);
+        let windows = self.devices.iter().filter_map(|d| d.wbt.window_end);
+        [bandwidth, period, kupdate]
+            .into_iter()
+            .flatten()
+            .chain(windows)
+            .min()
+    }
+
+    /// Activity at `now` may give idle timers work: each deadline that
+    /// passed while its timer had nothing to do (its calls would have
+    /// changed nothing) moves along its own chain, so the timers keep the
+    /// times they would have had. `completion`: the event is an I/O
+    /// completion, after which a timer due at `now` still runs (runtimes
+    /// complete I/O before they run timers, and run callers after them).
+    pub(crate) fn wake_timers(&mut self, now: Instant, completion: bool) {
+        let catch_up = |deadline: &mut Instant, interval: u64| {
+            if *deadline > now || (completion && *deadline == now) {
+                return;
+            }
+            let behind = now.since_ns(*deadline);
+            let steps = if completion {
+                behind.div_ceil(interval)
+            } else {
+                behind / interval + 1
+            };
+            *deadline = *deadline + steps * interval;
+        };
+        if self.nr_dirty + self.nr_writeback == 0 && self.dirty_limit <= self.thresh.thresh {
+            catch_up(&mut self.next_bandwidth, BANDWIDTH_INTERVAL_NS);
         }
-        for dev in &self.devices {
-            if let Some(end) = dev.wbt.window_end {
-                next = next.min(end);
+        if self.completions.events <= 1 {
+            catch_up(&mut self.next_period, PERIOD_NS);
+        }
+        if self.nr_dirty == 0 {
+            if let Some(interval) = Self::kupdate_interval(&self.config) {
+                if let Some(k) = self.next_kupdate.as_mut() {
+                    catch_up(k, interval);
+                }
             }
         }
-        Some(next)
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {

@@ -57,6 +57,8 @@ impl Engine {
         let f = &mut self.files[file.index()];
         f.size = len;
         f.writeback_index = f.writeback_index.min(first_gone);
+        // The runtime sets the backing file's length now.
+        self.mark_unsynced(file);
         self.finish(task, Ok(Step::Done))
     }
 

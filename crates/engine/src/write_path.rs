@@ -2,7 +2,7 @@
 //! page first when only part of it is overwritten), mark pages dirty, and
 //! let the dirty throttle decide whether the writer sleeps.
 
-use crate::action::{StallReason, Step};
+use crate::action::{Action, StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
@@ -20,8 +20,9 @@ impl Engine {
         offset: u64,
         len: u64,
     ) -> Result<Step, EngineError> {
-        self.handle(handle)?;
+        let file = self.handle(handle)?.file;
         Self::page_range(offset, len)?;
+        self.touch_file(file);
         let end = offset + len;
         self.begin(
             task,
@@ -78,7 +79,9 @@ impl Engine {
                 Err(step) => return Ok(step),
             };
             self.dirty_pages(now, task, file, page, ready_end);
+            let copied = pos;
             pos = end.min(ready_end * PAGE_SIZE);
+            self.copy_in(task, file, copied, pos);
             let f = &mut self.files[file.index()];
             f.size = f.size.max(pos);
             if let Op::Write { pos: p, .. } = &mut self.tasks[task.index()].op {
@@ -174,6 +177,27 @@ impl Engine {
         Ok(page + pages)
     }
 
+    /// Asks the runtime to copy the write's bytes `from..to` (file
+    /// offsets) into the frames of their pages, one action per run.
+    fn copy_in(&mut self, task: TaskId, file: FileId, from: u64, to: u64) {
+        let mut pos = from;
+        while pos < to {
+            let page = pos / PAGE_SIZE;
+            let (start, run) = self.files[file.index()]
+                .run_at(page)
+                .expect("pages to copy into are cached");
+            let len = ((start + run.len) * PAGE_SIZE).min(to) - pos;
+            self.actions.push_back(Action::CopyIn {
+                task,
+                file,
+                pos,
+                len,
+                frame: run.frame + (page - start) as u32,
+            });
+            pos += len;
+        }
+    }
+
     /// Marks cached pages `first..end` dirty and accounts those that were not.
     fn dirty_pages(
         &mut self,
@@ -183,6 +207,7 @@ impl Engine {
         first: PageIndex,
         end: PageIndex,
     ) {
+        self.wake_timers(now, false);
         let f = &mut self.files[file.index()];
         let before = f.counts().dirty;
         f.update(first, end, |flags| flags | PG_DIRTY | PG_REFERENCED);

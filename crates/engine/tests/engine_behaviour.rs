@@ -316,36 +316,28 @@ fn cached_reads_noted_by_a_runtime_keep_readahead_sequential() {
 }
 
 #[test]
-fn pages_leaving_the_cache_are_reported_only_when_asked() {
-    let run = |report: bool| {
-        let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-        if report {
-            e.report_unmapped();
-        }
-        let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-        let h = e.open(file);
-        let task = e.add_task();
-        let mut hs = Harness::new(e, 10_000);
-        hs.run(task, |e, now| e.write(now, task, h, 0, 5 * 4096))
-            .unwrap();
-        hs.run(task, |e, now| e.set_len(now, task, h, 4096 + 10))
-            .unwrap();
-        let mut out = Vec::new();
-        hs.engine.take_unmapped(&mut out);
-        out
-    };
+fn pages_leaving_the_cache_are_reported_in_order() {
+    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
+    let h = e.open(file);
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 10_000);
+    hs.run(task, |e, now| e.write(now, task, h, 0, 5 * 4096))
+        .unwrap();
+    assert!(hs.unmapped.is_empty(), "nothing left the cache yet");
+    hs.run(task, |e, now| e.set_len(now, task, h, 4096 + 10))
+        .unwrap();
     assert_eq!(
-        run(true),
+        hs.unmapped,
         vec![(FileId(0), 2, 5)],
         "the pages past the new end, in order"
     );
-    assert!(run(false).is_empty());
 }
 
 #[test]
 fn only_idle_files_are_evicted_and_they_leave_nothing() {
-    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    e.report_unmapped();
+    let (e, dev) = engine("64MiB", DeviceConfig::default());
+    let mut e = e;
     let file = e.add_file(Instant(0), dev, DomainId(0), 0);
     let h = e.open(file);
     let task = e.add_task();
@@ -358,12 +350,10 @@ fn only_idle_files_are_evicted_and_they_leave_nothing() {
     assert!(!hs.engine.file_idle(file), "still open");
     hs.engine.close(h).unwrap();
     assert!(hs.engine.file_idle(file));
-    let mut gone = Vec::new();
-    hs.engine.take_unmapped(&mut gone);
-    assert!(gone.is_empty());
+    assert!(hs.unmapped.is_empty());
     hs.engine.evict_file(file).unwrap();
-    hs.engine.take_unmapped(&mut gone);
-    assert_eq!(gone, vec![(file, 0, 3)]);
+    hs.drain();
+    assert_eq!(hs.unmapped, vec![(file, 0, 3)]);
     assert_eq!(hs.engine.stats().cached_pages, 0);
     assert!(!hs.engine.file_idle(file), "evicted once");
     // A closed handle's slot serves the next open.
@@ -415,4 +405,47 @@ fn frames_noted_referenced_get_a_second_chance_in_reclaim() {
         "not noted: reclaimed with their neighbours"
     );
     assert_eq!(survivors(true), 16, "noted: a second chance");
+}
+
+#[test]
+fn copy_in_covers_the_written_bytes_in_order_before_any_write_of_them() {
+    // A small cache, so the writer is throttled and its pages are written
+    // back while it writes.
+    let (mut e, dev) = engine("8MiB", DeviceConfig::default());
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
+    let h = e.open(file);
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 20_000);
+    let (offset, len) = (50, 6 * MIB + 100);
+    hs.run(task, |e, now| e.write(now, task, h, offset, len))
+        .unwrap();
+    let mut next = offset;
+    let mut copied_pages = std::collections::BTreeSet::new();
+    for action in &hs.actions {
+        match *action {
+            Action::CopyIn {
+                task: t,
+                file: f,
+                pos,
+                len,
+                ..
+            } => {
+                assert_eq!((t, f, pos), (task, file, next), "contiguous, in order");
+                assert!(len > 0);
+                copied_pages.extend(pos / 4096..(pos + len).div_ceil(4096));
+                next = pos + len;
+            }
+            Action::Submit(ref req) if req.dir == IoDir::Write => {
+                for p in req.first_page..req.first_page + req.pages as u64 {
+                    assert!(
+                        copied_pages.contains(&p),
+                        "page {p} written before its copy-in"
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(next, offset + len, "every byte is copied once");
+    hs.engine.check_invariants();
 }

@@ -1,10 +1,12 @@
 //! The simulator's event loop: the engine, device models and jobs on one
 //! virtual clock. Events are ordered by (time, sequence number), so one
-//! seed gives one run.
+//! seed gives one run. When jobs stop and what they record is
+//! [`crate::job`], shared with `wb run`.
 
 use crate::device::{self, DevRequest, DeviceModel};
+use crate::job::{self, JobRun};
 use crate::layout::Layout;
-use crate::report::{DeviceFacts, EngineReport, JobReport, Latency, RunReport};
+use crate::report::{DeviceFacts, EngineReport, RunReport};
 use crate::rng::Rng;
 use crate::workload::{Next, Op, Workload};
 use std::cmp::Reverse;
@@ -55,24 +57,11 @@ pub struct SimOptions<'a> {
 }
 
 struct Job {
-    name: String,
-    kind: &'static str,
-    device: usize,
+    /// Stop rules, the operation in progress and the figures.
+    run: JobRun,
     task: TaskId,
     handles: Vec<HandleId>,
     workload: Box<dyn Workload>,
-    background: bool,
-    start_ns: u64,
-    runtime_ns: Option<u64>,
-    lat: Latency,
-    sync_lat: Latency,
-    ops: u64,
-    bytes: u64,
-    errors: u64,
-    started: Option<Instant>,
-    finished: Option<Instant>,
-    /// The operation in progress and when it started.
-    op: Option<(Op, Instant)>,
     /// Only the newest scheduled event of a job counts.
     gen: u64,
 }
@@ -164,27 +153,14 @@ impl Sim {
             }
             let task = engine.add_task();
             jobs.push(Job {
-                name: spec.name.clone(),
-                kind: spec.kind.name(),
-                device: spec.device,
+                run: JobRun::for_job(scenario, j),
                 task,
                 handles,
                 workload,
-                background: spec.background,
-                start_ns: spec.start_ns,
-                runtime_ns: spec.runtime_ns,
-                lat: Latency::default(),
-                sync_lat: Latency::default(),
-                ops: 0,
-                bytes: 0,
-                errors: 0,
-                started: None,
-                finished: None,
-                op: None,
                 gen: 0,
             });
         }
-        let foreground_left = jobs.iter().filter(|j| !j.background).count();
+        let foreground_left = job::foreground_jobs(scenario);
         let mut sim = Sim {
             engine,
             devices,
@@ -197,7 +173,7 @@ impl Sim {
             foreground_left,
         };
         for j in 0..sim.jobs.len() {
-            sim.schedule(j, Instant(sim.jobs[j].start_ns));
+            sim.schedule(j, sim.jobs[j].run.start_at());
         }
         Ok(sim)
     }
@@ -293,32 +269,25 @@ impl Sim {
                     let job = task.index();
                     self.schedule(job, self.now);
                 }
-                // The simulator moves no data.
-                Action::ZeroFrames { .. } => {}
+                // The device models have no volatile cache yet: a flush
+                // is done at once.
+                Action::MakeDurable { id, .. } => self.engine.durable_done(id, Ok(())),
+                // The simulator moves no data and keeps no page index.
+                Action::ZeroFrames { .. }
+                | Action::CopyIn { .. }
+                | Action::Unmapped { .. }
+                | Action::Evict { .. } => {}
             }
         }
     }
 
     fn finish_job(&mut self, job: usize) {
-        let j = &mut self.jobs[job];
-        if j.finished.is_none() {
-            j.finished = Some(self.now);
-            if !j.background {
-                self.foreground_left -= 1;
-            }
+        if self.jobs[job].run.finish(self.now) {
+            self.foreground_left -= 1;
         }
     }
 
-    fn job_should_stop(&self, job: usize) -> bool {
-        let j = &self.jobs[job];
-        let over_runtime = match (j.runtime_ns, j.started) {
-            (Some(rt), Some(s)) => self.now.since_ns(s) >= rt,
-            _ => false,
-        };
-        over_runtime || (j.background && self.foreground_left == 0)
-    }
-
-    fn begin_op(&mut self, job: usize, op: Op) -> Result<Step, EngineError> {
+    fn engine_op(&mut self, job: usize, op: Op) -> Result<Step, EngineError> {
         let now = self.now;
         let j = &self.jobs[job];
         let task = j.task;
@@ -337,14 +306,14 @@ impl Sim {
     /// Runs a job until it has to wait.
     fn run_job(&mut self, job: usize) {
         let now = self.now;
-        if self.jobs[job].finished.is_some() {
+        if self.jobs[job].run.is_finished() {
             return;
         }
-        self.jobs[job].started.get_or_insert(now);
-        let result = if self.jobs[job].op.is_some() {
+        self.jobs[job].run.start(now);
+        let result = if self.jobs[job].run.current_op().is_some() {
             self.engine.resume(now, self.jobs[job].task)
         } else {
-            if self.job_should_stop(job) {
+            if self.jobs[job].run.should_stop(now, self.foreground_left) {
                 self.finish_job(job);
                 return;
             }
@@ -358,8 +327,8 @@ impl Sim {
                     return;
                 }
                 Next::Op(op) => {
-                    self.jobs[job].op = Some((op, now));
-                    self.begin_op(job, op)
+                    self.jobs[job].run.begin_op(op, now);
+                    self.engine_op(job, op)
                 }
             }
         };
@@ -370,51 +339,19 @@ impl Sim {
         }
     }
 
+    /// The operation ends once its CPU cost is paid; its latency includes
+    /// that cost.
     fn op_done(&mut self, job: usize, ok: bool) {
-        let now = self.now;
-        let j = &mut self.jobs[job];
-        let (op, started) = j.op.take().expect("an op was in progress");
-        let cpu = op_cpu_ns(&op);
-        let latency = now.since_ns(started) + cpu;
-        if !ok {
-            j.errors += 1;
-        }
-        match op {
-            Op::Write { len, .. } | Op::Read { len, .. } => {
-                j.lat.record(latency);
-                j.ops += 1;
-                j.bytes += len;
-            }
-            Op::Fsync { .. } | Op::Sync => j.sync_lat.record(latency),
-        }
-        self.schedule(job, now + cpu);
+        let run = &mut self.jobs[job].run;
+        let op = run.current_op().expect("an op was in progress");
+        let done = self.now + op_cpu_ns(&op);
+        run.end_op(done, ok);
+        self.schedule(job, done);
     }
 
     fn report(&self, scenario: &Scenario, wall_time_s: f64) -> RunReport {
         let end = self.now;
-        let jobs = self
-            .jobs
-            .iter()
-            .map(|j| {
-                let start = j.started.unwrap_or(end);
-                let elapsed_s = j.finished.unwrap_or(end).since_ns(start) as f64 / 1e9;
-                let per_s = |x: f64| if elapsed_s > 0.0 { x / elapsed_s } else { 0.0 };
-                JobReport {
-                    name: j.name.clone(),
-                    kind: j.kind.to_string(),
-                    device: scenario.devices[j.device].name.clone(),
-                    ops: j.ops,
-                    bytes: j.bytes,
-                    elapsed_s,
-                    iops: per_s(j.ops as f64),
-                    bw_mib_s: per_s(j.bytes as f64 / (1024.0 * 1024.0)),
-                    lat_us: j.lat.summary(),
-                    syncs: j.sync_lat.count(),
-                    sync_lat_us: j.sync_lat.summary(),
-                    errors: j.errors,
-                }
-            })
-            .collect();
+        let jobs = self.jobs.iter().map(|j| j.run.report(end)).collect();
         let facts: Vec<DeviceFacts> = self
             .devices
             .iter()

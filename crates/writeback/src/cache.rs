@@ -9,7 +9,7 @@ use crate::io::{self, DeviceProfile};
 use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -96,7 +96,12 @@ impl CacheBuilder {
             None => io::open_backend(tx, self.io_workers),
         };
         let clock_start = wb_engine::Instant::ZERO;
-        let engine = Engine::new(self.config, clock_start);
+        let mut engine = Engine::new(self.config, clock_start);
+        // Backing files kept open at most: the engine chooses which go.
+        let max_files = self
+            .max_files
+            .unwrap_or_else(crate::runtime::evict::backing_files_max);
+        engine.set_max_files(Some(max_files));
         let shared = Arc::new(Shared::new(engine, backend));
         let completion = {
             let s = Arc::clone(&shared);
@@ -118,10 +123,6 @@ impl CacheBuilder {
             device_defaults: self.device,
             data_dir: self.data_dir,
             calibrate: self.calibrate,
-            backing_files_max: self
-                .max_files
-                .unwrap_or_else(crate::runtime::evict::backing_files_max),
-            opens_until_scan: AtomicUsize::new(0),
         })
     }
 }
@@ -136,10 +137,6 @@ pub struct Cache {
     device_defaults: DeviceConfig,
     data_dir: PathBuf,
     calibrate: bool,
-    /// Backing files kept open at most (runtime/evict.rs).
-    backing_files_max: usize,
-    /// Opens left before the next look for idle files.
-    opens_until_scan: AtomicUsize,
 }
 
 /// How to open a file.
@@ -240,18 +237,8 @@ impl Cache {
     /// Writes back every dirty page and waits for it (sync(2)); then makes
     /// the backing files durable.
     pub fn sync(&self) -> Result<(), Error> {
-        let result = self
-            .shared
-            .run_op(|e, now, task| e.sync(now, task), |_, _, _| {});
-        let unsynced = self.shared.lock().unsynced();
-        for (file, mark) in unsynced {
-            // A failure leaves this file and the rest marked.
-            self.shared
-                .make_durable(file)
-                .map_err(|e| Error::io("backing file", e))?;
-            self.shared.lock().synced(file, mark);
-        }
-        result
+        self.shared
+            .run_op(|e, now, task| e.sync(now, task), None, |_, _, _| {})
     }
 
     /// Changes a cache-wide knob at run time.
@@ -283,9 +270,6 @@ impl Cache {
         let meta = backing.metadata().map_err(|e| Error::io(&path, e))?;
         let key = (meta.dev(), meta.ino());
         let device = self.device_for(&path, meta.dev())?;
-        if !self.shared.lock().by_inode.contains_key(&key) {
-            self.make_room_for_a_file();
-        }
         let mut core = self.shared.lock();
         if core.closed {
             return Err(Error::Closed);
@@ -301,7 +285,10 @@ impl Cache {
         };
         let handle = core.engine.open(file);
         let size = Arc::clone(&core.sizes[file.index()]);
+        // Adding a file may have let idle ones go (their flushes first).
+        let out = core.drain(None);
         drop(core);
+        self.shared.dispatch(out);
         Ok(File::new(
             Arc::clone(&self.shared),
             file,
@@ -309,24 +296,6 @@ impl Cache {
             size,
             path,
         ))
-    }
-
-    /// Before a new file is added: if the cache holds as many backing files
-    /// as it may, evicts idle ones down to three quarters of that. When too
-    /// few are idle, skips the next eighth of the limit's opens before
-    /// looking again, so opens do not each scan every file.
-    fn make_room_for_a_file(&self) {
-        let max = self.backing_files_max;
-        let live = self.shared.lock().live_files();
-        if live < max || self.opens_until_scan.load(Ordering::Relaxed) > 0 {
-            self.opens_until_scan
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .ok();
-            return;
-        }
-        if self.shared.evict_idle(max * 3 / 4) < max / 8 {
-            self.opens_until_scan.store(max / 8, Ordering::Relaxed);
-        }
     }
 
     /// Lets go of a file nobody uses, by its backing `st_dev` and `st_ino`:
@@ -337,18 +306,31 @@ impl Cache {
     /// files; a front end calls it when a file's last name and handle are
     /// gone, so its space is freed at once.
     pub fn evict(&self, st_dev: u64, st_ino: u64) -> Result<bool, Error> {
-        let Some(file) = self.shared.lock().by_inode.get(&(st_dev, st_ino)).copied() else {
+        let key = (st_dev, st_ino);
+        let mut core = self.shared.lock();
+        let Some(file) = core.by_inode.get(&key).copied() else {
             return Ok(false);
         };
-        self.shared
-            .evict(file)
-            .map_err(|e| Error::io("evicting a file", e))
+        if !core.engine.release_file(file) {
+            return Ok(false);
+        }
+        let out = core.drain(None);
+        drop(core);
+        // Its flush, if it needs one, then the eviction itself.
+        self.shared.dispatch(out);
+        let core = self.shared.lock();
+        if core.by_inode.contains_key(&key) && core.engine.file_unsynced(file) {
+            return Err(Error::Internal(
+                "the file's landed writes could not be flushed; the next sync reports why".into(),
+            ));
+        }
+        Ok(!core.by_inode.contains_key(&key))
     }
 
     /// Files the cache knows and has not evicted (each holds a backing
     /// descriptor).
     pub fn files(&self) -> usize {
-        self.shared.lock().live_files()
+        self.shared.lock().engine.live_files()
     }
 
     /// The length of a file the cache knows, by its backing `st_dev` and

@@ -87,7 +87,8 @@ impl Error {
 
 pub(crate) fn from_engine(e: EngineError) -> Error {
     match e {
-        EngineError::WriteBack(k) => Error::WriteBack(k),
+        // A failed flush loses acknowledged data as a failed write does.
+        EngineError::WriteBack(k) | EngineError::Durability(k) => Error::WriteBack(k),
         EngineError::Read(k) => Error::Read(k),
         EngineError::OutOfRange { offset, len } => Error::OutOfRange { offset, len },
         // Handles and tasks are ours; anything else is a bug in this crate.

@@ -1,6 +1,7 @@
 //! [`File`]: a handle on a file through the cache.
 
 use crate::error::Error;
+use crate::runtime::core::WriteData;
 use crate::runtime::shared::Shared;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,24 +47,15 @@ impl File {
     /// dirty throttle says so (bounded, counted in stats).
     pub fn write_at(&self, data: &[u8], offset: u64) -> Result<(), Error> {
         let len = data.len() as u64;
-        let (file, handle) = (self.file, self.handle);
-        let mut copied = offset;
-        let end = offset
+        let handle = self.handle;
+        offset
             .checked_add(len)
             .ok_or(Error::OutOfRange { offset, len })?;
+        let write = WriteData { offset, data };
         self.shared.run_op(
             |e, now, task| e.write(now, task, handle, offset, len),
-            |core, task, _done| {
-                // Copy what the engine has prepared so far, before any
-                // writeback of those pages can be built.
-                let pos = core.engine.write_pos(task).unwrap_or(end).min(end);
-                if pos > copied {
-                    let from = (copied - offset) as usize;
-                    let to = (pos - offset) as usize;
-                    core.copy_in(file, copied, &data[from..to]);
-                    copied = pos;
-                }
-            },
+            Some(write),
+            |_, _, _| {},
         )
     }
 
@@ -99,6 +91,7 @@ impl File {
         let mut pieces = Vec::new();
         self.shared.run_op(
             |e, now, task| e.read(now, task, handle, offset, len),
+            None,
             |core, _task, done| {
                 // Done: every page of the range (up to the end of the file)
                 // is cached. Note where, and hold the frames for reading
@@ -181,25 +174,19 @@ impl File {
 
     fn sync(&self, all: bool) -> Result<(), Error> {
         let handle = self.handle;
-        let result = self
-            .shared
-            .run_op(|e, now, task| e.fsync(now, task, handle), |_, _, _| {});
-        // A write that lands after this mark marks the file again.
-        let mark = self.shared.lock().unsynced_mark(self.file);
-        self.shared
-            .settle_length(self.file)
-            .map_err(|e| Error::io(&self.path, e))?;
-        let backing = self.backing();
-        let durable = if all {
-            backing.sync_all()
-        } else {
-            backing.sync_data()
-        };
-        durable.map_err(|e| Error::io(&self.path, e))?;
-        if let Some(mark) = mark {
-            self.shared.lock().synced(self.file, mark);
-        }
-        result
+        // The engine writes back, then asks for the flush (MakeDurable),
+        // which the runtime performs and reports before the call returns.
+        self.shared.run_op(
+            |e, now, task| {
+                if all {
+                    e.fsync_all(now, task, handle)
+                } else {
+                    e.fsync(now, task, handle)
+                }
+            },
+            None,
+            |_, _, _| {},
+        )
     }
 
     /// Sets the length; a shorter file drops cached data past the end.
@@ -208,6 +195,7 @@ impl File {
         let mut backing = None;
         self.shared.run_op(
             |e, now, task| e.set_len(now, task, handle, len),
+            None,
             |core, _, done| {
                 if !done {
                     return;
@@ -226,8 +214,7 @@ impl File {
         )?;
         let backing = backing.expect("set_len finished");
         backing.set_len(len).map_err(|e| Error::io(&self.path, e))?;
-        // The backing length changed: the next sync makes it durable.
-        self.shared.lock().mark_unsynced(file);
+        // The engine marked the file unsynced: the next sync flushes it.
         Ok(())
     }
 
@@ -238,10 +225,6 @@ impl File {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    fn backing(&self) -> Arc<std::fs::File> {
-        self.shared.lock().backing(self.file)
     }
 }
 

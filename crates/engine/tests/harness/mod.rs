@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 use wb_engine::{
-    Action, Engine, EngineError, Instant, IoDir, IoErrorKind, IoId, Stall, Step, TaskId,
+    Action, Engine, EngineError, FileId, Instant, IoDir, IoErrorKind, IoId, PageIndex, Stall, Step,
+    TaskId,
 };
 
 pub struct Harness {
@@ -23,6 +24,16 @@ pub struct Harness {
     pub written_pages: u64,
     /// The device serves one request at a time.
     pub device_free_at: Instant,
+    /// Pages that left the cache, as the engine reported them, in order.
+    pub unmapped: Vec<(FileId, PageIndex, PageIndex)>,
+    /// Every action in the order the engine emitted it.
+    pub actions: Vec<Action>,
+    /// Flushes (MakeDurable) carried out.
+    pub flushes: u64,
+    /// When set, flushes fail with this error.
+    pub fail_flushes: Option<IoErrorKind>,
+    /// When set, flushes are not carried out but their ids kept here.
+    pub held_flushes: Option<Vec<u64>>,
 }
 
 impl Harness {
@@ -36,12 +47,19 @@ impl Harness {
             stalls: Vec::new(),
             written_pages: 0,
             device_free_at: Instant(0),
+            unmapped: Vec::new(),
+            actions: Vec::new(),
+            flushes: 0,
+            fail_flushes: None,
+            held_flushes: None,
         }
     }
 
-    fn drain(&mut self) -> Vec<TaskId> {
+    /// Carries out the engine's actions; returns the tasks woken.
+    pub fn drain(&mut self) -> Vec<TaskId> {
         let mut woken = Vec::new();
         while let Some(action) = self.engine.poll_action() {
+            self.actions.push(action.clone());
             match action {
                 Action::Submit(req) => {
                     let start = self.device_free_at.max(self.now);
@@ -53,7 +71,16 @@ impl Harness {
                     self.inflight.insert((done, req.id), req.dir);
                 }
                 Action::Wake(task) => woken.push(task),
-                Action::ZeroFrames { .. } => {}
+                Action::Unmapped { file, first, end } => self.unmapped.push((file, first, end)),
+                Action::MakeDurable { id, .. } if self.held_flushes.is_some() => {
+                    self.held_flushes.as_mut().expect("checked").push(id);
+                }
+                Action::MakeDurable { id, .. } => {
+                    self.flushes += 1;
+                    self.engine
+                        .durable_done(id, self.fail_flushes.map_or(Ok(()), Err));
+                }
+                Action::ZeroFrames { .. } | Action::CopyIn { .. } | Action::Evict { .. } => {}
             }
         }
         woken

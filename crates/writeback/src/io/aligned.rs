@@ -10,12 +10,20 @@ pub const PAGE_SIZE: usize = 4096;
 /// An owned heap buffer whose address and length are multiples of
 /// [`PAGE_SIZE`], as O_DIRECT requires. Zero-initialised on creation.
 ///
+/// Its length (what [`as_slice`](Self::as_slice) covers and what an I/O
+/// transfers) may be set anywhere up to its capacity (the heap block's
+/// size) with [`set_len`](Self::set_len), so that one buffer can be reused
+/// for I/O of other sizes without a new allocation.
+///
 /// The heap block never moves while the `AlignedBuf` is alive, even when the
 /// `AlignedBuf` value itself is moved; the I/O backends rely on this to hand
 /// the pointer to the kernel while keeping the owner in a map.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
+    /// Bytes in use: a multiple of PAGE_SIZE, at least one page, <= cap.
     len: usize,
+    /// Bytes of the heap block: a multiple of PAGE_SIZE, never changes.
+    cap: usize,
 }
 
 // SAFETY: `AlignedBuf` uniquely owns its heap block (no aliasing pointers are
@@ -35,10 +43,7 @@ impl AlignedBuf {
     /// capacity overflow); aborts via [`alloc::handle_alloc_error`] if the
     /// allocator fails.
     pub fn new(len: usize) -> Self {
-        let len = len
-            .max(1)
-            .checked_next_multiple_of(PAGE_SIZE)
-            .expect("AlignedBuf: capacity overflow");
+        let len = Self::round(len);
         let layout = Self::layout(len);
         // SAFETY: `layout` has a non-zero size (len >= PAGE_SIZE) as
         // `alloc_zeroed` requires.
@@ -46,16 +51,45 @@ impl AlignedBuf {
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        Self { ptr, len }
+        Self { ptr, len, cap: len }
     }
 
-    fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len, PAGE_SIZE).expect("AlignedBuf: capacity overflow")
+    /// `len` rounded up to a multiple of [`PAGE_SIZE`], at least one page.
+    fn round(len: usize) -> usize {
+        len.max(1)
+            .checked_next_multiple_of(PAGE_SIZE)
+            .expect("AlignedBuf: capacity overflow")
+    }
+
+    fn layout(cap: usize) -> Layout {
+        Layout::from_size_align(cap, PAGE_SIZE).expect("AlignedBuf: capacity overflow")
     }
 
     /// Length in bytes (a multiple of [`PAGE_SIZE`]).
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Size of the heap block in bytes (a multiple of [`PAGE_SIZE`]): the
+    /// largest length [`set_len`](Self::set_len) accepts.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Sets the length to `len` rounded up to a multiple of [`PAGE_SIZE`]
+    /// (at least one page), without allocating. The bytes keep whatever
+    /// they held: zeroes or data of earlier use, never uninitialised memory.
+    ///
+    /// # Panics
+    /// Panics if the rounded length exceeds [`capacity`](Self::capacity).
+    pub fn set_len(&mut self, len: usize) {
+        let len = Self::round(len);
+        assert!(
+            len <= self.cap,
+            "AlignedBuf: length {len} over capacity {}",
+            self.cap
+        );
+        self.len = len;
     }
 
     /// Always false: a buffer holds at least one page.
@@ -65,9 +99,11 @@ impl AlignedBuf {
 
     /// The whole buffer as bytes.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` points to `len` initialised (zeroed at allocation,
-        // later only written through `&mut`) bytes owned by `self`; the
-        // returned borrow is tied to `&self`, so no `&mut` can coexist.
+        // SAFETY: `ptr` points to `cap >= len` bytes owned by `self`, all
+        // initialised: zeroed at allocation, later only written through
+        // `&mut` slices (or by the kernel's I/O) of a prefix of the block,
+        // and `set_len` never de-initialises. The returned borrow is tied to
+        // `&self`, so no `&mut` can coexist.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
@@ -92,9 +128,9 @@ impl AlignedBuf {
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly
-        // `Self::layout(self.len)` (len never changes), and it is freed only
+        // `Self::layout(self.cap)` (cap never changes), and it is freed only
         // here, once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.cap)) }
     }
 }
 
@@ -103,6 +139,7 @@ impl fmt::Debug for AlignedBuf {
         f.debug_struct("AlignedBuf")
             .field("ptr", &self.ptr)
             .field("len", &self.len)
+            .field("cap", &self.cap)
             .finish()
     }
 }
@@ -139,6 +176,29 @@ mod tests {
         let moved = std::thread::spawn(move || b).join().unwrap();
         assert_eq!(moved.as_ptr(), p);
         assert_eq!(moved.as_slice()[PAGE_SIZE + 7], 0xAB);
+    }
+
+    #[test]
+    fn set_len_reuses_the_block_up_to_capacity() {
+        let mut b = AlignedBuf::new(4 * PAGE_SIZE);
+        b.as_mut_slice()[PAGE_SIZE] = 0x5A;
+        let p = b.as_ptr();
+        b.set_len(1);
+        assert_eq!((b.len(), b.capacity()), (PAGE_SIZE, 4 * PAGE_SIZE));
+        assert_eq!(b.as_slice().len(), PAGE_SIZE);
+        b.set_len(2 * PAGE_SIZE - 1);
+        assert_eq!(b.len(), 2 * PAGE_SIZE);
+        // Same block, old data kept (initialised, never exposed as garbage).
+        assert_eq!(b.as_ptr(), p);
+        assert_eq!(b.as_slice()[PAGE_SIZE], 0x5A);
+        b.set_len(4 * PAGE_SIZE);
+        assert_eq!(b.as_mut_slice().len(), 4 * PAGE_SIZE);
+    }
+
+    #[test]
+    #[should_panic(expected = "over capacity")]
+    fn set_len_past_capacity_panics() {
+        AlignedBuf::new(PAGE_SIZE).set_len(PAGE_SIZE + 1);
     }
 
     #[test]

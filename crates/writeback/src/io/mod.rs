@@ -5,6 +5,7 @@ pub mod aligned;
 pub mod backend;
 pub mod calibrate;
 pub mod direct;
+mod pool;
 pub mod threads;
 pub mod uring;
 
@@ -12,3 +13,4 @@ pub use aligned::{AlignedBuf, PAGE_SIZE};
 pub use backend::{backend_by_name, open_backend, IoBackend, IoDone, IoOp};
 pub use calibrate::{calibrate, device_id, DeviceProfile};
 pub use direct::{open_direct, supports_direct};
+pub(crate) use pool::BufPool;

@@ -5,7 +5,7 @@
 
 use super::frames::Frames;
 use super::page_index::PageIndex;
-use crate::io::{AlignedBuf, IoDone, IoOp};
+use crate::io::{BufPool, IoDone, IoOp};
 use std::collections::BTreeMap;
 use std::fs::File as StdFile;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,10 +15,21 @@ use wb_engine::{
 };
 
 const PAGE: usize = PAGE_SIZE as usize;
-/// I/O buffers kept for reuse. Fresh large buffers come from the kernel as
-/// new zeroed pages, and zeroing them cost a third of a FUSE writer's CPU
-/// time; 32 covers the deepest queue wbt allows (16 MiB at 512 KiB each).
-const SPARE_BUFS_MAX: usize = 32;
+/// Bytes of finished I/O buffers kept for reuse (io/pool.rs). A fresh
+/// buffer costs an allocation and a zeroing pass (and page faults when the
+/// allocator got its memory back from the kernel); the pool reuses any
+/// spare at least as large as an op, so it misses only while more is in
+/// flight than ever before. It is a cap, not a reservation: buffers are
+/// only made when no spare fits, so the pool holds at most the peak of
+/// I/O in flight at once. 64 MiB is what one device can have in flight
+/// with the default knobs (nr_requests 128 x max_sectors_kb 512), 4x the
+/// deepest queue wbt allows for writes (16 MiB at 512 KiB each), so
+/// steady writeback at the defaults never allocates; larger buffers
+/// (a raised max_sectors_kb) are still reused while they fit.
+const SPARE_BUF_BYTES_MAX: usize = 64 << 20;
+/// At most this many spare buffers (keeps the pool's sorted insert cheap
+/// when ops are small): the default nr_requests.
+const SPARE_BUFS_MAX: usize = 128;
 
 pub(crate) struct Core {
     pub engine: Engine,
@@ -31,18 +42,11 @@ pub(crate) struct Core {
     backing: Vec<Option<Arc<StdFile>>>,
     /// (st_dev, st_ino) of each engine file, by FileId.
     keys: Vec<(u64, u64)>,
-    /// Files with writes completed since their backing file was last made
-    /// durable (fdatasync), with the mark of the latest: what `Cache::sync`
-    /// must sync, and what may not be evicted.
-    unsynced: BTreeMap<FileId, u64>,
-    next_mark: u64,
     /// Length of each engine file, by FileId, for reads that do not take
     /// this lock: published after the data it covers is in the frames.
     pub sizes: Vec<Arc<AtomicU64>>,
-    /// Scratch for the engine's unmapped pages: (file, first, end).
-    unmapped: Vec<(FileId, Page, Page)>,
-    /// Finished I/O buffers for the next ops (see SPARE_BUFS_MAX).
-    spare_bufs: Vec<AlignedBuf>,
+    /// Finished I/O buffers for the next ops (see SPARE_BUF_BYTES_MAX).
+    spare_bufs: BufPool,
     /// Engine files by (st_dev, st_ino), so every handle of a file shares its pages.
     pub by_inode: BTreeMap<(u64, u64), FileId>,
     /// Engine devices by st_dev.
@@ -55,41 +59,49 @@ pub(crate) struct Core {
     pub diskstats: Vec<(DeviceId, super::diskstats::DiskStats)>,
 }
 
-/// Actions left after frames were zeroed: submits and wakes.
-pub(crate) struct Pending(Vec<Action>);
+/// A flush the engine asked for (`Action::MakeDurable`), carried out
+/// outside the lock: cut the backing file to `len`, then fdatasync (fsync
+/// with `metadata`).
+pub(crate) struct Flush {
+    pub id: u64,
+    pub backing: Arc<StdFile>,
+    pub len: u64,
+    pub metadata: bool,
+}
+
+/// What an engine call left for the runtime to do once the lock is
+/// released: backend ops, flushes, and whether anyone was woken.
+#[derive(Default)]
+pub(crate) struct Out {
+    pub ops: Vec<IoOp>,
+    pub flushes: Vec<Flush>,
+    pub woke: bool,
+}
+
+/// The bytes of the caller's write, for the engine's `CopyIn` actions:
+/// the data and the file offset of its first byte.
+#[derive(Clone, Copy)]
+pub(crate) struct WriteData<'a> {
+    pub offset: u64,
+    pub data: &'a [u8],
+}
 
 impl Core {
-    pub fn new(mut engine: Engine, frames: Arc<Frames>, index: Arc<PageIndex>) -> Core {
-        engine.report_unmapped();
+    pub fn new(engine: Engine, frames: Arc<Frames>, index: Arc<PageIndex>) -> Core {
         Core {
             engine,
             frames,
             index,
             backing: Vec::new(),
             keys: Vec::new(),
-            unsynced: BTreeMap::new(),
-            next_mark: 0,
             sizes: Vec::new(),
-            unmapped: Vec::new(),
-            spare_bufs: Vec::new(),
+            spare_bufs: BufPool::new(SPARE_BUF_BYTES_MAX, SPARE_BUFS_MAX),
             by_inode: BTreeMap::new(),
             devices: BTreeMap::new(),
             inflight: BTreeMap::new(),
             woken: Vec::new(),
             closed: false,
             diskstats: Vec::new(),
-        }
-    }
-
-    /// Drops the pages the engine let go from the page index. Runs after
-    /// every engine call and before any frame is written, so the index
-    /// never maps a page to a frame that was given to another.
-    pub fn apply_unmaps(&mut self) {
-        self.engine.take_unmapped(&mut self.unmapped);
-        for (file, first, end) in self.unmapped.drain(..) {
-            for page in first..end {
-                self.index.remove(file, page);
-            }
         }
     }
 
@@ -109,59 +121,77 @@ impl Core {
         self.sizes[file.index()].store(self.engine.file_size(file), Ordering::Release);
     }
 
-    /// Takes the engine's actions, zeroing fresh frames at once (before any
-    /// caller copies into them).
-    pub fn take_actions(&mut self) -> Pending {
-        self.apply_unmaps();
-        let mut rest = Vec::new();
-        let mut zero = Vec::new();
+    /// Carries out the engine's actions in the order it emitted them:
+    /// pages that left the cache leave the page index before any frame is
+    /// written; fresh frames are zeroed and the caller's bytes (`write`)
+    /// copied in before any request is built from them; requests become
+    /// backend ops (handed to the backend once the lock is released);
+    /// woken tasks are marked; flushes are left for after the lock.
+    pub fn drain(&mut self, write: Option<WriteData<'_>>) -> Out {
+        let mut out = Out::default();
+        let mut copied: Option<FileId> = None;
         while let Some(action) = self.engine.poll_action() {
             match action {
-                Action::ZeroFrames { first, count } => zero.extend(first..first + count),
-                other => rest.push(other),
-            }
-        }
-        for frame in zero {
-            self.frames.write(frame).bytes().fill(0);
-        }
-        Pending(rest)
-    }
-
-    /// Turns submits into backend ops (copying data of writes out of the
-    /// frames) and records wakes. Returns the ops to hand to the backend
-    /// once the lock is released, and whether anyone was woken.
-    pub fn finish_actions(&mut self, pending: Pending, ops: &mut Vec<IoOp>) -> bool {
-        let mut woke = false;
-        if pending.0.is_empty() {
-            return false;
-        }
-        for action in pending.0 {
-            match action {
-                Action::Submit(req) => ops.push(self.build_op(req)),
+                Action::Unmapped { file, first, end } => {
+                    for page in first..end {
+                        self.index.remove(file, page);
+                    }
+                }
+                Action::ZeroFrames { first, count } => {
+                    for frame in first..first + count {
+                        self.frames.write(frame).bytes().fill(0);
+                    }
+                }
+                Action::CopyIn {
+                    file,
+                    pos,
+                    len,
+                    frame,
+                    ..
+                } => {
+                    // Only the writer's own engine calls copy in; they pass
+                    // their data.
+                    let Some(w) = write else {
+                        debug_assert!(false, "CopyIn without the writer's data");
+                        continue;
+                    };
+                    let from = (pos - w.offset) as usize;
+                    self.copy_in(file, pos, frame, &w.data[from..from + len as usize]);
+                    copied = Some(file);
+                }
+                Action::Submit(req) => out.ops.push(self.build_op(req)),
                 Action::Wake(task) => {
                     self.woken[task.index()] = true;
-                    woke = true;
+                    out.woke = true;
                 }
-                Action::ZeroFrames { .. } => unreachable!("zeroed in take_actions"),
+                Action::Evict { file } => {
+                    // Its pages are gone; the engine will not use the id again.
+                    self.backing[file.index()] = None;
+                    self.by_inode.remove(&self.keys[file.index()]);
+                }
+                Action::MakeDurable { id, file, metadata } => out.flushes.push(Flush {
+                    id,
+                    backing: self.backing(file),
+                    len: self.engine.file_size(file),
+                    metadata,
+                }),
             }
         }
-        woke
-    }
-
-    /// Takes actions and finishes them in one go (no caller data to copy).
-    pub fn drain(&mut self, ops: &mut Vec<IoOp>) -> bool {
-        let pending = self.take_actions();
-        self.finish_actions(pending, ops)
+        if let Some(file) = copied {
+            // After the data it covers is in the frames.
+            self.publish_size(file);
+        }
+        out
     }
 
     fn build_op(&mut self, req: IoRequest) -> IoOp {
         let len = req.pages as usize * PAGE;
-        // A reused buffer holds old data: a write overwrites all of it, a
-        // read is filled by the device (the backends zero a short read's tail).
-        let mut buf = match self.spare_bufs.iter().position(|b| b.len() == len) {
-            Some(i) => self.spare_bufs.swap_remove(i),
-            None => AlignedBuf::new(len),
-        };
+        // A reused buffer holds old data: a write overwrites all of its
+        // length (below), a read is filled by the device (the backends zero
+        // a short read's tail). Its capacity may be larger: only `len` bytes
+        // are transferred.
+        let mut buf = self.spare_bufs.take(len);
+        debug_assert_eq!(buf.len(), len);
         let write = req.dir == IoDir::Write;
         if write {
             let page_frames: Vec<u32> = (0..req.pages as u64)
@@ -196,12 +226,8 @@ impl Core {
             Ok(_) => Ok(()),
             Err(e) => Err(crate::error::io_error_kind(e)),
         };
-        if req.dir == IoDir::Write && result.is_ok() {
-            self.mark_unsynced(req.file);
-        }
         // A finished read fills its frames before the engine calls them valid.
         if req.dir == IoDir::Read && result.is_ok() {
-            self.apply_unmaps();
             for i in 0..req.pages as u64 {
                 if let Some(frame) = self.engine.page_frame(req.file, req.first_page + i) {
                     let at = i as usize * PAGE;
@@ -213,9 +239,8 @@ impl Core {
             }
         }
         self.engine.io_complete(now, IoId(done.id), result);
-        if self.spare_bufs.len() < SPARE_BUFS_MAX {
-            self.spare_bufs.push(done.buf);
-        }
+        // The backend has handed the buffer back: no op uses it any more.
+        self.spare_bufs.give(done.buf);
     }
 
     /// Adds a file the engine does not know yet.
@@ -227,53 +252,10 @@ impl Core {
         self.by_inode.insert(key, file);
     }
 
-    /// The backing file of `file` changed (a write landed, its length was
-    /// set): it needs an fdatasync to be durable.
-    pub fn mark_unsynced(&mut self, file: FileId) {
-        self.next_mark += 1;
-        self.unsynced.insert(file, self.next_mark);
-    }
-
-    /// Files needing an fdatasync, with their marks.
-    pub fn unsynced(&self) -> Vec<(FileId, u64)> {
-        self.unsynced.iter().map(|(&f, &m)| (f, m)).collect()
-    }
-
-    /// The mark of `file` if it needs an fdatasync.
-    pub fn unsynced_mark(&self, file: FileId) -> Option<u64> {
-        self.unsynced.get(&file).copied()
-    }
-
-    /// An fdatasync of `file` begun when its mark was `mark` succeeded:
-    /// unless something changed it since, it is durable.
-    pub fn synced(&mut self, file: FileId, mark: u64) {
-        if self.unsynced.get(&file) == Some(&mark) {
-            self.unsynced.remove(&file);
-        }
-    }
-
     /// The backing file of a file in use (open, or with I/O).
     pub fn backing(&self, file: FileId) -> Arc<StdFile> {
         let backing = self.backing[file.index()].as_ref();
         Arc::clone(backing.expect("a file in use is not evicted"))
-    }
-
-    /// Files the cache has not evicted.
-    pub fn live_files(&self) -> usize {
-        self.by_inode.len()
-    }
-
-    /// Evicts `file` if it is idle and its writes are durable: its pages
-    /// go, its backing file is closed, and its inode maps to nothing (a
-    /// later open adds it anew). Returns whether it went.
-    pub fn evict(&mut self, file: FileId) -> bool {
-        if self.unsynced.contains_key(&file) || self.engine.evict_file(file).is_err() {
-            return false;
-        }
-        self.apply_unmaps();
-        self.backing[file.index()] = None;
-        self.by_inode.remove(&self.keys[file.index()]);
-        true
     }
 
     pub fn add_task(&mut self) -> TaskId {
@@ -282,27 +264,21 @@ impl Core {
         task
     }
 
-    /// Copies bytes into the cached pages of `file` at `offset` (the pages
-    /// must be cached: the engine has prepared them), indexes the pages and
-    /// publishes the length.
-    pub fn copy_in(&mut self, file: FileId, offset: u64, data: &[u8]) {
-        self.apply_unmaps();
+    /// Copies the bytes for file offset `pos` on into frames `frame,
+    /// frame + 1, ...` (the engine's `CopyIn`) and indexes their pages.
+    fn copy_in(&mut self, file: FileId, pos: u64, frame: u32, data: &[u8]) {
         let mut done = 0;
+        let mut frame = frame;
         while done < data.len() {
-            let pos = offset + done as u64;
-            let page = pos / PAGE_SIZE;
-            let in_page = (pos % PAGE_SIZE) as usize;
+            let at = pos + done as u64;
+            let in_page = (at % PAGE_SIZE) as usize;
             let n = (PAGE - in_page).min(data.len() - done);
-            let frame = self
-                .engine
-                .page_frame(file, page)
-                .expect("written page is cached");
             self.frames.write(frame).bytes()[in_page..in_page + n]
                 .copy_from_slice(&data[done..done + n]);
-            self.index.insert(file, page, frame);
+            self.index.insert(file, at / PAGE_SIZE, frame);
             done += n;
+            frame += 1;
         }
-        self.publish_size(file);
     }
 
     /// The frames of the cached bytes of `file` from `offset`, `len` long,

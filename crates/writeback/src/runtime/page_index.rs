@@ -6,7 +6,8 @@
 //! The runtime keeps it in step with the engine (under the engine's lock):
 //! a page goes in once its frame holds its data (a finished read, a copied
 //! write) and comes out as soon as the engine drops it from the cache
-//! (`Engine::take_unmapped`), before any frame is written again.
+//! (`Action::Unmapped`, carried out before any later action), before any
+//! frame is written again.
 //!
 //! Lock order: the engine's lock, then an index shard, then a frame lock.
 //! A reader takes a shard for reading and, holding it, the frame's lock:

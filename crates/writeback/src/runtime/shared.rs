@@ -2,10 +2,10 @@
 //! loop that runs one engine operation for a caller.
 
 use super::clock::Clock;
-use super::core::Core;
+use super::core::{Core, Flush, Out, WriteData};
 use super::page_index::PageIndex;
 use crate::error::{from_engine, Error};
-use crate::io::{IoBackend, IoDone, IoOp};
+use crate::io::{IoBackend, IoDone};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
@@ -139,50 +139,54 @@ impl Shared {
         });
     }
 
-    /// O_DIRECT writes whole pages, which can leave the backing file longer
-    /// than the file: cut it back to the cached length (after a sync, when
-    /// the writes that extended it are done).
-    pub fn settle_length(&self, file: wb_engine::FileId) -> std::io::Result<()> {
-        let (size, backing) = {
-            let core = self.lock();
-            (core.engine.file_size(file), core.backing(file))
-        };
-        if backing.metadata()?.len() != size {
-            backing.set_len(size)?;
-        }
-        Ok(())
-    }
-
-    /// Cuts the backing file to length and fdatasyncs it.
-    pub fn make_durable(&self, file: wb_engine::FileId) -> std::io::Result<()> {
-        self.settle_length(file)?;
-        let backing = self.lock().backing(file);
-        backing.sync_data()
-    }
-
-    /// Hands ops to the backend (lock released) and wakes sleepers.
-    pub fn dispatch(&self, ops: Vec<IoOp>, woke: bool) {
-        if !ops.is_empty() {
+    /// Carries out what an engine call left (lock released): hands ops to
+    /// the backend, performs flushes and reports them to the engine, and
+    /// wakes sleepers.
+    pub fn dispatch(&self, out: Out) {
+        if !out.ops.is_empty() {
             let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
             if let Some(backend) = backend.as_ref() {
-                for op in ops {
+                for op in out.ops {
                     backend.submit(op);
                 }
             }
         }
-        if woke {
+        if out.woke {
             self.cv.notify_all();
+        }
+        for flush in out.flushes {
+            let result = Self::flush(&flush).map_err(|e| crate::error::io_error_kind(&e));
+            let mut core = self.lock();
+            core.engine.durable_done(flush.id, result);
+            // Reporting a flush only wakes its sync.
+            let more = core.drain(None);
+            drop(core);
+            self.dispatch(more);
+        }
+    }
+
+    /// O_DIRECT writes whole pages, which can leave the backing file longer
+    /// than the file: cut it to the file's length, then flush it.
+    fn flush(flush: &Flush) -> std::io::Result<()> {
+        if flush.backing.metadata()?.len() != flush.len {
+            flush.backing.set_len(flush.len)?;
+        }
+        if flush.metadata {
+            flush.backing.sync_all()
+        } else {
+            flush.backing.sync_data()
         }
     }
 
     /// Runs one engine operation for the calling thread to its end.
-    /// `start` begins it; `progress` runs under the lock after every engine
-    /// call, before I/O is built from the frames, and is told whether the
-    /// operation is done (the write path copies the caller's data as the
-    /// engine prepares pages; the read path copies out when done).
+    /// `start` begins it; `write` is the caller's data for a write (the
+    /// engine asks for it to be copied in, `Action::CopyIn`); `progress`
+    /// runs under the lock after the actions of every engine call, told
+    /// whether the operation is done (the read path copies out when done).
     pub fn run_op(
         &self,
         start: impl FnOnce(&mut Engine, Instant, TaskId) -> Result<Step, EngineError>,
+        write: Option<WriteData<'_>>,
         mut progress: impl FnMut(&mut Core, TaskId, bool),
     ) -> Result<(), Error> {
         let mut core = self.lock();
@@ -197,25 +201,23 @@ impl Shared {
         let now = self.clock.now();
         let mut step = start(&mut core.engine, now, task);
         loop {
-            let pending = core.take_actions();
+            let out = core.drain(write);
             progress(&mut core, task, matches!(step, Ok(Step::Done)));
-            let mut ops = Vec::new();
-            let woke = core.finish_actions(pending, &mut ops);
             let stall = match step {
                 Ok(Step::Sleep(stall)) => stall,
                 Ok(Step::Done) => {
                     drop(core);
-                    self.dispatch(ops, woke);
+                    self.dispatch(out);
                     return Ok(());
                 }
                 Err(e) => {
                     drop(core);
-                    self.dispatch(ops, woke);
+                    self.dispatch(out);
                     return Err(from_engine(e));
                 }
             };
             drop(core);
-            self.dispatch(ops, woke);
+            self.dispatch(out);
             core = self.wait(task, self.clock.at(stall.until), stall.wakeable);
             core.woken[task.index()] = false;
             step = core.engine.resume(self.clock.now(), task);
@@ -254,10 +256,9 @@ impl Shared {
             while let Ok(more) = completions.try_recv() {
                 core.complete(more, self.clock.now());
             }
-            let mut ops = Vec::new();
-            let woke = core.drain(&mut ops);
+            let out = core.drain(None);
             drop(core);
-            self.dispatch(ops, woke);
+            self.dispatch(out);
         }
     }
 
@@ -285,10 +286,9 @@ impl Shared {
             }
             if core.engine.poll_timeout().is_some_and(|t| t <= now) {
                 core.engine.handle_timeout(now);
-                let mut ops = Vec::new();
-                let woke = core.drain(&mut ops);
+                let out = core.drain(None);
                 drop(core);
-                self.dispatch(ops, woke);
+                self.dispatch(out);
                 core = self.lock();
                 continue;
             }

@@ -1,0 +1,121 @@
+//! Durability: making landed writes survive a crash.
+//!
+//! - A file is marked unsynced (a mark from a counter) when a write to it
+//!   lands or its length changes: its backing file changed and only the
+//!   device's cache may hold the change.
+//! - `fsync` and `sync`, once their writes are done (sync.rs), emit
+//!   [`Action::MakeDurable`] for each of their files that is marked; the
+//!   runtime cuts the backing file to length and flushes it (fdatasync, or
+//!   fsync with metadata) and reports with `durable_done`. The sync waits
+//!   (reason `sync`) until all are done.
+//! - A mark is cleared only if nothing landed since the flush began (the
+//!   mark is unchanged); a failed flush fails the sync with
+//!   `EngineError::Durability` and leaves the mark, so the next sync tries
+//!   again. Acknowledged data is never claimed durable when it is not.
+//! - Linux: fsync's `filemap_write_and_wait` then the filesystem's flush;
+//!   here the flush is the runtime's, the decision when and of what is ours.
+
+use crate::action::{Action, IoErrorKind};
+use crate::engine::Engine;
+use crate::ids::FileId;
+use crate::task::WaitKey;
+use std::collections::BTreeMap;
+
+/// A flush handed to the runtime and not yet reported.
+#[derive(Debug)]
+pub(crate) struct PendingFlush {
+    pub file: FileId,
+    /// The file's mark when the flush was asked for.
+    pub mark: u64,
+    pub purpose: FlushFor,
+}
+
+/// Who waits for a flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FlushFor {
+    /// This sync operation.
+    Sync(u64),
+    /// Eviction (evict.rs): the file goes once it is durable.
+    Eviction,
+}
+
+/// The durability stage's state.
+#[derive(Debug, Default)]
+pub(crate) struct Durability {
+    next_mark: u64,
+    next_id: u64,
+    pub pending: BTreeMap<u64, PendingFlush>,
+}
+
+impl Engine {
+    /// The backing file of `file` changed: it needs a flush to be durable.
+    pub(crate) fn mark_unsynced(&mut self, file: FileId) {
+        self.durability.next_mark += 1;
+        self.files[file.index()].unsynced = Some(self.durability.next_mark);
+    }
+
+    /// Asks the runtime to flush every marked file of sync op `sync`;
+    /// returns how many flushes it asked for.
+    pub(crate) fn request_flushes(&mut self, sync: u64, files: &[FileId], metadata: bool) -> u32 {
+        let mut asked = 0;
+        for &file in files {
+            if self.files[file.index()].unsynced.is_some() {
+                self.request_flush(file, FlushFor::Sync(sync), metadata);
+                asked += 1;
+            }
+        }
+        asked
+    }
+
+    /// Asks the runtime to flush one unsynced file.
+    pub(crate) fn request_flush(&mut self, file: FileId, purpose: FlushFor, metadata: bool) {
+        let mark = self.files[file.index()]
+            .unsynced
+            .expect("only unsynced files are flushed");
+        self.durability.next_id += 1;
+        let id = self.durability.next_id;
+        self.durability.pending.insert(
+            id,
+            PendingFlush {
+                file,
+                mark,
+                purpose,
+            },
+        );
+        self.actions
+            .push_back(Action::MakeDurable { id, file, metadata });
+    }
+
+    /// The runtime finished flush `id`. Unknown ids are ignored: a runtime
+    /// bug must not corrupt the cache.
+    pub fn durable_done(&mut self, id: u64, result: Result<(), IoErrorKind>) {
+        let Some(flush) = self.durability.pending.remove(&id) else {
+            return;
+        };
+        let f = &mut self.files[flush.file.index()];
+        if result.is_ok() && f.unsynced == Some(flush.mark) {
+            f.unsynced = None;
+        }
+        match flush.purpose {
+            FlushFor::Sync(sync) => {
+                if let Some(op) = self.syncs.get_mut(&sync) {
+                    op.flushes_left -= 1;
+                    if let Err(e) = result {
+                        op.flush_error.get_or_insert(e);
+                    }
+                    if op.flushes_left == 0 {
+                        self.wake(WaitKey::Sync(sync));
+                    }
+                }
+            }
+            FlushFor::Eviction => self.eviction_flushed(flush.file),
+        }
+    }
+
+    /// Whether `file` has changes a flush has not made durable.
+    pub fn file_unsynced(&self, file: FileId) -> bool {
+        self.files
+            .get(file.index())
+            .is_some_and(|f| f.unsynced.is_some())
+    }
+}

@@ -1,0 +1,152 @@
+//! Letting go of idle files: least recently used first, never a busy one,
+//! landed writes flushed first, down to three quarters of the limit.
+
+mod harness;
+
+use harness::Harness;
+use wb_engine::*;
+
+fn setup(max_files: usize) -> (Harness, DeviceId, TaskId) {
+    let mut config = Config::default();
+    config.set("memory", "64MiB").unwrap();
+    let mut e = Engine::new(config, Instant(0));
+    let dev = e.add_device("d", DeviceConfig::default(), 100_000);
+    e.set_max_files(Some(max_files));
+    let task = e.add_task();
+    (Harness::new(e, 10_000), dev, task)
+}
+
+fn evicted(hs: &Harness) -> Vec<FileId> {
+    hs.actions
+        .iter()
+        .filter_map(|a| match *a {
+            Action::Evict { file } => Some(file),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Adds a file, opens it, reads a page of it (a use) and closes it.
+fn use_new_file(hs: &mut Harness, dev: DeviceId, task: TaskId) -> FileId {
+    let file = hs.engine.add_file(hs.now, dev, DomainId(0), 8192);
+    let h = hs.engine.open(file);
+    hs.run(task, |e, now| e.read(now, task, h, 0, 4096))
+        .unwrap();
+    hs.engine.close(h).unwrap();
+    hs.drain();
+    file
+}
+
+#[test]
+fn idle_files_go_least_recently_used_first_down_to_three_quarters() {
+    let (mut hs, dev, task) = setup(8);
+    let files: Vec<FileId> = (0..8).map(|_| use_new_file(&mut hs, dev, task)).collect();
+    assert!(evicted(&hs).is_empty(), "at the limit, nothing goes");
+    // Use file 0 again: it is now the most recently used.
+    let h = hs.engine.open(files[0]);
+    hs.engine.close(h).unwrap();
+    let ninth = use_new_file(&mut hs, dev, task);
+    // 9 live, keep 6: the three least recently used go, 1, 2, 3.
+    assert_eq!(evicted(&hs), vec![files[1], files[2], files[3]]);
+    assert_eq!(hs.engine.live_files(), 6);
+    assert!(
+        !hs.engine.file_idle(files[1]),
+        "evicted files are not idle: gone"
+    );
+    assert!(hs.engine.file_idle(files[0]) && hs.engine.file_idle(ninth));
+    hs.engine.check_invariants();
+}
+
+#[test]
+fn busy_files_stay_and_a_fruitless_scan_is_not_repeated_at_once() {
+    let (mut hs, dev, _) = setup(8);
+    let mut handles = Vec::new();
+    let mut files = Vec::new();
+    for _ in 0..8 {
+        let file = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+        files.push(file);
+        handles.push(hs.engine.open(file));
+    }
+    let extra = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    hs.drain();
+    assert!(evicted(&hs).is_empty(), "every file is open: none goes");
+    assert_eq!(hs.engine.live_files(), 9);
+    // Close them all: the next addition (one skipped scan: 8 / 8 = 1) does
+    // not look, the one after does.
+    for h in handles {
+        hs.engine.close(h).unwrap();
+    }
+    hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    hs.drain();
+    assert!(evicted(&hs).is_empty(), "skipped after a fruitless scan");
+    hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    hs.drain();
+    // 11 live, keep 6: the extra file (last used before the closes), then
+    // the first four closed.
+    assert_eq!(
+        evicted(&hs),
+        vec![extra, files[0], files[1], files[2], files[3]]
+    );
+    assert_eq!(hs.engine.live_files(), 6);
+    hs.engine.check_invariants();
+}
+
+#[test]
+fn landed_writes_are_flushed_before_their_file_goes() {
+    let (mut hs, dev, task) = setup(1);
+    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    let h = hs.engine.open(a);
+    hs.run(task, |e, now| e.write(now, task, h, 0, 4096))
+        .unwrap();
+    hs.idle_until(Instant(40_000_000_000));
+    assert!(hs.engine.file_unsynced(a), "landed, not flushed");
+    hs.engine.close(h).unwrap();
+    hs.held_flushes = Some(Vec::new());
+    let b = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    hs.drain();
+    let held = hs.held_flushes.take().unwrap();
+    assert_eq!(held.len(), 1, "a flush first");
+    assert!(evicted(&hs).is_empty(), "not before the flush is done");
+    hs.engine.durable_done(held[0], Ok(()));
+    hs.drain();
+    assert_eq!(evicted(&hs), vec![a]);
+    assert!(hs.engine.file_idle(b));
+    hs.engine.check_invariants();
+}
+
+#[test]
+fn a_failed_flush_keeps_the_file() {
+    let (mut hs, dev, task) = setup(1);
+    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    let h = hs.engine.open(a);
+    hs.run(task, |e, now| e.write(now, task, h, 0, 4096))
+        .unwrap();
+    hs.idle_until(Instant(40_000_000_000));
+    hs.engine.close(h).unwrap();
+    hs.fail_flushes = Some(IoErrorKind::Io);
+    hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    hs.drain();
+    assert_eq!(hs.flushes, 1);
+    assert!(evicted(&hs).is_empty());
+    assert!(
+        hs.engine.file_unsynced(a),
+        "still unsynced: the next sync reports it"
+    );
+    hs.fail_flushes = None;
+    let err = hs.run(task, |e, now| e.sync(now, task));
+    assert_eq!(err, Ok(()), "a later sync flushes it again");
+    assert!(!hs.engine.file_unsynced(a));
+}
+
+#[test]
+fn release_lets_one_idle_file_go_at_once() {
+    let (mut hs, dev, _) = setup(100);
+    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    let h = hs.engine.open(a);
+    assert!(!hs.engine.release_file(a), "open: busy");
+    hs.engine.close(h).unwrap();
+    assert!(hs.engine.release_file(a));
+    hs.drain();
+    assert_eq!(evicted(&hs), vec![a]);
+    hs.engine.check_invariants();
+}
