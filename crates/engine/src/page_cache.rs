@@ -198,6 +198,18 @@ impl CachedFile {
         (next - page).min(max)
     }
 
+    /// Whether every page in `first..end` is cached with all of `flags`.
+    pub fn all_have(&self, first: PageIndex, end: PageIndex, flags: u8) -> bool {
+        let mut next = first;
+        for (start, run) in self.runs_over(first, end) {
+            if start > next || run.flags & flags != flags {
+                return false;
+            }
+            next = start + run.len;
+        }
+        next >= end
+    }
+
     /// The first page at or after `from` that is dirty and not under
     /// writeback.
     pub fn next_writable(&self, from: PageIndex) -> Option<PageIndex> {

@@ -207,6 +207,11 @@ impl Engine {
         first: PageIndex,
         end: PageIndex,
     ) {
+        // Overwriting pages that are dirty (and referenced) already changes
+        // no state: no split of their run, no accounting.
+        if self.files[file.index()].all_have(first, end, PG_DIRTY | PG_REFERENCED) {
+            return;
+        }
         self.wake_timers(now, false);
         let f = &mut self.files[file.index()];
         let before = f.counts().dirty;
