@@ -233,15 +233,23 @@ impl Engine {
     /// How many more pages `task` may newly dirty in `file` before
     /// `maybe_throttle` looks at the limits (at least one).
     pub(crate) fn pages_before_throttle_check(&self, task: TaskId, file: FileId) -> u64 {
+        let (dirtied, limit) = self.throttle_check_point(task, file);
+        limit.saturating_sub(dirtied).max(1)
+    }
+
+    /// The task's pages dirtied since its last look at the limits, and how
+    /// many it may dirty before it looks again (Linux's ratelimit, in the
+    /// configured throttle's terms).
+    fn throttle_check_point(&self, task: TaskId, file: FileId) -> (u64, u64) {
         let t = &self.tasks[task.index()];
-        let left = match self.config.dirty_throttle {
+        match self.config.dirty_throttle {
             DirtyThrottle::IoLess => {
                 let wb = self.files[file.index()].wb;
                 let mut ratelimit = t.dirty.nr_dirtied_pause;
                 if self.wbs[wb.index()].dirty_exceeded {
                     ratelimit = ratelimit.min(RATELIMIT_EXCEEDED);
                 }
-                ratelimit.saturating_sub(t.dirty.nr_dirtied)
+                (t.dirty.nr_dirtied, ratelimit)
             }
             DirtyThrottle::Global2007 => {
                 let limit = if self.dirty_exceeded_2007 {
@@ -249,10 +257,9 @@ impl Engine {
                 } else {
                     RATELIMIT_PAGES_2007
                 };
-                limit.saturating_sub(t.ratelimit_2007)
+                (t.ratelimit_2007, limit)
             }
-        };
-        left.max(1)
+        }
     }
 
     pub(crate) fn maybe_throttle(
@@ -261,30 +268,14 @@ impl Engine {
         task: TaskId,
         file: FileId,
     ) -> Option<Step> {
+        let (dirtied, limit) = self.throttle_check_point(task, file);
+        if dirtied < limit {
+            return None;
+        }
         match self.config.dirty_throttle {
-            DirtyThrottle::IoLess => {
-                let wb = self.files[file.index()].wb;
-                let t = &self.tasks[task.index()].dirty;
-                let mut ratelimit = t.nr_dirtied_pause;
-                if self.wbs[wb.index()].dirty_exceeded {
-                    ratelimit = ratelimit.min(RATELIMIT_EXCEEDED);
-                }
-                if t.nr_dirtied < ratelimit {
-                    return None;
-                }
-                self.balance_dirty_pages(now, task, file)
-            }
+            DirtyThrottle::IoLess => self.balance_dirty_pages(now, task, file),
             DirtyThrottle::Global2007 => {
-                let limit = if self.dirty_exceeded_2007 {
-                    RATELIMIT_EXCEEDED_2007
-                } else {
-                    RATELIMIT_PAGES_2007
-                };
-                let t = &mut self.tasks[task.index()];
-                if t.ratelimit_2007 < limit {
-                    return None;
-                }
-                t.ratelimit_2007 = 0;
+                self.tasks[task.index()].ratelimit_2007 = 0;
                 self.throttle_2007(now, task, file)
             }
         }

@@ -96,8 +96,7 @@ impl Engine {
         task: TaskId,
         handle: HandleId,
     ) -> Result<Step, EngineError> {
-        let file = self.handle(handle)?.file;
-        self.start_sync(now, task, Some(handle), vec![file], false)
+        self.fsync_handle(now, task, handle, false)
     }
 
     /// Writes back one file and makes it durable, for a runtime about to
@@ -122,8 +121,18 @@ impl Engine {
         task: TaskId,
         handle: HandleId,
     ) -> Result<Step, EngineError> {
+        self.fsync_handle(now, task, handle, true)
+    }
+
+    fn fsync_handle(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        metadata: bool,
+    ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
-        self.start_sync(now, task, Some(handle), vec![file], true)
+        self.start_sync(now, task, Some(handle), vec![file], metadata)
     }
 
     /// Writes back and waits for every file (sync).

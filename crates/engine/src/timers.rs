@@ -25,17 +25,24 @@ impl Engine {
     /// while completions are counted, the periodic flusher wake-up while
     /// pages are dirty, a device's wbt window while it runs.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let io = self.nr_dirty + self.nr_writeback > 0;
-        let bandwidth =
-            (io || self.dirty_limit > self.thresh.thresh).then_some(self.next_bandwidth);
-        let period = (self.completions.events > 1).then_some(self.next_period);
-        let kupdate = self.next_kupdate.filter(|_| self.nr_dirty > 0);
-        let windows = self.devices.iter().filter_map(|d| d.wbt.window_end);
-        [bandwidth, period, kupdate]
-            .into_iter()
-            .flatten()
-            .chain(windows)
-            .min()
+        // Runtimes call this after every event: plain comparisons.
+        let mut next: Option<Instant> = None;
+        let mut arm = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        if self.nr_dirty + self.nr_writeback > 0 || self.dirty_limit > self.thresh.thresh {
+            arm(self.next_bandwidth);
+        }
+        if self.completions.events > 1 {
+            arm(self.next_period);
+        }
+        if let Some(k) = self.next_kupdate.filter(|_| self.nr_dirty > 0) {
+            arm(k);
+        }
+        for dev in &self.devices {
+            if let Some(end) = dev.wbt.window_end {
+                arm(end);
+            }
+        }
+        next
     }
 
     /// Activity at `now` may give idle timers work: each deadline that

@@ -91,9 +91,9 @@ fn busy_files_stay_and_a_fruitless_scan_is_not_repeated_at_once() {
     hs.engine.check_invariants();
 }
 
-#[test]
-fn landed_writes_are_flushed_before_their_file_goes() {
-    let (mut hs, dev, task) = setup(1);
+/// A file whose write landed (periodic writeback) but was not flushed,
+/// with no handle left: idle and unsynced.
+fn landed_unsynced_and_closed(hs: &mut Harness, dev: DeviceId, task: TaskId) -> FileId {
     let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
     let h = hs.engine.open(a);
     hs.run(task, |e, now| e.write(now, task, h, 0, 4096))
@@ -101,6 +101,13 @@ fn landed_writes_are_flushed_before_their_file_goes() {
     hs.idle_until(Instant(40_000_000_000));
     assert!(hs.engine.file_unsynced(a), "landed, not flushed");
     hs.engine.close(h).unwrap();
+    a
+}
+
+#[test]
+fn landed_writes_are_flushed_before_their_file_goes() {
+    let (mut hs, dev, task) = setup(1);
+    let a = landed_unsynced_and_closed(&mut hs, dev, task);
     hs.held_flushes = Some(Vec::new());
     let b = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
     hs.drain();
@@ -117,12 +124,7 @@ fn landed_writes_are_flushed_before_their_file_goes() {
 #[test]
 fn a_failed_flush_keeps_the_file() {
     let (mut hs, dev, task) = setup(1);
-    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
-    let h = hs.engine.open(a);
-    hs.run(task, |e, now| e.write(now, task, h, 0, 4096))
-        .unwrap();
-    hs.idle_until(Instant(40_000_000_000));
-    hs.engine.close(h).unwrap();
+    let a = landed_unsynced_and_closed(&mut hs, dev, task);
     hs.fail_flushes = Some(IoErrorKind::Io);
     hs.engine.add_file(hs.now, dev, DomainId(0), 0);
     hs.drain();
@@ -133,8 +135,8 @@ fn a_failed_flush_keeps_the_file() {
         "still unsynced: the next sync reports it"
     );
     hs.fail_flushes = None;
-    let err = hs.run(task, |e, now| e.sync(now, task));
-    assert_eq!(err, Ok(()), "a later sync flushes it again");
+    let result = hs.run(task, |e, now| e.sync(now, task));
+    assert_eq!(result, Ok(()), "a later sync flushes it again");
     assert!(!hs.engine.file_unsynced(a));
 }
 

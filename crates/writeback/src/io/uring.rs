@@ -552,17 +552,8 @@ impl RingThread {
         let waiting = std::mem::take(&mut self.serial.busy)
             .into_values()
             .flatten();
-        for op in waiting {
-            send_done(
-                &self.done_tx,
-                IoDone {
-                    id: op.id,
-                    buf: op.buf,
-                    result: Err(err()),
-                },
-            );
-        }
-        while let Ok(op) = self.rx.recv() {
+        // Then whatever is still queued for us, until the sender is gone.
+        for op in waiting.chain(self.rx.iter()) {
             send_done(
                 &self.done_tx,
                 IoDone {
