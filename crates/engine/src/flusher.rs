@@ -281,32 +281,30 @@ impl Engine {
         if work.nr_pages == 0 || (work.for_background && !self.over_bg_thresh(wb_id)) {
             return None;
         }
+        // Stay in the current file while its chunk lasts and it has
+        // writable pages (Linux's writeback_sb_inodes per-inode chunk).
         let wb = &self.wbs[wb_id.index()];
-        let current_ok = wb.flusher.chunk_left > 0
-            && wb.cursor.is_some_and(|(_, f)| {
-                wb.dirty_files.contains(&wb.cursor.expect("checked"))
-                    && self.files[f.index()].next_writable(0).is_some()
-            });
-        let file = if current_ok {
-            wb.cursor.expect("checked").1
-        } else {
-            let file = self.flusher_next_file(wb_id, work.older_than)?;
-            let wb = &mut self.wbs[wb_id.index()];
-            wb.flusher.chunk_left = if work.reason == WbReason::Sync {
-                u64::MAX
-            } else {
-                writeback_chunk_size(
-                    wb.bw.avg_write_bw,
-                    self.thresh.thresh.max(self.dirty_limit),
-                    work.nr_pages,
-                )
-            };
-            file
+        let current = wb
+            .cursor
+            .filter(|c| wb.flusher.chunk_left > 0 && wb.dirty_files.contains(c))
+            .and_then(|(_, f)| Some((f, self.next_writable_from_index(f)?)));
+        let (file, start) = match current {
+            Some(found) => found,
+            None => {
+                let file = self.flusher_next_file(wb_id, work.older_than)?;
+                let wb = &mut self.wbs[wb_id.index()];
+                wb.flusher.chunk_left = if work.reason == WbReason::Sync {
+                    u64::MAX
+                } else {
+                    writeback_chunk_size(
+                        wb.bw.avg_write_bw,
+                        self.thresh.thresh.max(self.dirty_limit),
+                        work.nr_pages,
+                    )
+                };
+                (file, self.next_writable_from_index(file)?)
+            }
         };
-        let f = &self.files[file.index()];
-        let start = f
-            .next_writable(f.writeback_index)
-            .or_else(|| f.next_writable(0))?;
         let wb = &self.wbs[wb_id.index()];
         let dev = &self.devices[wb.device.index()];
         let max_pages = (dev.config.max_sectors_kb as u64 / 4)
@@ -320,6 +318,14 @@ impl Engine {
             w.nr_pages = w.nr_pages.saturating_sub(pages);
         }
         Some(self.start_writeback(file, start, pages, class_of(work.reason), work.reason))
+    }
+
+    /// The file's next writable page from where the flusher left it,
+    /// wrapping to the start (Linux's writeback_index cyclic range).
+    fn next_writable_from_index(&self, file: FileId) -> Option<PageIndex> {
+        let f = &self.files[file.index()];
+        f.next_writable(f.writeback_index)
+            .or_else(|| f.next_writable(0))
     }
 
     /// Length of the run of writable pages from `start`, at most `max`.

@@ -60,6 +60,10 @@
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
 //! windows. `check_invariants` (`invariants.rs`) checks the state after
 //! any step.
+//!
+//! A runtime with virtual time (the simulator, the engine's tests) drives
+//! all this through [`VirtualRuntime`] (`drive.rs`): carry out the actions
+//! in order, jump to the next completion or timer, complete, fire timers.
 
 mod action;
 mod balance_dirty;
@@ -70,6 +74,7 @@ mod device;
 mod dirty_limits;
 mod dirty_throttle_2007;
 mod dispatch;
+mod drive;
 mod durability;
 mod engine;
 mod error;
@@ -103,6 +108,7 @@ pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step
 pub use balance_dirty::MAX_PAUSE_NS;
 pub use config::{Config, DeviceConfig, DirtyThrottle, KnobError, StableWrites};
 pub use dirty_throttle_2007::CONGESTION_WAIT_NS;
+pub use drive::VirtualRuntime;
 pub use engine::Engine;
 pub use error::EngineError;
 pub use flusher::WbReason;

@@ -20,6 +20,7 @@
 
 use crate::ids::{DeviceId, IoId, PageIndex, WbId};
 use crate::time::Instant;
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const PG_DIRTY: u8 = 1;
@@ -102,6 +103,9 @@ pub struct CachedFile {
     counts: PageCounts,
     /// Reused by `merge`, so updates allocate nothing.
     scratch: Vec<(PageIndex, Run)>,
+    /// The run `run_at` found last, forgotten on every change to `runs`:
+    /// a sequential reader asks for the same run many times in a row.
+    last_found: Cell<Option<(PageIndex, Run)>>,
     /// When the file went from clean to dirty (Linux's inode dirtied_when).
     pub dirtied_when: Option<Instant>,
     /// Where the flusher continues in this file.
@@ -133,6 +137,7 @@ impl CachedFile {
             dirty_runs: BTreeSet::new(),
             counts: PageCounts::default(),
             scratch: Vec::new(),
+            last_found: Cell::new(None),
             dirtied_when: None,
             writeback_index: 0,
             inflight_writes: BTreeSet::new(),
@@ -156,8 +161,17 @@ impl CachedFile {
 
     /// The run holding `page`, as (first page, run).
     pub fn run_at(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        if let Some((start, run)) = self.last_found.get() {
+            if start <= page && page < start + run.len {
+                return Some((start, run));
+            }
+        }
         let (&start, &run) = self.runs.range(..=page).next_back()?;
-        (page < start + run.len).then_some((start, run))
+        let found = (page < start + run.len).then_some((start, run));
+        if found.is_some() {
+            self.last_found.set(found);
+        }
+        found
     }
 
     /// The run holding `page`, or else the first run after it.
@@ -259,11 +273,13 @@ impl CachedFile {
         if run.flags & PG_DIRTY != 0 {
             self.dirty_runs.insert(start);
         }
+        self.last_found.set(None);
         let old = self.runs.insert(start, run);
         assert!(old.is_none(), "runs overlap at page {start}");
     }
 
     fn take(&mut self, start: PageIndex) -> Run {
+        self.last_found.set(None);
         let run = self.runs.remove(&start).expect("run exists");
         self.counts.sub(&run);
         if run.flags & PG_DIRTY != 0 {
@@ -282,6 +298,7 @@ impl CachedFile {
             return;
         }
         let head = page - start;
+        self.last_found.set(None);
         self.runs.get_mut(&start).expect("run exists").len = head;
         let tail = Run {
             len: run.len - head,
@@ -301,6 +318,7 @@ impl CachedFile {
             .checked_sub(1)
             .and_then(|p| self.run_at(p))
             .map_or(first, |(s, _)| s);
+        self.last_found.set(None);
         let mut runs = std::mem::take(&mut self.scratch);
         runs.clear();
         runs.extend(self.runs.range(from..=end).map(|(&s, &r)| (s, r)));
@@ -350,8 +368,18 @@ impl CachedFile {
         if first >= end {
             return;
         }
+        // Most updates (a request's completion, a chunk off a dirty run)
+        // fall inside one run: cut it and join only at the edges.
+        if let Some((start, run)) = self.run_at(first) {
+            if end <= start + run.len {
+                let flags = change(first, end - first, run.flags);
+                self.update_within(start, run, first, end, flags);
+                return;
+            }
+        }
         self.split(first);
         self.split(end);
+        self.last_found.set(None);
         for (&start, run) in self.runs.range_mut(first..end) {
             let flags = change(start, run.len, run.flags);
             if flags == run.flags {
@@ -371,6 +399,85 @@ impl CachedFile {
         self.merge(first, end);
     }
 
+    /// Gives pages `first..end`, which lie inside the run at `start`,
+    /// `flags`: the run is cut in up to three, and only the middle may
+    /// join the runs beside it.
+    fn update_within(
+        &mut self,
+        start: PageIndex,
+        run: Run,
+        first: PageIndex,
+        end: PageIndex,
+        flags: u8,
+    ) {
+        if flags == run.flags {
+            return;
+        }
+        let (head, tail) = (first - start, start + run.len - end);
+        let middle = Run {
+            len: end - first,
+            flags,
+            frame: run.frame + head as u32,
+        };
+        if head > 0 {
+            self.replace(start, Run { len: head, ..run });
+            self.put(first, middle);
+        } else {
+            self.replace(start, middle);
+        }
+        if tail > 0 {
+            let frame = middle.frame + middle.len as u32;
+            let tail = Run {
+                len: tail,
+                frame,
+                ..run
+            };
+            self.put(end, tail);
+            // The flusher's next chunk starts here.
+            self.last_found.set(Some((end, tail)));
+        } else if let Some(&next) = self.runs.get(&end) {
+            if middle.joins(&next) {
+                self.absorb(first, end);
+            }
+        }
+        // Joining checks flags and frames only, not the middle's length.
+        if head == 0 {
+            if let Some((&prev_start, prev)) = self.runs.range(..first).next_back() {
+                if prev_start + prev.len == first && prev.joins(&middle) {
+                    let kept = self.last_found.get();
+                    self.absorb(prev_start, first);
+                    self.last_found.set(kept);
+                }
+            }
+        }
+    }
+
+    /// Puts `run` in place of the run at `start`, which keeps its start.
+    fn replace(&mut self, start: PageIndex, run: Run) {
+        assert!(run.len > 0);
+        self.last_found.set(None);
+        let slot = self.runs.get_mut(&start).expect("run exists");
+        let old = std::mem::replace(slot, run);
+        self.counts.sub(&old);
+        self.counts.add(&run);
+        if (old.flags ^ run.flags) & PG_DIRTY != 0 {
+            if run.flags & PG_DIRTY != 0 {
+                self.dirty_runs.insert(start);
+            } else {
+                self.dirty_runs.remove(&start);
+            }
+        }
+    }
+
+    /// Joins the run at `next` onto the run at `lead`, which ends there
+    /// and is alike.
+    fn absorb(&mut self, lead: PageIndex, next: PageIndex) {
+        let taken = self.take(next);
+        self.counts.add(&taken);
+        self.last_found.set(None);
+        self.runs.get_mut(&lead).expect("run exists").len += taken.len;
+    }
+
     /// Removes the cached pages in `first..end`; returns the runs removed.
     pub fn remove(&mut self, first: PageIndex, end: PageIndex) -> Vec<(PageIndex, Run)> {
         if first >= end {
@@ -387,6 +494,7 @@ impl CachedFile {
     pub fn reference(&mut self, first: PageIndex, end: PageIndex) {
         let from = self.run_at(first).map_or(first, |(s, _)| s);
         let mut changed = None;
+        self.last_found.set(None);
         for (&start, run) in self.runs.range_mut(from..end.max(from)) {
             if run.flags & (PG_READING | PG_REFERENCED) == 0 {
                 run.flags |= PG_REFERENCED;

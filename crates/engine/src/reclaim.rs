@@ -47,6 +47,27 @@ impl ReclaimQueue {
         self.queue.push_back((file, first, end));
     }
 
+    /// As `push_back`, but extends the last entry if it was queued at or
+    /// after position `since` and ends at `first` of the same file.
+    pub fn push_back_joining(
+        &mut self,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+        since: usize,
+    ) {
+        debug_assert!(first < end);
+        if self.queue.len() > since {
+            if let Some(last) = self.queue.back_mut() {
+                if last.0 == file && last.2 == first {
+                    last.2 = end;
+                    return;
+                }
+            }
+        }
+        self.queue.push_back((file, first, end));
+    }
+
     /// Puts back the rest of an entry the hand stopped in.
     pub fn push_front(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         debug_assert!(first < end);
@@ -223,22 +244,17 @@ impl Engine {
         end: PageIndex,
         mut change: impl FnMut(u8) -> u8,
     ) {
-        let mut stretches: Vec<(PageIndex, PageIndex)> = Vec::new();
+        let reclaim = &mut self.reclaim;
+        let queued_before = reclaim.len();
         self.files[file.index()].update_runs(first, end, |start, len, flags| {
             let mut flags = change(flags);
             let clean = flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) == 0;
             if clean && flags & PG_IN_LRU == 0 {
                 flags |= PG_IN_LRU;
-                match stretches.last_mut() {
-                    Some(last) if last.1 == start => last.1 = start + len,
-                    _ => stretches.push((start, start + len)),
-                }
+                reclaim.push_back_joining(file, start, start + len, queued_before);
             }
             flags
         });
-        for (a, b) in stretches {
-            self.reclaim.push_back(file, a, b);
-        }
         self.bound_reclaim_queue();
     }
 

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 use wb_engine::{
     Action, DeviceId, DomainId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId,
-    PAGE_SIZE,
+    VirtualRuntime, PAGE_SIZE,
 };
 use wb_scenario::Scenario;
 
@@ -186,34 +186,24 @@ impl Sim {
             .push(Reverse((at.max(self.now), self.seq, job, j.gen)));
     }
 
-    fn next_time(&self) -> Option<Instant> {
-        let mut next = self.engine.poll_timeout();
-        let mut consider = |t: Option<Instant>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n: Instant| n.min(t)));
-            }
-        };
-        consider(self.events.peek().map(|Reverse((t, ..))| *t));
-        for d in &self.devices {
-            consider(d.next_completion());
-        }
-        next
-    }
-
     fn event_loop(&mut self, end: Instant, mut options: SimOptions<'_>) {
         let mut iterations: u64 = 0;
         loop {
-            self.drain_actions();
+            self.drain_actions(self.now);
             if self.foreground_left == 0 {
                 break;
             }
-            let Some(next) = self.next_time() else { break };
+            let jobs_next = self.events.peek().map(|Reverse((t, ..))| *t);
+            let Some(next) = self.next_event(jobs_next) else {
+                break;
+            };
             if next > end {
                 self.now = end;
                 break;
             }
             self.now = self.now.max(next);
-            self.step();
+            self.run_due(self.now);
+            self.run_jobs_due();
             if options.check_invariants {
                 self.engine.check_invariants();
             }
@@ -224,22 +214,13 @@ impl Sim {
                 }
             }
         }
-        self.drain_actions();
+        self.drain_actions(self.now);
     }
 
-    /// Everything due at `now`: device completions, engine timers, jobs.
-    fn step(&mut self) {
+    /// The jobs whose next event is due (after completions and timers,
+    /// drive.rs step 4).
+    fn run_jobs_due(&mut self) {
         let now = self.now;
-        for d in 0..self.devices.len() {
-            if self.devices[d].next_completion().is_some_and(|t| t <= now) {
-                for id in self.devices[d].complete(now) {
-                    self.engine.io_complete(now, IoId(id), Ok(()));
-                }
-            }
-        }
-        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
-            self.engine.handle_timeout(now);
-        }
         while let Some(&Reverse((t, _, job, gen))) = self.events.peek() {
             if t > now {
                 break;
@@ -247,40 +228,64 @@ impl Sim {
             self.events.pop();
             if gen == self.jobs[job].gen {
                 self.run_job(job);
-                self.drain_actions();
+                self.drain_actions(now);
+            }
+        }
+    }
+}
+
+impl VirtualRuntime for Sim {
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn engine_ref(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn next_completion(&self) -> Option<Instant> {
+        self.devices
+            .iter()
+            .filter_map(|d| d.next_completion())
+            .min()
+    }
+
+    fn complete_due(&mut self, now: Instant) {
+        for d in 0..self.devices.len() {
+            if self.devices[d].next_completion().is_some_and(|t| t <= now) {
+                for id in self.devices[d].complete(now) {
+                    self.engine.io_complete(now, IoId(id), Ok(()));
+                }
             }
         }
     }
 
-    fn drain_actions(&mut self) {
-        while let Some(action) = self.engine.poll_action() {
-            match action {
-                Action::Submit(req) => {
-                    let base = self.file_base[req.file.index()];
-                    let dev_req = DevRequest {
-                        id: req.id.0,
-                        write: req.dir == IoDir::Write,
-                        offset: base + req.first_page * PAGE_SIZE,
-                        len: req.pages as u64 * PAGE_SIZE,
-                    };
-                    self.devices[req.device.index()].submit(self.now, dev_req);
-                }
-                Action::Wake(task) => {
-                    let job = task.index();
-                    self.schedule(job, self.now);
-                }
-                // The device models have no volatile cache yet: a flush
-                // is done at once.
-                Action::MakeDurable { id, .. } => self.engine.durable_done(id, Ok(())),
-                // The simulator moves no data and keeps no page index.
-                Action::ZeroFrames { .. }
-                | Action::CopyIn { .. }
-                | Action::Unmapped { .. }
-                | Action::Evict { .. } => {}
+    fn carry_out(&mut self, now: Instant, action: Action) {
+        match action {
+            Action::Submit(req) => {
+                let base = self.file_base[req.file.index()];
+                let dev_req = DevRequest {
+                    id: req.id.0,
+                    write: req.dir == IoDir::Write,
+                    offset: base + req.first_page * PAGE_SIZE,
+                    len: req.pages as u64 * PAGE_SIZE,
+                };
+                self.devices[req.device.index()].submit(now, dev_req);
             }
+            Action::Wake(task) => self.schedule(task.index(), now),
+            // The device models have no volatile cache yet: a flush
+            // is done at once.
+            Action::MakeDurable { id, .. } => self.engine.durable_done(id, Ok(())),
+            // The simulator moves no data and keeps no page index.
+            Action::ZeroFrames { .. }
+            | Action::CopyIn { .. }
+            | Action::Unmapped { .. }
+            | Action::Evict { .. } => {}
         }
     }
+}
 
+impl Sim {
     fn finish_job(&mut self, job: usize) {
         if self.jobs[job].run.finish(self.now) {
             self.foreground_left -= 1;

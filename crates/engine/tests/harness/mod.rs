@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use wb_engine::{
     Action, Engine, EngineError, FileId, Instant, IoDir, IoErrorKind, IoId, PageIndex, Stall, Step,
-    TaskId,
+    TaskId, VirtualRuntime,
 };
 
 pub struct Harness {
@@ -34,6 +34,8 @@ pub struct Harness {
     pub fail_flushes: Option<IoErrorKind>,
     /// When set, flushes are not carried out but their ids kept here.
     pub held_flushes: Option<Vec<u64>>,
+    /// Tasks woken since the last `drain`.
+    woken: Vec<TaskId>,
 }
 
 impl Harness {
@@ -52,64 +54,21 @@ impl Harness {
             flushes: 0,
             fail_flushes: None,
             held_flushes: None,
+            woken: Vec::new(),
         }
     }
 
     /// Carries out the engine's actions; returns the tasks woken.
     pub fn drain(&mut self) -> Vec<TaskId> {
-        let mut woken = Vec::new();
-        while let Some(action) = self.engine.poll_action() {
-            self.actions.push(action.clone());
-            match action {
-                Action::Submit(req) => {
-                    let start = self.device_free_at.max(self.now);
-                    let done = start + self.ns_per_page * req.pages as u64;
-                    self.device_free_at = done;
-                    if req.dir == IoDir::Write {
-                        self.written_pages += req.pages as u64;
-                    }
-                    self.inflight.insert((done, req.id), req.dir);
-                }
-                Action::Wake(task) => woken.push(task),
-                Action::Unmapped { file, first, end } => self.unmapped.push((file, first, end)),
-                Action::MakeDurable { id, .. } if self.held_flushes.is_some() => {
-                    self.held_flushes.as_mut().expect("checked").push(id);
-                }
-                Action::MakeDurable { id, .. } => {
-                    self.flushes += 1;
-                    self.engine
-                        .durable_done(id, self.fail_flushes.map_or(Ok(()), Err));
-                }
-                Action::ZeroFrames { .. } | Action::CopyIn { .. } | Action::Evict { .. } => {}
-            }
-        }
-        woken
+        self.drain_actions(self.now);
+        std::mem::take(&mut self.woken)
     }
 
     /// Advances time to `until` or the next event before it, processing it.
     fn advance(&mut self, until: Instant) {
-        let mut next = until;
-        if let Some(&(t, _)) = self.inflight.keys().next() {
-            next = next.min(t);
-        }
-        if let Some(t) = self.engine.poll_timeout() {
-            next = next.min(t);
-        }
+        let next = self.next_event(Some(until)).expect("until is an event");
         self.now = self.now.max(next);
-        while let Some((&(t, id), &dir)) = self.inflight.iter().next() {
-            if t > self.now {
-                break;
-            }
-            self.inflight.remove(&(t, id));
-            let result = match (dir, self.fail_writes) {
-                (IoDir::Write, Some(e)) => Err(e),
-                _ => Ok(()),
-            };
-            self.engine.io_complete(self.now, id, result);
-        }
-        if self.engine.poll_timeout().is_some_and(|t| t <= self.now) {
-            self.engine.handle_timeout(self.now);
-        }
+        self.run_due(self.now);
     }
 
     /// Runs time forward until `until`, with no task active.
@@ -146,6 +105,60 @@ impl Harness {
                     step = self.engine.resume(self.now, task)?;
                 }
             }
+        }
+    }
+}
+
+impl VirtualRuntime for Harness {
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn engine_ref(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn next_completion(&self) -> Option<Instant> {
+        self.inflight.keys().next().map(|&(t, _)| t)
+    }
+
+    fn complete_due(&mut self, now: Instant) {
+        while let Some((&(t, id), &dir)) = self.inflight.iter().next() {
+            if t > now {
+                break;
+            }
+            self.inflight.remove(&(t, id));
+            let result = match (dir, self.fail_writes) {
+                (IoDir::Write, Some(e)) => Err(e),
+                _ => Ok(()),
+            };
+            self.engine.io_complete(now, id, result);
+        }
+    }
+
+    fn carry_out(&mut self, now: Instant, action: Action) {
+        self.actions.push(action.clone());
+        match action {
+            Action::Submit(req) => {
+                let start = self.device_free_at.max(now);
+                let done = start + self.ns_per_page * req.pages as u64;
+                self.device_free_at = done;
+                if req.dir == IoDir::Write {
+                    self.written_pages += req.pages as u64;
+                }
+                self.inflight.insert((done, req.id), req.dir);
+            }
+            Action::Wake(task) => self.woken.push(task),
+            Action::Unmapped { file, first, end } => self.unmapped.push((file, first, end)),
+            Action::MakeDurable { id, .. } if self.held_flushes.is_some() => {
+                self.held_flushes.as_mut().expect("checked").push(id);
+            }
+            Action::MakeDurable { id, .. } => {
+                self.flushes += 1;
+                self.engine
+                    .durable_done(id, self.fail_flushes.map_or(Ok(()), Err));
+            }
+            Action::ZeroFrames { .. } | Action::CopyIn { .. } | Action::Evict { .. } => {}
         }
     }
 }
