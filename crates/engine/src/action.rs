@@ -90,15 +90,19 @@ pub enum StallReason {
     ReadIo,
     /// fsync / sync waiting for its writes.
     Sync,
+    /// An uncached write submitting writeback of what it wrote
+    /// (`dontcache_flush = inline`, Linux 6.14–6.19).
+    DontcacheFlush,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 5] = [
+    pub const ALL: [StallReason; 6] = [
         StallReason::DirtyThrottle,
         StallReason::StablePage,
         StallReason::Memory,
         StallReason::ReadIo,
         StallReason::Sync,
+        StallReason::DontcacheFlush,
     ];
 
     pub fn name(self) -> &'static str {
@@ -108,6 +112,7 @@ impl StallReason {
             StallReason::Memory => "memory",
             StallReason::ReadIo => "read_io",
             StallReason::Sync => "sync",
+            StallReason::DontcacheFlush => "dontcache_flush",
         }
     }
 

@@ -77,6 +77,7 @@ impl Engine {
             // A failed write leaves the data dirty: never silently clean.
             (flags & !PG_WRITEBACK) | if failed { PG_DIRTY } else { 0 }
         });
+        self.account_dontcache(file, before);
         let after = self.files[file.index()].counts();
         assert_eq!(before.writeback - after.writeback, pages);
         let redirtied = after.dirty - before.dirty;
@@ -86,6 +87,7 @@ impl Engine {
             Ok(()) => {
                 self.mark_unsynced(file);
                 self.account_written(wb_id, req, pages);
+                self.drop_behind(file, req.first_page, req.first_page + pages);
             }
             Err(e) => {
                 let f = &mut self.files[file.index()];

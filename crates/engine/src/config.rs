@@ -41,6 +41,47 @@ impl DirtyThrottle {
     }
 }
 
+/// Who writes back the pages of uncached (DONTCACHE) writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DontcacheFlush {
+    /// Layton 2026: the write kicks its context's flusher (a coalescing
+    /// bit), which writes that many pages from the oldest dirty files.
+    Kick,
+    /// Linux 6.14–6.19: the writer submits writeback of the range it
+    /// wrote before returning, and waits for the submission.
+    Inline,
+}
+
+impl DontcacheFlush {
+    pub fn name(self) -> &'static str {
+        match self {
+            DontcacheFlush::Kick => "kick",
+            DontcacheFlush::Inline => "inline",
+        }
+    }
+}
+
+/// How the flusher counts the uncached pages a kick asks it to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DontcacheCounter {
+    /// Each writeback context counts its own (Kara's review, per-wb
+    /// WB_DONTCACHE_DIRTY).
+    PerDomain,
+    /// One cache-wide count, split among a device's contexts by write
+    /// bandwidth (the patch before the review). Kept to show that it
+    /// underestimates a domain writing beside a buffered one.
+    GlobalSplit,
+}
+
+impl DontcacheCounter {
+    pub fn name(self) -> &'static str {
+        match self {
+            DontcacheCounter::PerDomain => "per-domain",
+            DontcacheCounter::GlobalSplit => "global-split",
+        }
+    }
+}
+
 /// What to do when a page under writeback is modified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StableWrites {
@@ -158,6 +199,8 @@ pub struct Config {
     /// Period of kupdate-style writeback; 0 disables it.
     pub dirty_writeback_centisecs: u32,
     pub dirty_throttle: DirtyThrottle,
+    pub dontcache_flush: DontcacheFlush,
+    pub dontcache_counter: DontcacheCounter,
 }
 
 impl Default for Config {
@@ -171,6 +214,8 @@ impl Default for Config {
             dirty_expire_centisecs: DEFAULT_DIRTY_EXPIRE_CENTISECS,
             dirty_writeback_centisecs: DEFAULT_DIRTY_WRITEBACK_CENTISECS,
             dirty_throttle: DirtyThrottle::IoLess,
+            dontcache_flush: DontcacheFlush::Kick,
+            dontcache_counter: DontcacheCounter::PerDomain,
         }
     }
 }
@@ -185,6 +230,8 @@ impl Config {
         "dirty_expire_centisecs",
         "dirty_writeback_centisecs",
         "dirty_throttle",
+        "dontcache_flush",
+        "dontcache_counter",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -220,6 +267,26 @@ impl Config {
                     _ => return Err(invalid(knob, value, "expected 'io-less' or 'global-2007'")),
                 }
             }
+            "dontcache_flush" => {
+                self.dontcache_flush = match value.trim() {
+                    "kick" => DontcacheFlush::Kick,
+                    "inline" => DontcacheFlush::Inline,
+                    _ => return Err(invalid(knob, value, "expected 'kick' or 'inline'")),
+                }
+            }
+            "dontcache_counter" => {
+                self.dontcache_counter = match value.trim() {
+                    "per-domain" => DontcacheCounter::PerDomain,
+                    "global-split" => DontcacheCounter::GlobalSplit,
+                    _ => {
+                        return Err(invalid(
+                            knob,
+                            value,
+                            "expected 'per-domain' or 'global-split'",
+                        ))
+                    }
+                }
+            }
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -241,6 +308,8 @@ impl Config {
             "dirty_expire_centisecs" => self.dirty_expire_centisecs.to_string(),
             "dirty_writeback_centisecs" => self.dirty_writeback_centisecs.to_string(),
             "dirty_throttle" => self.dirty_throttle.name().to_string(),
+            "dontcache_flush" => self.dontcache_flush.name().to_string(),
+            "dontcache_counter" => self.dontcache_counter.name().to_string(),
             _ => return None,
         })
     }

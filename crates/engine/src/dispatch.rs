@@ -32,7 +32,9 @@ pub(crate) fn class_of(reason: WbReason) -> WbtClass {
         WbReason::Sync => WbtClass::Sync,
         // Background and kupdate writeback is REQ_BACKGROUND.
         WbReason::Background | WbReason::Periodic => WbtClass::Background,
-        WbReason::Vmscan | WbReason::BalanceDirty => WbtClass::Normal,
+        // Uncached writes' writeback is neither: Linux's
+        // filemap_fdatawrite_range and the DONTCACHE work set no flag.
+        WbReason::Vmscan | WbReason::BalanceDirty | WbReason::Dontcache => WbtClass::Normal,
     }
 }
 
@@ -133,6 +135,8 @@ impl Engine {
             "all pages were dirty"
         );
         f.writeback_index = start + pages;
+        self.account_dontcache(file, before);
+        let f = &mut self.files[file.index()];
         let wb = &mut self.wbs[f.wb.index()];
         wb.dirty -= pages;
         wb.writeback += pages;

@@ -72,6 +72,8 @@ pub struct Engine {
     pub(crate) frames: FrameSpace,
     pub(crate) nr_cached: u64,
     pub(crate) nr_dirty: u64,
+    /// Dirty pages written uncached, cache-wide (dontcache.rs).
+    pub(crate) nr_dontcache_dirty: u64,
     pub(crate) nr_writeback: u64,
     pub(crate) completions: FpropGlobal,
     pub(crate) inflight: BTreeMap<IoId, Inflight>,
@@ -116,6 +118,7 @@ impl Engine {
             frames: FrameSpace::new(memory_pages),
             nr_cached: 0,
             nr_dirty: 0,
+            nr_dontcache_dirty: 0,
             nr_writeback: 0,
             completions: FpropGlobal::default(),
             inflight: BTreeMap::new(),

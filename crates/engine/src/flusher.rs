@@ -40,15 +40,19 @@ pub enum WbReason {
     Periodic,
     /// A writer throttled by the 2007-style global limit writing its own device.
     BalanceDirty,
+    /// Uncached writes: a kick of the flusher, or the writer's own
+    /// submission (Linux's WB_REASON_DONTCACHE).
+    Dontcache,
 }
 
 impl WbReason {
-    pub const ALL: [WbReason; 5] = [
+    pub const ALL: [WbReason; 6] = [
         WbReason::Background,
         WbReason::Vmscan,
         WbReason::Sync,
         WbReason::Periodic,
         WbReason::BalanceDirty,
+        WbReason::Dontcache,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +62,7 @@ impl WbReason {
             WbReason::Sync => "sync",
             WbReason::Periodic => "periodic",
             WbReason::BalanceDirty => "balance_dirty",
+            WbReason::Dontcache => "dontcache",
         }
     }
 
@@ -109,6 +114,9 @@ pub struct Flusher {
     works: VecDeque<Work>,
     /// Linux's WB_start_all: "write everything" requests, coalesced.
     start_all: Option<WbReason>,
+    /// Linux's WB_start_dontcache: uncached writes asked for writeback
+    /// (dontcache.rs); kicks while it is set coalesce.
+    pub start_dontcache: bool,
     /// Periodic writeback is due.
     pub kupdate_due: bool,
     /// Background writeback was kicked.
@@ -217,13 +225,28 @@ impl Engine {
         if self.wbs[wb_id.index()].flusher.current.is_some() {
             return true;
         }
+        // Linux's wb_do_writeback order: queued works and start-all, then
+        // the DONTCACHE bit, then kupdate, then background.
+        let work = match self.wbs[wb_id.index()].flusher.next_queued() {
+            Some(work) => Some(work),
+            None => self.dontcache_work(wb_id),
+        };
+        let work = work.or_else(|| self.kupdate_or_background_work(now, wb_id));
+        let Some(work) = work else { return false };
+        let wb = &mut self.wbs[wb_id.index()];
+        wb.flusher.current = Some(work);
+        wb.flusher.chunk_left = 0;
+        true
+    }
+
+    /// Periodic work if due, else background work if kicked and still
+    /// over the background threshold.
+    fn kupdate_or_background_work(&mut self, now: Instant, wb_id: WbId) -> Option<Work> {
         let expire_ns = self.config.dirty_expire_centisecs as u64 * 10 * crate::time::NS_PER_MS;
         let over_bg = self.over_bg_thresh(wb_id);
         let wb = &mut self.wbs[wb_id.index()];
         let flusher = &mut wb.flusher;
-        let work = if let Some(work) = flusher.next_queued() {
-            Some(work)
-        } else if flusher.kupdate_due {
+        if flusher.kupdate_due {
             flusher.kupdate_due = false;
             Some(Work {
                 reason: WbReason::Periodic,
@@ -236,11 +259,7 @@ impl Engine {
         } else {
             flusher.background_kicked = false;
             None
-        };
-        let Some(work) = work else { return false };
-        wb.flusher.current = Some(work);
-        wb.flusher.chunk_left = 0;
-        true
+        }
     }
 
     /// Moves the flusher's cursor to the next dirty file with something to

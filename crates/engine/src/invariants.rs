@@ -28,6 +28,7 @@ impl Engine {
         let (mut dirty, mut writeback, mut cached) = (0u64, 0u64, 0u64);
         let mut wb_dirty = vec![0u64; self.wbs.len()];
         let mut wb_writeback = vec![0u64; self.wbs.len()];
+        let mut wb_dontcache = vec![0u64; self.wbs.len()];
         let mut open_handles = vec![0u32; self.files.len()];
         for h in self.handles.iter().flatten() {
             open_handles[h.file.index()] += 1;
@@ -63,6 +64,7 @@ impl Engine {
             writeback += counts.writeback;
             wb_dirty[f.wb.index()] += counts.dirty;
             wb_writeback[f.wb.index()] += counts.writeback;
+            wb_dontcache[f.wb.index()] += counts.dontcache_dirty;
         }
         assert_eq!(
             frames_used + self.frames.free_frames(),
@@ -87,7 +89,16 @@ impl Engine {
         for (i, wb) in self.wbs.iter().enumerate() {
             assert_eq!(wb.dirty, wb_dirty[i], "wb {i} dirty count");
             assert_eq!(wb.writeback, wb_writeback[i], "wb {i} writeback count");
+            assert_eq!(
+                wb.nr_dontcache_dirty, wb_dontcache[i],
+                "wb {i} dontcache dirty count"
+            );
         }
+        assert_eq!(
+            self.nr_dontcache_dirty,
+            wb_dontcache.iter().sum::<u64>(),
+            "dontcache dirty count"
+        );
         let mut tracked = vec![0u32; self.devices.len()];
         let mut tags = vec![0u32; self.devices.len()];
         for io in self.inflight.values() {

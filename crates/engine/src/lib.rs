@@ -74,6 +74,7 @@ mod device;
 mod dirty_limits;
 mod dirty_throttle_2007;
 mod dispatch;
+mod dontcache;
 mod drive;
 mod durability;
 mod engine;
@@ -106,14 +107,18 @@ mod write_path;
 
 pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step};
 pub use balance_dirty::MAX_PAUSE_NS;
-pub use config::{Config, DeviceConfig, DirtyThrottle, KnobError, StableWrites};
+pub use config::{
+    Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush, KnobError, StableWrites,
+};
 pub use dirty_throttle_2007::CONGESTION_WAIT_NS;
+pub use dontcache::DontcacheStats;
 pub use drive::VirtualRuntime;
 pub use engine::Engine;
 pub use error::EngineError;
 pub use flusher::WbReason;
 pub use ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
-pub use stats::{DeviceStats, StallStats, Stats};
+pub use stats::{DeviceStats, DomainStats, StallStats, Stats};
 pub use task::EVENT_WAIT_MAX_NS;
 pub use time::Instant;
 pub use wbt::{auto_target_ns, WbtClass};
+pub use write_path::WriteFlags;

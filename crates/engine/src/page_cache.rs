@@ -31,6 +31,9 @@ pub const PG_READING: u8 = 4;
 pub const PG_REFERENCED: u8 = 8;
 /// Covered by an entry of the reclaim queue.
 pub const PG_IN_LRU: u8 = 16;
+/// Written uncached (DONTCACHE): leaves the cache once written back and
+/// clean (Linux's PG_dropbehind). An ordinary access clears it.
+pub const PG_DROPBEHIND: u8 = 32;
 
 /// Largest file, in pages (16 TiB): ranges beyond it are rejected.
 pub const MAX_FILE_PAGES: u64 = 1 << 32;
@@ -48,6 +51,11 @@ impl Run {
     /// Whether the run may be reclaimed: clean and valid.
     pub fn reclaimable(&self) -> bool {
         self.flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) == 0
+    }
+
+    /// Dirty and written uncached.
+    pub fn dontcache_dirty(&self) -> bool {
+        self.flags & (PG_DIRTY | PG_DROPBEHIND) == PG_DIRTY | PG_DROPBEHIND
     }
 
     pub fn writable(&self) -> bool {
@@ -72,6 +80,8 @@ pub struct PageCounts {
     pub writeback: u64,
     /// Clean and valid: what reclaim may take.
     pub reclaimable: u64,
+    /// Dirty and marked drop-behind (Linux's WB_DONTCACHE_DIRTY).
+    pub dontcache_dirty: u64,
 }
 
 impl PageCounts {
@@ -80,6 +90,7 @@ impl PageCounts {
         self.dirty += run.len * (run.flags & PG_DIRTY != 0) as u64;
         self.writeback += run.len * (run.flags & PG_WRITEBACK != 0) as u64;
         self.reclaimable += run.len * run.reclaimable() as u64;
+        self.dontcache_dirty += run.len * run.dontcache_dirty() as u64;
     }
 
     fn sub(&mut self, run: &Run) {
@@ -87,6 +98,7 @@ impl PageCounts {
         self.dirty -= run.len * (run.flags & PG_DIRTY != 0) as u64;
         self.writeback -= run.len * (run.flags & PG_WRITEBACK != 0) as u64;
         self.reclaimable -= run.len * run.reclaimable() as u64;
+        self.dontcache_dirty -= run.len * run.dontcache_dirty() as u64;
     }
 }
 
@@ -212,11 +224,12 @@ impl CachedFile {
         (next - page).min(max)
     }
 
-    /// Whether every page in `first..end` is cached with all of `flags`.
-    pub fn all_have(&self, first: PageIndex, end: PageIndex, flags: u8) -> bool {
+    /// Whether every page in `first..end` is cached with all of `set` and
+    /// none of `clear`.
+    pub fn all_match(&self, first: PageIndex, end: PageIndex, set: u8, clear: u8) -> bool {
         let mut next = first;
         for (start, run) in self.runs_over(first, end) {
-            if start > next || run.flags & flags != flags {
+            if start > next || run.flags & (set | clear) != set {
                 return false;
             }
             next = start + run.len;

@@ -5,7 +5,7 @@ use crate::action::{StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{PG_READING, PG_REFERENCED};
+use crate::page_cache::{PG_DROPBEHIND, PG_READING, PG_REFERENCED};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
@@ -101,6 +101,9 @@ impl Engine {
                 if run.flags & PG_REFERENCED == 0 {
                     f.reference(first, last);
                 }
+                if run.flags & PG_DROPBEHIND != 0 {
+                    self.clear_dropbehind(file, first, last);
+                }
                 self.tasks[task.index()].last_read = Some((file, last));
                 return self.finish(task, Ok(Step::Done));
             }
@@ -112,6 +115,7 @@ impl Engine {
             .runs_over(first, cached_end)
             .any(|(_, r)| r.flags & PG_READING != 0);
         self.files[file.index()].reference(first, cached_end);
+        self.clear_dropbehind(file, first, cached_end);
         if reading {
             return Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
         }

@@ -19,6 +19,22 @@ impl StallStats {
     }
 }
 
+/// One writeback context: a (device, domain) pair.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DomainStats {
+    pub device: String,
+    pub domain: String,
+    pub dirty_pages: u64,
+    pub writeback_pages: u64,
+    /// Dirty pages written uncached (Linux's WB_DONTCACHE_DIRTY).
+    pub dontcache_dirty_pages: u64,
+    pub dirtied_pages: u64,
+    pub written_pages: u64,
+    pub dontcache: crate::dontcache::DontcacheStats,
+    /// Stalls of operations on this context's files, by reason.
+    pub stalls: [StallStats; StallReason::ALL.len()],
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DeviceStats {
     pub name: String,
@@ -64,6 +80,10 @@ pub struct Stats {
     pub written_by_reason: [u64; WbReason::ALL.len()],
     pub works_coalesced: u64,
     pub devices: Vec<DeviceStats>,
+    /// Per writeback context, in the order the contexts were made.
+    pub domains: Vec<DomainStats>,
+    /// Dirty pages written uncached, cache-wide.
+    pub dontcache_dirty_pages: u64,
 }
 
 impl Stats {
@@ -109,6 +129,22 @@ impl crate::engine::Engine {
                 ds
             })
             .collect();
+        s.domains = self.wbs.iter().map(|w| self.domain_stats(w)).collect();
+        s.dontcache_dirty_pages = self.nr_dontcache_dirty;
         s
+    }
+
+    fn domain_stats(&self, w: &crate::wb::Wb) -> DomainStats {
+        DomainStats {
+            device: self.devices[w.device.index()].stats.name.clone(),
+            domain: self.domains[w.domain.index()].clone(),
+            dirty_pages: w.dirty,
+            writeback_pages: w.writeback,
+            dontcache_dirty_pages: w.nr_dontcache_dirty,
+            dirtied_pages: w.dirtied,
+            written_pages: w.written,
+            dontcache: w.dontcache,
+            stalls: w.stalls,
+        }
     }
 }

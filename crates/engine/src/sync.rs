@@ -11,7 +11,6 @@ use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
 use crate::page_cache::{CachedFile, PG_DIRTY, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
-use crate::wbt::WbtClass;
 
 #[derive(Debug)]
 pub(crate) struct SyncFile {
@@ -33,6 +32,18 @@ impl SyncFile {
             pos: 0,
             err_seq_start: f.err_seq,
         }
+    }
+
+    /// Only the pages of `first..end` that are dirty now.
+    fn new_range(file: FileId, f: &CachedFile, first: PageIndex, end: PageIndex) -> SyncFile {
+        let mut sf = SyncFile::new(file, f);
+        sf.ranges = sf
+            .ranges
+            .iter()
+            .map(|&(a, b)| (a.max(first), b.min(end)))
+            .filter(|&(a, b)| a < b)
+            .collect();
+        sf
     }
 
     /// The first tagged page that is still dirty, as (range, page).
@@ -85,6 +96,13 @@ pub(crate) struct SyncOp {
     pub flushes_asked: bool,
     pub flushes_left: u32,
     pub flush_error: Option<crate::action::IoErrorKind>,
+    /// Why the writes are made: `Sync` for fsync and sync (integrity,
+    /// REQ_SYNC), `Dontcache` for an uncached write's own submission.
+    pub reason: WbReason,
+    /// Done once every page is submitted (Linux's WB_SYNC_NONE
+    /// filemap_fdatawrite_range): no wait for completion, no flush, and
+    /// pages already under writeback are skipped rather than waited for.
+    pub issue_only: bool,
 }
 
 impl Engine {
@@ -179,12 +197,58 @@ impl Engine {
                 flushes_asked: false,
                 flushes_left: 0,
                 flush_error: None,
+                reason: WbReason::Sync,
+                issue_only: false,
             },
         );
         for device in devices {
             self.pump(now, device);
         }
         self.continue_sync(now, task, id)
+    }
+
+    /// Starts submitting the dirty pages of `first..end` of `file` without
+    /// waiting for them (an uncached write's inline flush); returns the
+    /// op's id, which `submission_done` answers for.
+    pub(crate) fn start_submission(
+        &mut self,
+        now: Instant,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+    ) -> u64 {
+        let id = self.next_sync;
+        self.next_sync += 1;
+        let f = &self.files[file.index()];
+        let device = f.device;
+        let sf = SyncFile::new_range(file, f, first, end);
+        self.syncs.insert(
+            id,
+            SyncOp {
+                handle: None,
+                files: vec![sf],
+                barrier: None,
+                metadata: false,
+                flushes_asked: false,
+                flushes_left: 0,
+                flush_error: None,
+                reason: WbReason::Dontcache,
+                issue_only: true,
+            },
+        );
+        self.pump(now, device);
+        id
+    }
+
+    /// Whether submission op `id` has submitted everything; if so it is
+    /// retired.
+    pub(crate) fn submission_done(&mut self, id: u64) -> bool {
+        self.sync_check_issued(id);
+        let done = self.syncs[&id].barrier.is_some();
+        if done {
+            self.syncs.remove(&id);
+        }
+        done
     }
 
     pub(crate) fn continue_sync(
@@ -300,16 +364,17 @@ impl Engine {
                     start,
                     pages,
                 } => {
+                    let reason = self.syncs[&id].reason;
+                    let class = crate::dispatch::class_of(reason);
                     let recent = self.recent_dirty_sleep(device, now);
                     let wbt = &mut self.devices[device.index()].wbt;
-                    if !wbt.may_issue(WbtClass::Sync, now, recent) {
+                    if !wbt.may_issue(class, now, recent) {
                         wbt.note_refused();
                         return false;
                     }
                     // Only now are the pages taken off the op's list.
                     self.syncs.get_mut(&id).expect("exists").files[slot].pos = start + pages;
-                    let req =
-                        self.start_writeback(file, start, pages, WbtClass::Sync, WbReason::Sync);
+                    let req = self.start_writeback(file, start, pages, class, reason);
                     self.issue(now, req, true);
                     return true;
                 }
@@ -317,8 +382,9 @@ impl Engine {
                 SyncNext::Finished => {
                     // Everything tagged is issued: from here on only wait.
                     let barrier = IoId(self.next_io - 1);
-                    self.syncs.get_mut(&id).expect("exists").barrier = Some(barrier);
-                    if self.sync_done(id) {
+                    let op = self.syncs.get_mut(&id).expect("exists");
+                    op.barrier = Some(barrier);
+                    if op.issue_only || self.sync_done(id) {
                         self.wake(WaitKey::Sync(id));
                     }
                 }
@@ -331,12 +397,28 @@ impl Engine {
     fn sync_next(&mut self, device: DeviceId, id: u64) -> SyncNext {
         let max_pages = self.devices[device.index()].config.max_sectors_kb as u64 / 4;
         let op = self.syncs.get_mut(&id).expect("exists");
+        let issue_only = op.issue_only;
         let mut all_done = true;
         for (slot, sf) in op.files.iter_mut().enumerate() {
             let f = &self.files[sf.file.index()];
-            let Some(start) = sf.skip_clean(f) else {
+            let Some(mut start) = sf.skip_clean(f) else {
                 continue;
             };
+            if issue_only {
+                // WB_SYNC_NONE: pages under writeback are somebody else's.
+                while let Some((s, run)) =
+                    f.run_at(start).filter(|(_, r)| r.flags & PG_WRITEBACK != 0)
+                {
+                    sf.pos = s + run.len;
+                    match sf.skip_clean(f) {
+                        Some(next) => start = next,
+                        None => break,
+                    }
+                }
+                if sf.range >= sf.ranges.len() {
+                    continue;
+                }
+            }
             all_done = false;
             if f.device != device {
                 continue;

@@ -24,9 +24,15 @@ pub(crate) enum Op {
     Idle,
     Write {
         handle: HandleId,
+        /// First byte of the write.
+        start: u64,
         /// Next byte to copy.
         pos: u64,
         end: u64,
+        flags: crate::write_path::WriteFlags,
+        /// `dontcache_flush = inline`: the submission of what was written
+        /// (a sync op that only issues), once the bytes are in.
+        flush_op: Option<u64>,
         /// The throttle asked to look again after the pause.
         throttle_again: bool,
         /// 2007-style throttle: waiting for own writeback since this count.
@@ -143,11 +149,11 @@ impl Engine {
         if let Some((reason, since)) = t.stall.take() {
             let waited = now.since_ns(since);
             self.stats.stalls[reason.index()].record(waited);
-            if reason == StallReason::DirtyThrottle {
-                if let Op::Write { handle, .. } = self.tasks[task.index()].op {
-                    let file = self.handle(handle)?.file;
-                    let device = self.files[file.index()].device;
-                    self.devices[device.index()].stats.throttle.record(waited);
+            if let Some(file) = self.op_file(task) {
+                let f = &self.files[file.index()];
+                self.wbs[f.wb.index()].stalls[reason.index()].record(waited);
+                if reason == StallReason::DirtyThrottle {
+                    self.devices[f.device.index()].stats.throttle.record(waited);
                 }
             }
         }
@@ -159,6 +165,15 @@ impl Engine {
             Op::Sync { op } => self.continue_sync(now, task, op),
             Op::Truncate { .. } => self.continue_truncate(now, task),
         }
+    }
+
+    /// The file the task's operation is on, if it is on one file.
+    fn op_file(&self, task: TaskId) -> Option<crate::ids::FileId> {
+        let handle = match self.tasks[task.index()].op {
+            Op::Write { handle, .. } | Op::Read { handle, .. } => handle,
+            _ => return None,
+        };
+        self.handle(handle).ok().map(|h| h.file)
     }
 
     /// Ends the task's operation.

@@ -66,9 +66,11 @@ impl Engine {
     /// (their data is gone).
     fn discard_dirty(&mut self, file: FileId, first: PageIndex) {
         let f = &mut self.files[file.index()];
-        let before = f.counts().dirty;
+        let before = f.counts();
         f.update(first, MAX_FILE_PAGES, |flags| flags & !PG_DIRTY);
-        let discarded = before - f.counts().dirty;
+        self.account_dontcache(file, before);
+        let f = &mut self.files[file.index()];
+        let discarded = before.dirty - f.counts().dirty;
         let wb = &mut self.wbs[f.wb.index()];
         wb.dirty -= discarded;
         self.nr_dirty -= discarded;

@@ -19,6 +19,7 @@ pub const MAX_DOMAINS: usize = 1024;
 #[derive(Debug)]
 pub(crate) struct Wb {
     pub device: DeviceId,
+    pub domain: DomainId,
     pub dirty: u64,
     pub writeback: u64,
     pub dirtied: u64,
@@ -32,6 +33,11 @@ pub(crate) struct Wb {
     /// The file the flusher is writing, as its position in `dirty_files`.
     pub cursor: Option<(Instant, FileId)>,
     pub dirty_exceeded: bool,
+    /// Dirty pages written uncached (Linux's WB_DONTCACHE_DIRTY).
+    pub nr_dontcache_dirty: u64,
+    pub dontcache: crate::dontcache::DontcacheStats,
+    /// Stalls of this context's writers and readers, by reason.
+    pub stalls: [crate::stats::StallStats; crate::action::StallReason::ALL.len()],
 }
 
 impl Wb {
@@ -48,6 +54,7 @@ impl Engine {
         let id = WbId(self.wbs.len() as u32);
         self.wbs.push(Wb {
             device,
+            domain,
             dirty: 0,
             writeback: 0,
             dirtied: 0,
@@ -59,6 +66,9 @@ impl Engine {
             flusher: Flusher::default(),
             cursor: None,
             dirty_exceeded: false,
+            nr_dontcache_dirty: 0,
+            dontcache: Default::default(),
+            stalls: Default::default(),
         });
         self.wb_index.insert((device, domain), id);
         self.devices[device.index()].wbs.push(id);

@@ -6,9 +6,21 @@ use crate::action::{Action, StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::page_cache::{PG_DIRTY, PG_DROPBEHIND, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
+
+/// How a write goes through the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteFlags {
+    /// Uncached (Linux's RWF_DONTCACHE): the pages leave the cache once
+    /// written back (`dontcache.rs`).
+    pub dontcache: bool,
+}
+
+impl WriteFlags {
+    pub const DONTCACHE: WriteFlags = WriteFlags { dontcache: true };
+}
 
 impl Engine {
     /// Writes `len` bytes at `offset` through the cache.
@@ -20,6 +32,19 @@ impl Engine {
         offset: u64,
         len: u64,
     ) -> Result<Step, EngineError> {
+        self.write_with(now, task, handle, offset, len, WriteFlags::default())
+    }
+
+    /// As `write`, with `flags` (for example uncached).
+    pub fn write_with(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+        flags: WriteFlags,
+    ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
         Self::page_range(offset, len)?;
         self.touch_file(file);
@@ -28,8 +53,11 @@ impl Engine {
             task,
             Op::Write {
                 handle,
+                start: offset,
                 pos: offset,
                 end,
+                flags,
+                flush_op: None,
                 throttle_again: false,
                 wait_2007: None,
             },
@@ -44,8 +72,11 @@ impl Engine {
     ) -> Result<Step, EngineError> {
         let Op::Write {
             handle,
+            start,
             mut pos,
             end,
+            flags,
+            flush_op,
             throttle_again,
             wait_2007,
         } = self.tasks[task.index()].op.clone()
@@ -74,11 +105,12 @@ impl Engine {
             } else {
                 page + 1
             };
-            let ready_end = match self.prepare_pages(now, task, file, page, want_end, whole) {
+            let ready_end = match self.prepare_pages(now, task, file, page, want_end, whole, flags)
+            {
                 Ok(ready_end) => ready_end,
                 Err(step) => return Ok(step),
             };
-            self.dirty_pages(now, task, file, page, ready_end);
+            self.dirty_pages(now, task, file, page, ready_end, flags);
             let copied = pos;
             pos = end.min(ready_end * PAGE_SIZE);
             self.copy_in(task, file, copied, pos);
@@ -88,6 +120,11 @@ impl Engine {
                 *p = pos;
             }
             if let Some(step) = self.maybe_throttle(now, task, file) {
+                return Ok(step);
+            }
+        }
+        if flags.dontcache {
+            if let Some(step) = self.dontcache_written(now, task, file, start, end, flush_op) {
                 return Ok(step);
             }
         }
@@ -108,6 +145,7 @@ impl Engine {
         first: PageIndex,
         want_end: PageIndex,
         whole: bool,
+        flags: WriteFlags,
     ) -> Result<PageIndex, Step> {
         let stable_wait = self.devices[self.files[file.index()].device.index()]
             .config
@@ -120,7 +158,7 @@ impl Engine {
                 if p > first {
                     break;
                 }
-                return self.insert_for_write(now, task, file, p, want_end, whole);
+                return self.insert_for_write(now, task, file, p, want_end, whole, flags);
             };
             let wait = if run.flags & PG_READING != 0 {
                 Some((StallReason::ReadIo, WaitKey::FileIo(file)))
@@ -151,7 +189,12 @@ impl Engine {
         page: PageIndex,
         want_end: PageIndex,
         whole: bool,
+        flags: WriteFlags,
     ) -> Result<PageIndex, Step> {
+        // Pages an uncached write brings in are marked to leave after
+        // writeback; pages cached already keep their state (as Linux marks
+        // only the folios it creates).
+        let mark = if flags.dontcache { PG_DROPBEHIND } else { 0 };
         let f = &self.files[file.index()];
         let on_disk = page * PAGE_SIZE < f.size;
         let hole = f.hole_len(page, want_end - page);
@@ -166,14 +209,14 @@ impl Engine {
         }
         if on_disk && !whole {
             // Read-modify-write: the rest of the page must come from the device.
-            self.insert_pages(file, page, 1, PG_READING, false);
+            self.insert_pages(file, page, 1, PG_READING | mark, false);
             self.submit_read(now, file, page, 1);
             return Err(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
         }
         let pages = hole.min(self.memory_pages - self.nr_cached);
         // Whole-page writes need no zeroed frames: their data is copied
         // over all of them first.
-        self.insert_pages(file, page, pages, 0, whole);
+        self.insert_pages(file, page, pages, mark, whole);
         Ok(page + pages)
     }
 
@@ -198,7 +241,8 @@ impl Engine {
         }
     }
 
-    /// Marks cached pages `first..end` dirty and accounts those that were not.
+    /// Marks cached pages `first..end` dirty and accounts those that were
+    /// not. An ordinary write takes the drop-behind mark off.
     fn dirty_pages(
         &mut self,
         now: Instant,
@@ -206,17 +250,21 @@ impl Engine {
         file: FileId,
         first: PageIndex,
         end: PageIndex,
+        flags: WriteFlags,
     ) {
+        let clear = if flags.dontcache { 0 } else { PG_DROPBEHIND };
         // Overwriting pages that are dirty (and referenced) already changes
         // no state: no split of their run, no accounting.
-        if self.files[file.index()].all_have(first, end, PG_DIRTY | PG_REFERENCED) {
+        if self.files[file.index()].all_match(first, end, PG_DIRTY | PG_REFERENCED, clear) {
             return;
         }
         self.wake_timers(now, false);
         let f = &mut self.files[file.index()];
-        let before = f.counts().dirty;
-        f.update(first, end, |flags| flags | PG_DIRTY | PG_REFERENCED);
-        let newly = f.counts().dirty - before;
+        let before = f.counts();
+        f.update(first, end, |fl| (fl | PG_DIRTY | PG_REFERENCED) & !clear);
+        self.account_dontcache(file, before);
+        let f = &mut self.files[file.index()];
+        let newly = f.counts().dirty - before.dirty;
         if newly == 0 {
             return;
         }

@@ -6,7 +6,7 @@ use crate::runtime::shared::Shared;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use wb_engine::{FileId, HandleId, PAGE_SIZE};
+use wb_engine::{FileId, HandleId, WriteFlags, PAGE_SIZE};
 
 /// Largest piece of a read handed to the engine at once.
 const READ_CHUNK: usize = 256 * 1024;
@@ -46,6 +46,28 @@ impl File {
     /// Writes all of `data` at `offset` into the cache. May sleep when the
     /// dirty throttle says so (bounded, counted in stats).
     pub fn write_at(&self, data: &[u8], offset: u64) -> Result<(), Error> {
+        self.write_at_with(data, offset, WriteFlags::default())
+    }
+
+    /// As `write_at`, with `flags`. `WriteFlags::DONTCACHE` writes
+    /// uncached (Linux's RWF_DONTCACHE): the pages leave the cache once
+    /// written back, and the flusher is kicked to write them soon (or,
+    /// with the knob `dontcache_flush=inline`, this call submits them).
+    ///
+    /// ```
+    /// use writeback::{Cache, OpenOptions, WriteFlags};
+    /// # let dir = std::env::temp_dir().join(format!("wb-doc-dc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// # if !writeback::io::supports_direct(&dir) { return Ok(()); }
+    /// let cache = Cache::builder().knob("memory", "64MiB")?.calibrate(false).build()?;
+    /// let file = cache.open(dir.join("log"), OpenOptions { create: true })?;
+    /// file.write_at_with(&[7u8; 1 << 20], 0, WriteFlags::DONTCACHE)?;
+    /// file.sync_data()?; // written back: the pages have left the cache
+    /// assert_eq!(cache.stats().cached_pages, 0);
+    /// # drop(file); drop(cache); std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_at_with(&self, data: &[u8], offset: u64, flags: WriteFlags) -> Result<(), Error> {
         let len = data.len() as u64;
         let handle = self.handle;
         offset
@@ -53,7 +75,7 @@ impl File {
             .ok_or(Error::OutOfRange { offset, len })?;
         let write = WriteData { offset, data };
         self.shared.run_op(
-            |e, now, task| e.write(now, task, handle, offset, len),
+            |e, now, task| e.write_with(now, task, handle, offset, len, flags),
             Some(write),
             |_, _, _| {},
         )

@@ -35,4 +35,4 @@ pub use cache::{
 };
 pub use error::Error;
 pub use file::File;
-pub use wb_engine::{IoErrorKind, StallReason, Stats};
+pub use wb_engine::{DomainStats, IoErrorKind, StallReason, Stats, WriteFlags};

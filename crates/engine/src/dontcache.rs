@@ -1,0 +1,207 @@
+//! Uncached writes (Linux's RWF_DONTCACHE, 6.14, and Layton's 2026 flusher
+//! kick).
+//!
+//! - A DONTCACHE write dirties pages like any write, but the pages it
+//!   brings into the cache carry PG_DROPBEHIND: once written back and
+//!   clean they leave the cache at once (`drop_behind`, from the write's
+//!   completion). An ordinary read or write of such a page takes the mark
+//!   off, as Linux does.
+//! - Each writeback context counts its dirty marked pages
+//!   (`nr_dontcache_dirty`, Linux's per-wb WB_DONTCACHE_DIRTY), kept equal
+//!   to the sum of its files' counters at every change (`account_dontcache`).
+//! - `dontcache_flush = kick` (Layton 2026): when a DONTCACHE write
+//!   returns it sets its context's start_dontcache bit (kicks while it is
+//!   set coalesce, no allocation) and wakes the flusher. The flusher
+//!   clears the bit before it reads the count, so a kick during the work
+//!   is not lost, and writes that many pages from the oldest dirty files —
+//!   not only marked ones, to keep requests large.
+//! - `dontcache_flush = inline` (Linux 6.14–6.19): the writer submits
+//!   writeback of the range it wrote before it returns, and waits for the
+//!   submission (tags, wbt): stall `dontcache_flush`.
+//! - `dontcache_counter = global-split` (the patch before Kara's review):
+//!   the count is cache-wide and split among a device's contexts by write
+//!   bandwidth, so a domain writing uncached beside a buffered one is asked
+//!   for about half its pages.
+//!
+//! Differs from Linux: we drop marked pages whose writeback ends even when
+//! a runtime noted a read of their frames only by clearing the mark (the
+//! page stays, as an accessed page would).
+
+use crate::action::{StallReason, Step};
+use crate::config::{DontcacheCounter, DontcacheFlush};
+use crate::engine::Engine;
+use crate::flusher::{WbReason, Work};
+use crate::ids::{FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
+use crate::page_cache::{PageCounts, PG_DROPBEHIND};
+use crate::task::{Op, WaitKey};
+use crate::time::Instant;
+
+/// What the uncached writes of one writeback context asked of its flusher.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DontcacheStats {
+    /// Kicks that set the start_dontcache bit.
+    pub kicks: u64,
+    /// Kicks that found the bit set already.
+    pub kicks_coalesced: u64,
+    /// DONTCACHE works the flusher started.
+    pub works: u64,
+    /// Pages those works were asked to write.
+    pub work_pages: u64,
+    /// The context's own dirty uncached pages when each work started:
+    /// `work_pages / dirty_at_work` is the share a kick covers.
+    pub dirty_at_work: u64,
+    /// Pages that left the cache at the end of their writeback.
+    pub dropped_pages: u64,
+}
+
+impl Engine {
+    /// Brings the counters of `file`'s context in line with the file's
+    /// dirty marked pages, which were `before.dontcache_dirty` before the
+    /// change just made.
+    pub(crate) fn account_dontcache(&mut self, file: FileId, before: PageCounts) {
+        let f = &self.files[file.index()];
+        let after = f.counts().dontcache_dirty;
+        if after == before.dontcache_dirty {
+            return;
+        }
+        let wb = &mut self.wbs[f.wb.index()];
+        wb.nr_dontcache_dirty = wb.nr_dontcache_dirty + after - before.dontcache_dirty;
+        self.nr_dontcache_dirty = self.nr_dontcache_dirty + after - before.dontcache_dirty;
+    }
+
+    /// An uncached write has copied its bytes `start..end` of `file`: kick
+    /// the flusher, or (inline) submit the range and wait for that.
+    /// Returns the wait, or None when the write may return.
+    pub(crate) fn dontcache_written(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        start: u64,
+        end: u64,
+        flush_op: Option<u64>,
+    ) -> Option<Step> {
+        match self.config.dontcache_flush {
+            DontcacheFlush::Kick => {
+                self.kick_dontcache(now, self.files[file.index()].wb);
+                None
+            }
+            DontcacheFlush::Inline => {
+                let id = flush_op.unwrap_or_else(|| {
+                    let (first, last) = (start / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+                    let id = self.start_submission(now, file, first, last);
+                    if let Op::Write { flush_op, .. } = &mut self.tasks[task.index()].op {
+                        *flush_op = Some(id);
+                    }
+                    id
+                });
+                if self.submission_done(id) {
+                    return None;
+                }
+                Some(self.wait_for(now, task, StallReason::DontcacheFlush, WaitKey::Sync(id)))
+            }
+        }
+    }
+
+    /// Sets the context's start_dontcache bit and wakes its flusher
+    /// (Linux's filemap_dontcache_kick_writeback), if it has dirty pages.
+    fn kick_dontcache(&mut self, now: Instant, wb_id: WbId) {
+        let wb = &mut self.wbs[wb_id.index()];
+        if wb.dirty == 0 {
+            return;
+        }
+        if wb.flusher.start_dontcache {
+            wb.dontcache.kicks_coalesced += 1;
+            return;
+        }
+        wb.flusher.start_dontcache = true;
+        wb.dontcache.kicks += 1;
+        let device = wb.device;
+        self.pump(now, device);
+    }
+
+    /// The flusher's DONTCACHE work, if the bit is set and there are
+    /// pages to write (Linux's wb_check_start_dontcache). Clears the bit
+    /// first, so a kick made while the work runs starts another.
+    pub(crate) fn dontcache_work(&mut self, wb_id: WbId) -> Option<Work> {
+        let wb = &mut self.wbs[wb_id.index()];
+        if !std::mem::take(&mut wb.flusher.start_dontcache) {
+            return None;
+        }
+        let nr_pages = self.dontcache_pages_for(wb_id);
+        let wb = &mut self.wbs[wb_id.index()];
+        if nr_pages == 0 {
+            return None;
+        }
+        wb.dontcache.works += 1;
+        wb.dontcache.work_pages += nr_pages;
+        wb.dontcache.dirty_at_work += wb.nr_dontcache_dirty;
+        Some(Work {
+            reason: WbReason::Dontcache,
+            nr_pages,
+            for_background: false,
+            older_than: None,
+        })
+    }
+
+    /// How many pages a DONTCACHE work of `wb_id` writes.
+    fn dontcache_pages_for(&self, wb_id: WbId) -> u64 {
+        let wb = &self.wbs[wb_id.index()];
+        match self.config.dontcache_counter {
+            DontcacheCounter::PerDomain => wb.nr_dontcache_dirty,
+            DontcacheCounter::GlobalSplit => {
+                // Linux's wb_split_bdi_pages: this context's share of the
+                // device's write bandwidth.
+                let total_bw: u64 = self.devices[wb.device.index()]
+                    .wbs
+                    .iter()
+                    .map(|w| self.wbs[w.index()].bw.avg_write_bw)
+                    .sum();
+                let this_bw = wb.bw.avg_write_bw;
+                if total_bw == 0 || this_bw >= total_bw {
+                    return self.nr_dontcache_dirty;
+                }
+                (self.nr_dontcache_dirty as u128 * this_bw as u128).div_ceil(total_bw as u128)
+                    as u64
+            }
+        }
+    }
+
+    /// Pages `first..end` of `file` finished writeback: those marked
+    /// drop-behind that came out clean leave the cache now.
+    pub(crate) fn drop_behind(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        let stretches: Vec<(PageIndex, PageIndex, u32)> = self.files[file.index()]
+            .runs_over(first, end)
+            .filter(|(_, run)| run.flags & PG_DROPBEHIND != 0 && run.reclaimable())
+            .map(|(start, run)| {
+                let (a, b) = (start.max(first), (start + run.len).min(end));
+                (a, b, run.frame + (a - start) as u32)
+            })
+            .collect();
+        for (a, b, frame) in stretches {
+            if self.frame_notes.first_noted(frame, b - a).is_some() {
+                // Read through the runtime meanwhile: an ordinary access.
+                self.files[file.index()].update(a, b, |fl| fl & !PG_DROPBEHIND);
+                continue;
+            }
+            self.remove_pages(file, a, b);
+            self.wbs[self.files[file.index()].wb.index()]
+                .dontcache
+                .dropped_pages += b - a;
+        }
+    }
+
+    /// An ordinary read of pages `first..end` takes their drop-behind mark off.
+    pub(crate) fn clear_dropbehind(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        let f = &mut self.files[file.index()];
+        if !f
+            .runs_over(first, end)
+            .any(|(_, r)| r.flags & PG_DROPBEHIND != 0)
+        {
+            return;
+        }
+        let before = f.counts();
+        f.update(first, end, |fl| fl & !PG_DROPBEHIND);
+        self.account_dontcache(file, before);
+    }
+}
