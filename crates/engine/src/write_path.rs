@@ -22,6 +22,18 @@ impl WriteFlags {
     pub const DONTCACHE: WriteFlags = WriteFlags { dontcache: true };
 }
 
+/// Pages `first..want_end` of `file` a write is about to fill.
+#[derive(Clone, Copy, Debug)]
+struct Stretch {
+    file: FileId,
+    first: PageIndex,
+    want_end: PageIndex,
+    /// The write covers the pages whole (else it is one page, partly
+    /// overwritten).
+    whole: bool,
+    flags: WriteFlags,
+}
+
 impl Engine {
     /// Writes `len` bytes at `offset` through the cache.
     pub fn write(
@@ -105,8 +117,14 @@ impl Engine {
             } else {
                 page + 1
             };
-            let ready_end = match self.prepare_pages(now, task, file, page, want_end, whole, flags)
-            {
+            let stretch = Stretch {
+                file,
+                first: page,
+                want_end,
+                whole,
+                flags,
+            };
+            let ready_end = match self.prepare_pages(now, task, stretch) {
                 Ok(ready_end) => ready_end,
                 Err(step) => return Ok(step),
             };
@@ -131,22 +149,23 @@ impl Engine {
         self.finish(task, Ok(Step::Done))
     }
 
-    /// Makes pages from `first` (up to `want_end`) cached and modifiable.
-    /// Returns the end of the pages made ready (past `first`), or the wait
-    /// the task must make when not even `first` is ready. Inserts at most
-    /// one stretch of new pages, so nothing it prepared can be reclaimed
-    /// before the caller dirties it. `whole`: the write covers the pages
-    /// whole (else it is one page, partly overwritten).
+    /// Makes the stretch's pages from `first` (up to `want_end`) cached
+    /// and modifiable. Returns the end of the pages made ready (past
+    /// `first`), or the wait the task must make when not even `first` is
+    /// ready. Inserts at most one run of new pages, so nothing it prepared
+    /// can be reclaimed before the caller dirties it.
     fn prepare_pages(
         &mut self,
         now: Instant,
         task: TaskId,
-        file: FileId,
-        first: PageIndex,
-        want_end: PageIndex,
-        whole: bool,
-        flags: WriteFlags,
+        stretch: Stretch,
     ) -> Result<PageIndex, Step> {
+        let Stretch {
+            file,
+            first,
+            want_end,
+            ..
+        } = stretch;
         let stable_wait = self.devices[self.files[file.index()].device.index()]
             .config
             .stable_writes
@@ -158,7 +177,7 @@ impl Engine {
                 if p > first {
                     break;
                 }
-                return self.insert_for_write(now, task, file, p, want_end, whole, flags);
+                return self.insert_for_write(now, task, stretch);
             };
             let wait = if run.flags & PG_READING != 0 {
                 Some((StallReason::ReadIo, WaitKey::FileIo(file)))
@@ -179,18 +198,21 @@ impl Engine {
         Ok(p)
     }
 
-    /// Inserts the uncached pages from `page` (up to `want_end`) for a
-    /// write, as far as memory allows; see `prepare_pages`.
+    /// Inserts the uncached pages from the stretch's `first` (up to
+    /// `want_end`), as far as memory allows; see `prepare_pages`.
     fn insert_for_write(
         &mut self,
         now: Instant,
         task: TaskId,
-        file: FileId,
-        page: PageIndex,
-        want_end: PageIndex,
-        whole: bool,
-        flags: WriteFlags,
+        stretch: Stretch,
     ) -> Result<PageIndex, Step> {
+        let Stretch {
+            file,
+            first: page,
+            want_end,
+            whole,
+            flags,
+        } = stretch;
         // Pages an uncached write brings in are marked to leave after
         // writeback; pages cached already keep their state (as Linux marks
         // only the folios it creates).
