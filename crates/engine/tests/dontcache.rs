@@ -1,0 +1,197 @@
+//! Uncached (DONTCACHE) writes: pages leave the cache once written back,
+//! an ordinary access keeps them, kicks coalesce, the flusher is asked for
+//! the context's own count (or a bandwidth share of the global one), and
+//! the inline mode makes the writer submit its range.
+
+mod harness;
+
+use harness::Harness;
+use wb_engine::*;
+
+const MIB: u64 = 1 << 20;
+
+/// An engine with one device that takes `nr_requests` requests at a time.
+fn setup(knobs: &[(&str, &str)], nr_requests: u32) -> (Harness, DeviceId, TaskId) {
+    let mut config = Config::default();
+    config.set("memory", "64MiB").unwrap();
+    for (knob, value) in knobs {
+        config.set(knob, value).unwrap();
+    }
+    let mut e = Engine::new(config, Instant(0));
+    let mut dc = DeviceConfig::default();
+    dc.set("nr_requests", &nr_requests.to_string()).unwrap();
+    let dev = e.add_device("d", dc, 100_000);
+    let task = e.add_task();
+    (Harness::new(e, 10_000), dev, task)
+}
+
+fn new_handle(hs: &mut Harness, dev: DeviceId, domain: DomainId) -> HandleId {
+    let file = hs.engine.add_file(hs.now, dev, domain, 0);
+    hs.engine.open(file)
+}
+
+fn write(hs: &mut Harness, task: TaskId, h: HandleId, offset: u64, len: u64, flags: WriteFlags) {
+    hs.run(task, |e, now| e.write_with(now, task, h, offset, len, flags))
+        .unwrap();
+}
+
+/// Pages a request carries at most.
+fn request_pages() -> u64 {
+    DeviceConfig::default().max_sectors_kb as u64 / 4
+}
+
+fn domain(hs: &Harness, i: usize) -> DomainStats {
+    hs.engine.stats().domains[i].clone()
+}
+
+fn settle(hs: &mut Harness) {
+    let until = hs.now + 2_000_000_000;
+    hs.idle_until(until);
+    hs.engine.check_invariants();
+}
+
+#[test]
+fn written_back_uncached_pages_leave_the_cache() {
+    let (mut hs, dev, task) = setup(&[], 128);
+    let h = new_handle(&mut hs, dev, DomainId(0));
+    write(&mut hs, task, h, 0, MIB, WriteFlags::DONTCACHE);
+    assert_eq!(domain(&hs, 0).dontcache.kicks, 1, "the write kicked its flusher");
+    settle(&mut hs);
+    let s = hs.engine.stats();
+    assert_eq!(s.cached_pages, 0);
+    assert_eq!(s.dirty_pages, 0);
+    assert_eq!(s.written_by_reason[WbReason::Dontcache.index()], 256);
+    assert_eq!(domain(&hs, 0).dontcache.dropped_pages, 256);
+    let unmapped: u64 = hs.unmapped.iter().map(|&(_, a, b)| b - a).sum();
+    assert_eq!(unmapped, 256, "the runtime is told every page left");
+}
+
+#[test]
+fn buffered_pages_stay_cached() {
+    let (mut hs, dev, task) = setup(&[], 128);
+    let h = new_handle(&mut hs, dev, DomainId(0));
+    write(&mut hs, task, h, 0, MIB, WriteFlags::default());
+    hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
+    settle(&mut hs);
+    assert_eq!(hs.engine.stats().cached_pages, 256);
+    assert_eq!(domain(&hs, 0).dontcache, DontcacheStats::default());
+}
+
+#[test]
+fn an_ordinary_read_or_write_keeps_the_pages() {
+    // One request at a time: after the write, one request's pages are
+    // under writeback and the rest are dirty.
+    let (mut hs, dev, task) = setup(&[], 1);
+    let h = new_handle(&mut hs, dev, DomainId(0));
+    let chunk = request_pages();
+    write(&mut hs, task, h, 0, MIB, WriteFlags::DONTCACHE);
+    assert_eq!(domain(&hs, 0).dontcache_dirty_pages, 256 - chunk);
+    assert_eq!(hs.engine.stats().dontcache_dirty_pages, 256 - chunk);
+    // Read the first 16 pages (under writeback) and overwrite the last 16
+    // (dirty) without the flag: those 32 pages stay.
+    hs.run(task, |e, now| e.read(now, task, h, 0, 16 * 4096))
+        .unwrap();
+    write(
+        &mut hs,
+        task,
+        h,
+        MIB - 16 * 4096,
+        16 * 4096,
+        WriteFlags::default(),
+    );
+    assert_eq!(domain(&hs, 0).dontcache_dirty_pages, 256 - chunk - 16);
+    hs.engine.check_invariants();
+    settle(&mut hs);
+    assert_eq!(hs.engine.stats().cached_pages, 32);
+    assert_eq!(domain(&hs, 0).dontcache.dropped_pages, 256 - 32);
+}
+
+#[test]
+fn kicks_while_the_bit_is_set_coalesce_and_none_is_lost() {
+    let (mut hs, dev, task) = setup(&[], 1);
+    let h = new_handle(&mut hs, dev, DomainId(0));
+    // The first kick starts a work at once (the bit is cleared as it
+    // starts); the second sets the bit again while that work runs; the
+    // third finds it set.
+    for i in 0..3 {
+        write(&mut hs, task, h, i * MIB, MIB, WriteFlags::DONTCACHE);
+    }
+    let d = domain(&hs, 0);
+    assert_eq!((d.dontcache.kicks, d.dontcache.kicks_coalesced), (2, 1));
+    settle(&mut hs);
+    let d = domain(&hs, 0);
+    assert_eq!(d.dontcache.works, 2, "the kick made during the work ran");
+    assert_eq!(d.dontcache_dirty_pages, 0);
+    assert_eq!(hs.engine.stats().cached_pages, 0);
+}
+
+#[test]
+fn per_domain_counter_asks_for_the_domains_own_pages() {
+    let (mut hs, dev, task) = setup(&[], 1);
+    let b_domain = hs.engine.add_domain("b");
+    let a = new_handle(&mut hs, dev, DomainId(0));
+    let b = new_handle(&mut hs, dev, b_domain);
+    // B dirties buffered pages first; then A writes uncached.
+    write(&mut hs, task, b, 0, 4 * MIB, WriteFlags::default());
+    write(&mut hs, task, a, 0, 2 * MIB, WriteFlags::DONTCACHE);
+    let d = domain(&hs, 0);
+    assert_eq!(d.dontcache.works, 1);
+    assert_eq!(d.dontcache.work_pages, d.dontcache.dirty_at_work);
+    assert_eq!(d.dontcache.work_pages, 512, "all of A's uncached pages");
+    settle(&mut hs);
+}
+
+#[test]
+fn global_split_counter_asks_for_a_bandwidth_share() {
+    let (mut hs, dev, task) = setup(&[("dontcache_counter", "global-split")], 1);
+    let b_domain = hs.engine.add_domain("b");
+    let a = new_handle(&mut hs, dev, DomainId(0));
+    let b = new_handle(&mut hs, dev, b_domain);
+    write(&mut hs, task, b, 0, 4 * MIB, WriteFlags::default());
+    write(&mut hs, task, a, 0, 2 * MIB, WriteFlags::DONTCACHE);
+    // Both contexts start with the same bandwidth estimate: A is asked
+    // for half of the (all A's) global count.
+    let d = domain(&hs, 0);
+    assert_eq!(d.dontcache.works, 1);
+    assert_eq!(d.dontcache.dirty_at_work, 512);
+    assert_eq!(d.dontcache.work_pages, 256);
+    settle(&mut hs);
+}
+
+#[test]
+fn inline_flush_makes_the_writer_submit_its_range() {
+    let (mut hs, dev, task) = setup(&[("dontcache_flush", "inline")], 1);
+    let h = new_handle(&mut hs, dev, DomainId(0));
+    write(&mut hs, task, h, 0, MIB, WriteFlags::DONTCACHE);
+    // One request at a time: the writer waited for the device to take
+    // the second half of its megabyte.
+    let waits: Vec<_> = hs
+        .stalls
+        .iter()
+        .filter(|s| s.reason == StallReason::DontcacheFlush)
+        .collect();
+    assert_eq!(waits.len(), 1);
+    let s = hs.engine.stats();
+    assert_eq!(s.stall(StallReason::DontcacheFlush).count, 1);
+    assert_eq!(s.domains[0].dontcache.kicks, 0, "no kick inline");
+    assert_eq!(s.dirty_pages, 0, "everything submitted when the write returns");
+    settle(&mut hs);
+    let s = hs.engine.stats();
+    assert_eq!(s.written_by_reason[WbReason::Dontcache.index()], 256);
+    assert_eq!(s.cached_pages, 0);
+}
+
+#[test]
+fn bad_dontcache_knob_values_change_nothing() {
+    let (mut hs, _, _) = setup(&[], 1);
+    for (knob, value) in [("dontcache_flush", "sometimes"), ("dontcache_counter", "")] {
+        let before = hs.engine.config().clone();
+        match hs.engine.set_knob(knob, value) {
+            Err(KnobError::Invalid { knob: k, .. }) => assert_eq!(k, knob),
+            other => panic!("{knob}={value:?}: {other:?}"),
+        }
+        assert_eq!(hs.engine.config(), &before);
+    }
+    hs.engine.set_knob("dontcache_flush", "inline").unwrap();
+    assert_eq!(hs.engine.config().get("dontcache_flush").unwrap(), "inline");
+}
