@@ -144,5 +144,30 @@ pub fn render(r: &RunReport, real: bool) -> String {
             d.throttle_pauses, d.throttle_total_ms, d.throttle_max_ms
         );
     }
+    let _ = writeln!(out, "  cached at the end: {:.1}MiB", e.cached_end_mib);
+    // Per writeback domain, when there is more than one or any wrote uncached.
+    let show_domains = e.domains.len() > 1
+        || e.domains
+            .iter()
+            .any(|d| d.dontcache_kicks + d.dontcache_works > 0);
+    for d in e.domains.iter().filter(|_| show_domains) {
+        let share = d
+            .dontcache_kick_share
+            .map_or("n/a".to_string(), |s| format!("{:.2}", s));
+        let _ = writeln!(
+            out,
+            "  domain {} on {}: dirtied {:.1}MiB, written {:.1}MiB; uncached: {} kicks ({} coalesced), {} works of {:.1}MiB for {:.1}MiB dirty (share {share}), {:.1}MiB dropped behind",
+            d.domain,
+            d.device,
+            d.dirtied_mib,
+            d.written_mib,
+            d.dontcache_kicks,
+            d.dontcache_kicks_coalesced,
+            d.dontcache_works,
+            d.dontcache_work_mib,
+            d.dontcache_dirty_at_work_mib,
+            d.dropped_behind_mib
+        );
+    }
     out
 }

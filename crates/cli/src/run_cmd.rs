@@ -129,6 +129,8 @@ pub fn run(args: RunArgs) -> ExitCode {
 
 struct JobFiles {
     files: Vec<File>,
+    /// How the job's writes go through the cache (`mode`).
+    write_flags: writeback::WriteFlags,
 }
 
 fn block_size(kind: &JobKind) -> u64 {
@@ -195,7 +197,10 @@ fn open_job_files(
                 .map_err(|e| e.to_string())?,
         );
     }
-    Ok(JobFiles { files })
+    Ok(JobFiles {
+        files,
+        write_flags: wb_sim::job::write_flags(spec.mode),
+    })
 }
 
 /// Time since the start of the run, as the engine and the workloads see it.
@@ -235,9 +240,11 @@ fn job_thread(
             Next::Op(op) => {
                 job.begin_op(op, since(run_start));
                 let result = match op {
-                    Op::Write { file, offset, len } => {
-                        files.files[file].write_at(&buf[..len as usize], offset)
-                    }
+                    Op::Write { file, offset, len } => files.files[file].write_at_with(
+                        &buf[..len as usize],
+                        offset,
+                        files.write_flags,
+                    ),
                     Op::Read { file, offset, len } => files.files[file]
                         .read_at(&mut buf[..len as usize], offset)
                         .map(|_| ()),

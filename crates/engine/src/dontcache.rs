@@ -23,18 +23,29 @@
 //!   bandwidth, so a domain writing uncached beside a buffered one is asked
 //!   for about half its pages.
 //!
+//! - Ours: a DONTCACHE writer keeps its context's uncached dirty pages
+//!   within what the device writes in `DONTCACHE_DIRTY_WINDOW_NS` (the
+//!   limit). An uncached page's only use is to carry data to the device,
+//!   so there is no point in letting it wait in memory up to the dirty
+//!   limit, as a buffered page may (to be overwritten or read again).
+//!   The limit counts uncached pages dirty *or under writeback*
+//!   (`dontcache_throttle`): at it, the writer waits for the next write
+//!   completion, so completions, not the flusher's batches, let it go on,
+//!   and its writes take evenly what the device gives instead of running
+//!   free and then waiting long.
+//!
 //! Differs from Linux: we drop marked pages whose writeback ends even when
 //! a runtime noted a read of their frames only by clearing the mark (the
 //! page stays, as an accessed page would).
 
-use crate::action::{StallReason, Step};
+use crate::action::{Stall, StallReason, Step};
 use crate::config::{DontcacheCounter, DontcacheFlush};
 use crate::engine::Engine;
 use crate::flusher::{WbReason, Work};
 use crate::ids::{FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::{PageCounts, PG_DROPBEHIND};
 use crate::task::{Op, WaitKey};
-use crate::time::Instant;
+use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 
 /// What the uncached writes of one writeback context asked of its flusher.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,11 +65,60 @@ pub struct DontcacheStats {
     pub dropped_pages: u64,
 }
 
+/// How long the device takes to write a DONTCACHE writer's uncached
+/// dirty pages at most (at its measured write bandwidth): enough to keep
+/// the device busy between kicks, far below the dirty limits.
+pub const DONTCACHE_DIRTY_WINDOW_NS: u64 = 50 * NS_PER_MS;
+/// ...but never fewer than this many pages (4 MiB: one writeback chunk).
+pub const DONTCACHE_DIRTY_MIN_PAGES: u64 = 1024;
+/// A throttled DONTCACHE writer looks again after this long at the latest.
+pub const DONTCACHE_WAIT_MAX_NS: u64 = 100 * NS_PER_MS;
+
 impl Engine {
+    /// A DONTCACHE writer whose context holds more uncached pages dirty or
+    /// under writeback than its device writes in DONTCACHE_DIRTY_WINDOW_NS
+    /// waits for the next write completion (woken, or after
+    /// DONTCACHE_WAIT_MAX_NS).
+    pub(crate) fn dontcache_throttle(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
+        // Inline is Linux 6.14 as it was: the writer's own submission is
+        // its only brake.
+        if self.config.dontcache_flush == DontcacheFlush::Inline {
+            return None;
+        }
+        let wb_id = self.files[file.index()].wb;
+        let wb = &self.wbs[wb_id.index()];
+        if wb.nr_dontcache_unclean < Self::dontcache_limit(wb) {
+            return None;
+        }
+        // The flusher may be idle between kicks: make sure it writes them.
+        self.kick_dontcache(now, wb_id);
+        let stall = Stall {
+            reason: StallReason::DirtyThrottle,
+            until: now + DONTCACHE_WAIT_MAX_NS,
+            wakeable: true,
+        };
+        Some(self.stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))))
+    }
+
+    /// The uncached pages a context may hold dirty or under writeback: its
+    /// device's writes in DONTCACHE_DIRTY_WINDOW_NS, at least
+    /// DONTCACHE_DIRTY_MIN_PAGES.
+    fn dontcache_limit(wb: &crate::wb::Wb) -> u64 {
+        let window =
+            wb.bw.avg_write_bw as u128 * DONTCACHE_DIRTY_WINDOW_NS as u128 / NS_PER_SEC as u128;
+        (window.min(u64::MAX as u128) as u64).max(DONTCACHE_DIRTY_MIN_PAGES)
+    }
+
     /// Brings the counters of `file`'s context in line with the file's
     /// dirty marked pages, which were `before.dontcache_dirty` before the
     /// change just made.
     pub(crate) fn account_dontcache(&mut self, file: FileId, before: PageCounts) {
+        self.account_unclean(file, before);
         let f = &self.files[file.index()];
         let after = f.counts().dontcache_dirty;
         if after == before.dontcache_dirty {
@@ -67,6 +127,16 @@ impl Engine {
         let wb = &mut self.wbs[f.wb.index()];
         wb.nr_dontcache_dirty = wb.nr_dontcache_dirty + after - before.dontcache_dirty;
         self.nr_dontcache_dirty = self.nr_dontcache_dirty + after - before.dontcache_dirty;
+    }
+
+    /// Keeps the context's count of uncached pages dirty or under
+    /// writeback equal to its files', after a change to `file` whose
+    /// counts were `before`.
+    fn account_unclean(&mut self, file: FileId, before: PageCounts) {
+        let f = &self.files[file.index()];
+        let after = f.counts().dontcache_unclean;
+        let wb = &mut self.wbs[f.wb.index()];
+        wb.nr_dontcache_unclean = wb.nr_dontcache_unclean + after - before.dontcache_unclean;
     }
 
     /// An uncached write has copied its bytes `start..end` of `file`: kick

@@ -29,6 +29,7 @@ impl Engine {
         let mut wb_dirty = vec![0u64; self.wbs.len()];
         let mut wb_writeback = vec![0u64; self.wbs.len()];
         let mut wb_dontcache = vec![0u64; self.wbs.len()];
+        let mut wb_unclean = vec![0u64; self.wbs.len()];
         let mut open_handles = vec![0u32; self.files.len()];
         for h in self.handles.iter().flatten() {
             open_handles[h.file.index()] += 1;
@@ -65,6 +66,7 @@ impl Engine {
             wb_dirty[f.wb.index()] += counts.dirty;
             wb_writeback[f.wb.index()] += counts.writeback;
             wb_dontcache[f.wb.index()] += counts.dontcache_dirty;
+            wb_unclean[f.wb.index()] += counts.dontcache_unclean;
         }
         assert_eq!(
             frames_used + self.frames.free_frames(),
@@ -92,6 +94,10 @@ impl Engine {
             assert_eq!(
                 wb.nr_dontcache_dirty, wb_dontcache[i],
                 "wb {i} dontcache dirty count"
+            );
+            assert_eq!(
+                wb.nr_dontcache_unclean, wb_unclean[i],
+                "wb {i} dontcache unclean count"
             );
         }
         assert_eq!(

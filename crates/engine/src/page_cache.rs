@@ -58,6 +58,11 @@ impl Run {
         self.flags & (PG_DIRTY | PG_DROPBEHIND) == PG_DIRTY | PG_DROPBEHIND
     }
 
+    /// Written uncached and dirty or under writeback.
+    pub fn dontcache_unclean(&self) -> bool {
+        self.flags & PG_DROPBEHIND != 0 && self.flags & (PG_DIRTY | PG_WRITEBACK) != 0
+    }
+
     pub fn writable(&self) -> bool {
         self.flags & (PG_DIRTY | PG_WRITEBACK) == PG_DIRTY
     }
@@ -82,6 +87,8 @@ pub struct PageCounts {
     pub reclaimable: u64,
     /// Dirty and marked drop-behind (Linux's WB_DONTCACHE_DIRTY).
     pub dontcache_dirty: u64,
+    /// Marked drop-behind and dirty or under writeback: not yet gone.
+    pub dontcache_unclean: u64,
 }
 
 impl PageCounts {
@@ -91,6 +98,7 @@ impl PageCounts {
         self.writeback += run.len * (run.flags & PG_WRITEBACK != 0) as u64;
         self.reclaimable += run.len * run.reclaimable() as u64;
         self.dontcache_dirty += run.len * run.dontcache_dirty() as u64;
+        self.dontcache_unclean += run.len * run.dontcache_unclean() as u64;
     }
 
     fn sub(&mut self, run: &Run) {
@@ -99,6 +107,7 @@ impl PageCounts {
         self.writeback -= run.len * (run.flags & PG_WRITEBACK != 0) as u64;
         self.reclaimable -= run.len * run.reclaimable() as u64;
         self.dontcache_dirty -= run.len * run.dontcache_dirty() as u64;
+        self.dontcache_unclean -= run.len * run.dontcache_unclean() as u64;
     }
 }
 

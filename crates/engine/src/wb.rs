@@ -35,6 +35,8 @@ pub(crate) struct Wb {
     pub dirty_exceeded: bool,
     /// Dirty pages written uncached (Linux's WB_DONTCACHE_DIRTY).
     pub nr_dontcache_dirty: u64,
+    /// Pages written uncached that are dirty or under writeback.
+    pub nr_dontcache_unclean: u64,
     pub dontcache: crate::dontcache::DontcacheStats,
     /// Stalls of this context's writers and readers, by reason.
     pub stalls: [crate::stats::StallStats; crate::action::StallReason::ALL.len()],
@@ -67,6 +69,7 @@ impl Engine {
             cursor: None,
             dirty_exceeded: false,
             nr_dontcache_dirty: 0,
+            nr_dontcache_unclean: 0,
             dontcache: Default::default(),
             stalls: Default::default(),
         });

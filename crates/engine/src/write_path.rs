@@ -107,6 +107,11 @@ impl Engine {
             }
         }
         while pos < end {
+            if flags.dontcache {
+                if let Some(step) = self.dontcache_throttle(now, task, file) {
+                    return Ok(step);
+                }
+            }
             let page = pos / PAGE_SIZE;
             let whole = pos % PAGE_SIZE == 0 && end - pos >= PAGE_SIZE;
             // Dirty no more new pages than the task may before its next

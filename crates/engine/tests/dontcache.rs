@@ -31,8 +31,10 @@ fn new_handle(hs: &mut Harness, dev: DeviceId, domain: DomainId) -> HandleId {
 }
 
 fn write(hs: &mut Harness, task: TaskId, h: HandleId, offset: u64, len: u64, flags: WriteFlags) {
-    hs.run(task, |e, now| e.write_with(now, task, h, offset, len, flags))
-        .unwrap();
+    hs.run(task, |e, now| {
+        e.write_with(now, task, h, offset, len, flags)
+    })
+    .unwrap();
 }
 
 /// Pages a request carries at most.
@@ -55,7 +57,11 @@ fn written_back_uncached_pages_leave_the_cache() {
     let (mut hs, dev, task) = setup(&[], 128);
     let h = new_handle(&mut hs, dev, DomainId(0));
     write(&mut hs, task, h, 0, MIB, WriteFlags::DONTCACHE);
-    assert_eq!(domain(&hs, 0).dontcache.kicks, 1, "the write kicked its flusher");
+    assert_eq!(
+        domain(&hs, 0).dontcache.kicks,
+        1,
+        "the write kicked its flusher"
+    );
     settle(&mut hs);
     let s = hs.engine.stats();
     assert_eq!(s.cached_pages, 0);
@@ -174,7 +180,10 @@ fn inline_flush_makes_the_writer_submit_its_range() {
     let s = hs.engine.stats();
     assert_eq!(s.stall(StallReason::DontcacheFlush).count, 1);
     assert_eq!(s.domains[0].dontcache.kicks, 0, "no kick inline");
-    assert_eq!(s.dirty_pages, 0, "everything submitted when the write returns");
+    assert_eq!(
+        s.dirty_pages, 0,
+        "everything submitted when the write returns"
+    );
     settle(&mut hs);
     let s = hs.engine.stats();
     assert_eq!(s.written_by_reason[WbReason::Dontcache.index()], 256);

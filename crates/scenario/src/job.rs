@@ -2,7 +2,7 @@
 
 use crate::error::{Located, Res};
 use crate::fields::{Field, TableView};
-use crate::model::{DeviceSpec, JobKind, JobSpec};
+use crate::model::{DeviceSpec, JobKind, JobSpec, WriteMode};
 use crate::parse::{optional, table_list, valid_name, Unique};
 
 /// Enough for any experiment we have in mind; bounds the simulator's work.
@@ -22,6 +22,7 @@ const COMMON_KEYS: &[&str] = &[
     "start",
     "runtime",
     "background",
+    "mode",
 ];
 
 /// A job kind before its keys are read.
@@ -53,7 +54,14 @@ impl Kind {
     /// The keys only this kind accepts.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Kind::Writer => &["files", "file_size", "block_size", "sync", "fsync_each"],
+            Kind::Writer => &[
+                "files",
+                "file_size",
+                "block_size",
+                "pattern",
+                "sync",
+                "fsync_each",
+            ],
             Kind::Reader => &["file_size", "block_size", "pattern", "rate_iops"],
             Kind::OccasionalWriter => &["block_size", "interval", "count"],
             Kind::FsyncLoop => &["block_size", "interval", "count"],
@@ -175,6 +183,7 @@ fn job_body(
     let start_ns = optional(table, "start", Field::duration)?.unwrap_or(0);
     let runtime_ns = optional(table, "runtime", positive_duration)?;
     let background = optional(table, "background", Field::bool)?.unwrap_or(false);
+    let mode = optional(table, "mode", |field| write_mode(field, kind))?.unwrap_or_default();
     let kind = match kind {
         Kind::Writer => writer(table)?,
         Kind::Reader => reader(table)?,
@@ -188,8 +197,36 @@ fn job_body(
         start_ns,
         runtime_ns,
         background,
+        mode,
         kind,
     })
+}
+
+fn write_mode(field: &Field<'_>, kind: Kind) -> Res<WriteMode> {
+    if kind == Kind::Reader {
+        return Err(field.error("a reader writes nothing: 'mode' applies to writing jobs"));
+    }
+    let text = field.str()?;
+    WriteMode::ALL
+        .into_iter()
+        .find(|m| m.name() == text)
+        .ok_or_else(|| {
+            let known: Vec<&str> = WriteMode::ALL.iter().map(|m| m.name()).collect();
+            field.error(format!(
+                "unknown mode \"{text}\" (known: {})",
+                known.join(", ")
+            ))
+        })
+}
+
+fn pattern(field: &Field<'_>) -> Res<bool> {
+    match field.str()? {
+        "sequential" => Ok(false),
+        "random" => Ok(true),
+        other => Err(field.error(format!(
+            "expected \"sequential\" or \"random\", found \"{other}\""
+        ))),
+    }
 }
 
 fn device_index(field: &Field<'_>, devices: &[DeviceSpec]) -> Res<usize> {
@@ -238,6 +275,7 @@ fn writer(table: &TableView<'_>) -> Res<JobKind> {
         files,
         file_size: file_size(table)?,
         block_size: block_size(table, MIB1)?,
+        random: optional(table, "pattern", pattern)?.unwrap_or(false),
         sync: flag(table, "sync")?,
         fsync_each: flag(table, "fsync_each")?,
     })
@@ -246,13 +284,7 @@ fn writer(table: &TableView<'_>) -> Res<JobKind> {
 fn reader(table: &TableView<'_>) -> Res<JobKind> {
     let file_size = file_size(table)?;
     let block_size = block_size(table, KIB4)?;
-    let random = optional(table, "pattern", |field| match field.str()? {
-        "sequential" => Ok(false),
-        "random" => Ok(true),
-        other => Err(field.error(format!(
-            "expected \"sequential\" or \"random\", found \"{other}\""
-        ))),
-    })?;
+    let random = optional(table, "pattern", pattern)?;
     Ok(JobKind::Reader {
         file_size,
         block_size,

@@ -14,7 +14,7 @@ mod overrides;
 mod parse;
 
 pub use error::{ScenarioError, SetError};
-pub use model::{DeviceSpec, JobKind, JobSpec, Scenario};
+pub use model::{DeviceSpec, JobKind, JobSpec, Scenario, WriteMode};
 pub use overrides::apply_set;
 pub use parse::{load, parse, ModelValidator};
 

@@ -41,19 +41,45 @@ pub struct JobSpec {
     pub runtime_ns: Option<u64>,
     /// Runs until every foreground job has finished.
     pub background: bool,
+    /// How the job's writes go through the cache.
+    pub mode: WriteMode,
     pub kind: JobKind,
+}
+
+/// How a job writes (`mode = "..."`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Through the cache, written back later.
+    #[default]
+    Buffered,
+    /// Through the cache, uncached (RWF_DONTCACHE): the pages leave once
+    /// written back.
+    Dontcache,
+}
+
+impl WriteMode {
+    pub const ALL: [WriteMode; 2] = [WriteMode::Buffered, WriteMode::Dontcache];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::Buffered => "buffered",
+            WriteMode::Dontcache => "dontcache",
+        }
+    }
 }
 
 /// What a job does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JobKind {
-    /// Writes `files` files of `file_size` bytes in `block_size` writes;
+    /// Writes `files` files of `file_size` bytes in `block_size` writes,
+    /// in order or (`random`) each block of a file once in a random order;
     /// `fsync_each` fsyncs each file after writing it, `sync` calls sync()
     /// once at the end.
     Writer {
         files: u32,
         file_size: u64,
         block_size: u64,
+        random: bool,
         sync: bool,
         fsync_each: bool,
     },

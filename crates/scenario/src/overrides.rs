@@ -1,13 +1,15 @@
-//! `--set KNOB=VALUE` and `--set DEVICE.KNOB=VALUE` overrides.
+//! `--set KNOB=VALUE`, `--set DEVICE.KNOB=VALUE` and `--set JOB.mode=MODE`
+//! overrides.
 
 use crate::error::SetError;
-use crate::model::{min_ratio_excess, DeviceSpec, Scenario};
+use crate::model::{min_ratio_excess, DeviceSpec, JobKind, Scenario, WriteMode};
 use wb_engine::{Config, DeviceConfig};
 
 /// Applies one `--set` override to `scenario`:
 /// - `KNOB=VALUE` sets a cache knob, or, if KNOB is a device knob, sets it
 ///   on every device;
-/// - `DEVICE.KNOB=VALUE` sets a device knob on one device.
+/// - `DEVICE.KNOB=VALUE` sets a device knob on one device;
+/// - `JOB.mode=MODE` sets how one job writes (buffered or dontcache).
 ///
 /// On error nothing changes: every change is made on a copy first.
 pub fn apply_set(scenario: &mut Scenario, spec: &str) -> Result<(), SetError> {
@@ -19,6 +21,9 @@ pub fn apply_set(scenario: &mut Scenario, spec: &str) -> Result<(), SetError> {
     // Device names cannot contain '.', and knob names do not, so the
     // first '.' separates them.
     match target.split_once('.') {
+        Some((job, "mode")) if !scenario.devices.iter().any(|d| d.name == job) => {
+            set_job_mode(scenario, job, value)
+        }
         Some((device, knob)) => set_on_device(&mut scenario.devices, device, knob, value),
         None if Config::KNOBS.contains(&target) => set_cache(&mut scenario.cache, target, value),
         None if DeviceConfig::KNOBS.contains(&target) => {
@@ -31,6 +36,35 @@ pub fn apply_set(scenario: &mut Scenario, spec: &str) -> Result<(), SetError> {
         )),
     }
     .map_err(fail)
+}
+
+fn set_job_mode(scenario: &mut Scenario, job: &str, value: &str) -> Result<(), String> {
+    let known_jobs = || {
+        let names: Vec<&str> = scenario.jobs.iter().map(|j| j.name.as_str()).collect();
+        names.join(", ")
+    };
+    let Some(index) = scenario.jobs.iter().position(|j| j.name == job) else {
+        return Err(format!(
+            "no device or job named '{job}' (jobs: {})",
+            known_jobs()
+        ));
+    };
+    if matches!(scenario.jobs[index].kind, JobKind::Reader { .. }) {
+        return Err(format!("job '{job}' reads: 'mode' applies to writing jobs"));
+    }
+    let mode = WriteMode::ALL
+        .into_iter()
+        .find(|m| m.name() == value.trim())
+        .ok_or_else(|| {
+            let known: Vec<&str> = WriteMode::ALL.iter().map(|m| m.name()).collect();
+            format!(
+                "unknown mode '{}' (known: {})",
+                value.trim(),
+                known.join(", ")
+            )
+        })?;
+    scenario.jobs[index].mode = mode;
+    Ok(())
 }
 
 fn set_cache(cache: &mut Config, knob: &str, value: &str) -> Result<(), String> {

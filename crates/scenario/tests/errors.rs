@@ -106,12 +106,12 @@ fn unknown_keys() {
         "unknown key 'blok_size' in job 'w'",
     );
     assert!(
-        e.message.contains("(known for writer: files, file_size, block_size, sync, fsync_each; for every job: name"),
+        e.message.contains("(known for writer: files, file_size, block_size, pattern, sync, fsync_each; for every job: name"),
         "{}",
         e.message
     );
     assert_error(
-        &base_with("file_size", "pattern = \"random\"\nfile_size"),
+        &base_with("file_size", "rate_iops = 5\nfile_size"),
         11,
         "applies only to reader jobs, not writer",
     );
@@ -409,4 +409,38 @@ fn unreadable_and_non_utf8_files() {
     std::fs::write(&path, BASE).expect("write");
     assert!(wb_scenario::load(&path, &common::validate).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn write_mode_and_pattern() {
+    let text = base_with(
+        "kind = \"writer\"",
+        "kind = \"writer\"\nmode = \"dontcache\"\npattern = \"random\"",
+    );
+    match parse_text(&text) {
+        Ok(s) => {
+            assert_eq!(s.jobs[0].mode, wb_scenario::WriteMode::Dontcache);
+            assert!(matches!(
+                s.jobs[0].kind,
+                wb_scenario::JobKind::Writer { random: true, .. }
+            ));
+        }
+        Err(e) => panic!("{e}"),
+    }
+    assert_error(
+        &base_with(
+            "kind = \"writer\"",
+            "kind = \"writer\"\nmode = \"direct-ish\"",
+        ),
+        10,
+        "unknown mode \"direct-ish\" (known: buffered, dontcache)",
+    );
+    assert_error(
+        &base_with(
+            "kind = \"writer\"",
+            "kind = \"writer\"\npattern = \"zigzag\"",
+        ),
+        10,
+        "expected \"sequential\" or \"random\", found \"zigzag\"",
+    );
 }

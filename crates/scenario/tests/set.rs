@@ -77,3 +77,26 @@ fn set_error_is_an_error() {
     let e: Box<dyn std::error::Error> = Box::new(apply_set(&mut s, "x").expect_err("no '='"));
     assert!(e.to_string().starts_with("--set x: "));
 }
+
+#[test]
+fn job_mode() {
+    let mut s = scenario();
+    apply_set(&mut s, "bulk.mode=dontcache").expect("valid");
+    assert_eq!(s.jobs[0].mode, wb_scenario::WriteMode::Dontcache);
+    apply_set(&mut s, "dontcache_flush=inline").expect("valid");
+    assert_eq!(s.cache.dontcache_flush, wb_engine::DontcacheFlush::Inline);
+    assert_rejected(
+        "bulk.mode=uncached",
+        "unknown mode 'uncached' (known: buffered, dontcache)",
+    );
+    assert_rejected("scanner.mode=dontcache", "job 'scanner' reads");
+    assert_rejected("nobody.mode=dontcache", "no device or job named 'nobody'");
+    assert_rejected(
+        "dontcache_flush=sometimes",
+        "invalid value 'sometimes' for dontcache_flush: expected 'kick' or 'inline'",
+    );
+    assert_rejected(
+        "dontcache_counter=global",
+        "expected 'per-domain' or 'global-split'",
+    );
+}

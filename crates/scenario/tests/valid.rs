@@ -44,6 +44,7 @@ fn defaults() {
         files: 1,
         file_size: 1 << 20,
         block_size: 1 << 20,
+        random: false,
         sync: false,
         fsync_each: false,
     };
@@ -138,6 +139,7 @@ count = 10
             files: 3,
             file_size: 4096,
             block_size: 65536,
+            random: false,
             sync: true,
             fsync_each: true
         }

@@ -12,8 +12,16 @@
 
 use crate::report::{JobReport, Latency};
 use crate::workload::Op;
-use wb_engine::Instant;
-use wb_scenario::{JobSpec, Scenario};
+use wb_engine::{Instant, WriteFlags};
+use wb_scenario::{JobSpec, Scenario, WriteMode};
+
+/// The engine's flags for a job's writes.
+pub fn write_flags(mode: WriteMode) -> WriteFlags {
+    match mode {
+        WriteMode::Buffered => WriteFlags::default(),
+        WriteMode::Dontcache => WriteFlags::DONTCACHE,
+    }
+}
 
 /// How many of the scenario's jobs are foreground jobs: the run lasts until
 /// all of them finish, and background jobs stop then.
@@ -184,6 +192,7 @@ mod tests {
             start_ns: 5 * NS_PER_MS,
             runtime_ns,
             background,
+            mode: WriteMode::Buffered,
             kind: JobKind::OccasionalWriter {
                 block_size: 4096,
                 interval_ns: NS_PER_MS,

@@ -4,7 +4,7 @@
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use wb_engine::{StallReason, Stats, WbReason, PAGE_SIZE};
+use wb_engine::{DomainStats, StallReason, StallStats, Stats, WbReason, PAGE_SIZE};
 
 /// Latencies are recorded in nanoseconds, up to an hour, 3 significant digits.
 pub const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
@@ -129,6 +129,72 @@ pub struct EngineReport {
     pub written_by_reason_mib: Vec<(String, f64)>,
     pub stalls: Vec<StallReport>,
     pub devices: Vec<DeviceReport>,
+    /// Cached when the run ended.
+    pub cached_end_mib: f64,
+    /// Per writeback context (device, domain).
+    pub domains: Vec<DomainReport>,
+}
+
+/// One writeback context (a device and a domain) over the run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DomainReport {
+    pub device: String,
+    pub domain: String,
+    pub dirtied_mib: f64,
+    pub written_mib: f64,
+    /// Flusher kicks by uncached writes, and those that coalesced.
+    pub dontcache_kicks: u64,
+    pub dontcache_kicks_coalesced: u64,
+    /// DONTCACHE works, the pages they were asked to write, and the
+    /// context's own uncached dirty pages when they started.
+    pub dontcache_works: u64,
+    pub dontcache_work_mib: f64,
+    pub dontcache_dirty_at_work_mib: f64,
+    /// work / dirty at work: the share of its uncached pages a kick covers.
+    pub dontcache_kick_share: Option<f64>,
+    /// Pages that left the cache when their writeback ended.
+    pub dropped_behind_mib: f64,
+    /// Stalls of this context's operations, by reason (non-zero ones).
+    pub stalls: Vec<StallReport>,
+}
+
+impl DomainReport {
+    fn new(d: &DomainStats) -> DomainReport {
+        let dc = &d.dontcache;
+        DomainReport {
+            device: d.device.clone(),
+            domain: d.domain.clone(),
+            dirtied_mib: mib(d.dirtied_pages),
+            written_mib: mib(d.written_pages),
+            dontcache_kicks: dc.kicks,
+            dontcache_kicks_coalesced: dc.kicks_coalesced,
+            dontcache_works: dc.works,
+            dontcache_work_mib: mib(dc.work_pages),
+            dontcache_dirty_at_work_mib: mib(dc.dirty_at_work),
+            dontcache_kick_share: (dc.dirty_at_work > 0)
+                .then(|| dc.work_pages as f64 / dc.dirty_at_work as f64),
+            dropped_behind_mib: mib(dc.dropped_pages),
+            stalls: stall_reports(&d.stalls)
+                .into_iter()
+                .filter(|s| s.count > 0)
+                .collect(),
+        }
+    }
+}
+
+fn stall_reports(stalls: &[StallStats]) -> Vec<StallReport> {
+    StallReason::ALL
+        .iter()
+        .map(|&r| {
+            let s = stalls[r.index()];
+            StallReport {
+                reason: r.name().to_string(),
+                count: s.count,
+                total_ms: ms(s.total_ns),
+                max_ms: ms(s.max_ns),
+            }
+        })
+        .collect()
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -160,18 +226,7 @@ pub struct DeviceFacts {
 
 impl EngineReport {
     pub fn new(stats: &Stats, facts: &[DeviceFacts]) -> EngineReport {
-        let stalls = StallReason::ALL
-            .iter()
-            .map(|&r| {
-                let s = stats.stall(r);
-                StallReport {
-                    reason: r.name().to_string(),
-                    count: s.count,
-                    total_ms: ms(s.total_ns),
-                    max_ms: ms(s.max_ns),
-                }
-            })
-            .collect();
+        let stalls = stall_reports(&stats.stalls);
         let devices = stats
             .devices
             .iter()
@@ -217,6 +272,8 @@ impl EngineReport {
                 .collect(),
             stalls,
             devices,
+            cached_end_mib: mib(stats.cached_pages),
+            domains: stats.domains.iter().map(DomainReport::new).collect(),
         }
     }
 }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 use wb_engine::{
     Action, DeviceId, DomainId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId,
-    VirtualRuntime, PAGE_SIZE,
+    VirtualRuntime, WriteFlags, PAGE_SIZE,
 };
 use wb_scenario::Scenario;
 
@@ -62,6 +62,8 @@ struct Job {
     task: TaskId,
     handles: Vec<HandleId>,
     workload: Box<dyn Workload>,
+    /// How the job's writes go through the cache.
+    write_flags: WriteFlags,
     /// Only the newest scheduled event of a job counts.
     gen: u64,
 }
@@ -157,6 +159,7 @@ impl Sim {
                 task,
                 handles,
                 workload,
+                write_flags: crate::job::write_flags(spec.mode),
                 gen: 0,
             });
         }
@@ -298,7 +301,8 @@ impl Sim {
         let task = j.task;
         match op {
             Op::Write { file, offset, len } => {
-                self.engine.write(now, task, j.handles[file], offset, len)
+                self.engine
+                    .write_with(now, task, j.handles[file], offset, len, j.write_flags)
             }
             Op::Read { file, offset, len } => {
                 self.engine.read(now, task, j.handles[file], offset, len)

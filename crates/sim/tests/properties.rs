@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use wb_engine::{Config, DeviceConfig, MAX_PAUSE_NS};
-use wb_scenario::{DeviceSpec, JobKind, JobSpec, Scenario};
+use wb_scenario::{DeviceSpec, JobKind, JobSpec, Scenario, WriteMode};
 use wb_sim::runner::{run, SimOptions};
 
 const MIB: u64 = 1 << 20;
@@ -71,6 +71,16 @@ fn shape() -> impl Strategy<Value = Shape> {
 }
 
 fn job(name: String, device: usize, background: bool, kind: JobKind) -> JobSpec {
+    job_in_mode(name, device, background, kind, WriteMode::Buffered)
+}
+
+fn job_in_mode(
+    name: String,
+    device: usize,
+    background: bool,
+    kind: JobKind,
+    mode: WriteMode,
+) -> JobSpec {
     JobSpec {
         name,
         device,
@@ -82,6 +92,7 @@ fn job(name: String, device: usize, background: bool, kind: JobKind) -> JobSpec 
         start_ns: 0,
         runtime_ns: None,
         background,
+        mode,
         kind,
     }
 }
@@ -93,6 +104,12 @@ fn scenario(s: &Shape) -> Scenario {
         .unwrap();
     if s.global_2007 {
         cache.set("dirty_throttle", "global-2007").unwrap();
+    }
+    if s.seed % 4 == 1 {
+        cache.set("dontcache_flush", "inline").unwrap();
+    }
+    if s.seed % 8 == 3 {
+        cache.set("dontcache_counter", "global-split").unwrap();
     }
     let devices = s
         .models
@@ -120,10 +137,17 @@ fn scenario(s: &Shape) -> Scenario {
             files,
             file_size: size,
             block_size: block,
+            random: i % 4 == 3,
             sync: true,
             fsync_each: i % 2 == 1,
         };
-        jobs.push(job(format!("w{i}"), d, false, kind));
+        // Every third writer writes uncached.
+        let mode = if i % 3 == 2 {
+            WriteMode::Dontcache
+        } else {
+            WriteMode::Buffered
+        };
+        jobs.push(job_in_mode(format!("w{i}"), d, false, kind, mode));
     }
     if let Some(d) = s.reader {
         let kind = JobKind::Reader {

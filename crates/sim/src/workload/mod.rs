@@ -49,9 +49,17 @@ pub fn for_job(kind: &JobKind, rng: Rng) -> Box<dyn Workload + Send> {
             files,
             file_size,
             block_size,
+            random,
             sync,
             fsync_each,
-        } => Box::new(Writer::new(files, file_size, block_size, sync, fsync_each)),
+        } => Box::new(Writer::new(
+            files,
+            file_size,
+            block_size,
+            sync,
+            fsync_each,
+            random.then_some(rng),
+        )),
         JobKind::Reader {
             file_size,
             block_size,
