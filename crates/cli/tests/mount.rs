@@ -435,6 +435,8 @@ fn fio_verify_crc32c() {
     let mount = Mount::start(&backing, &mnt, &[]);
     // Write with fsync every 8 writes, verifying as it goes.
     fio(&mount.mnt, &["--fsync=8"]);
+    // O_DIRECT writers write uncached; the data must be as good.
+    fio(&mount.mnt, &["--direct=1"]);
     // A verify pass on the same mount (from the cache) ...
     fio(&mount.mnt, &["--verify_only"]);
     let (status, err) = mount.stop();
@@ -905,4 +907,159 @@ fn dbench_completes_on_the_mount() {
     );
     let (status, err) = mount.stop();
     assert!(status.success(), "{status}: {err}");
+}
+
+/// The value of the `name` line of `.writeback/stats`.
+fn stat_line(mnt: &Path, name: &str) -> Option<u64> {
+    let stats = fs::read_to_string(mnt.join(".writeback/stats")).expect("read stats");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+/// The sum over devices of a per-domain stats line, e.g.
+/// `domain:root:<device>.dirtied_bytes` for `("root", "dirtied_bytes")`.
+fn domain_stat(mnt: &Path, domain: &str, name: &str) -> u64 {
+    let stats = fs::read_to_string(mnt.join(".writeback/stats")).expect("read stats");
+    let prefix = format!("domain:{domain}:");
+    stats
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(key, _)| key.ends_with(&format!(".{name}")))
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn direct_and_tagged_writes_go_uncached_and_leave_the_cache() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("dontcache");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    const MIB: u64 = 64;
+    let bytes = MIB << 20;
+    // dd with O_DIRECT: its handle writes uncached.
+    let direct = mount.mnt.join("direct");
+    run(Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", direct.display()))
+        .args([
+            "bs=1M",
+            &format!("count={MIB}"),
+            "oflag=direct",
+            "conv=fsync",
+        ]));
+    assert!(
+        domain_stat(&mount.mnt, "root", "dontcache_kicks") > 0,
+        "no uncached writes seen"
+    );
+    let dropped = domain_stat(&mount.mnt, "root", "dontcache_dropped_bytes");
+    assert!(dropped >= bytes * 95 / 100, "dropped {dropped} of {bytes}");
+    let cached = stat_line(&mount.mnt, "cached_bytes").expect("cached_bytes");
+    assert!(
+        cached <= bytes * 5 / 100,
+        "cached {cached} after {bytes} uncached"
+    );
+    // A file carrying user.writeback.dontcache, written by a plain dd.
+    let tagged = mount.mnt.join("tagged");
+    fs::write(&tagged, b"").expect("create");
+    let path = std::ffi::CString::new(tagged.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: path and name are NUL-terminated strings alive for the call;
+    // the value is one byte read from a live slice.
+    let rc = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"user.writeback.dontcache".as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+    run(Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", tagged.display()))
+        .args(["bs=1M", &format!("count={MIB}"), "conv=fsync,notrunc"]));
+    let dropped = domain_stat(&mount.mnt, "root", "dontcache_dropped_bytes");
+    assert!(
+        dropped >= 2 * bytes * 95 / 100,
+        "dropped {dropped} of {}",
+        2 * bytes
+    );
+    let cached = stat_line(&mount.mnt, "cached_bytes").expect("cached_bytes");
+    assert!(
+        cached <= bytes * 2 * 5 / 100,
+        "cached {cached} after {} uncached",
+        2 * bytes
+    );
+    // A plain file stays cached, for contrast.
+    let plain = mount.mnt.join("plain");
+    run(Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", plain.display()))
+        .args(["bs=1M", "count=16", "conv=fsync"]));
+    let cached_after = stat_line(&mount.mnt, "cached_bytes").expect("cached_bytes");
+    assert!(
+        cached_after >= cached + (16 << 20),
+        "{cached_after} vs {cached}"
+    );
+    assert_eq!(fs::metadata(&direct).expect("stat").len(), bytes);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
+
+/// The cgroup v2 mount point, if there is one.
+fn cgroup2_root() -> Option<PathBuf> {
+    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "cgroup2")
+        .map(|f| PathBuf::from(f[1]))
+}
+
+/// A cgroup removed on drop.
+struct TempCgroup(PathBuf);
+
+impl Drop for TempCgroup {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_write_is_charged_to_the_writers_cgroup() {
+    require!(false);
+    let Some(cgroups) = cgroup2_root() else {
+        wb_testkit::skip("no cgroup v2 hierarchy is mounted");
+        return;
+    };
+    let _serial = serial();
+    let name = format!("wb-test-{}", std::process::id());
+    let group = TempCgroup(cgroups.join(&name));
+    if let Err(e) = fs::create_dir(&group.0) {
+        wb_testkit::skip(&format!("cannot make a cgroup: {e}"));
+        return;
+    }
+    let root = TempRoot::new("cgroup");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let target = mount.mnt.join("charged");
+    // The shell moves itself into the cgroup, then becomes dd.
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec dd if=/dev/zero of={} bs=1M count=8 conv=fsync 2>/dev/null",
+        group.0.display(),
+        target.display()
+    );
+    run(Command::new("sh").args(["-c", &script]));
+    let domain = format!("/{name}");
+    assert_eq!(domain_stat(&mount.mnt, &domain, "dirtied_bytes"), 8 << 20);
+    assert_eq!(domain_stat(&mount.mnt, &domain, "written_bytes"), 8 << 20);
+    // The test process's own write goes to its own (root) domain.
+    fs::write(mount.mnt.join("mine"), vec![1u8; 1 << 20]).expect("write");
+    assert_eq!(domain_stat(&mount.mnt, &domain, "dirtied_bytes"), 8 << 20);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    drop(group);
 }

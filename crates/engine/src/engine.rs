@@ -39,6 +39,7 @@ use crate::config::{Config, DeviceConfig};
 use crate::device::{Device, MAX_DEVICES};
 use crate::dirty_limits::{domain_dirty_limits, GlobalThresh};
 use crate::dispatch::Inflight;
+use crate::error::EngineError;
 use crate::file_table::Handle;
 use crate::frame_space::FrameSpace;
 use crate::ids::{DeviceId, DomainId, FileId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
@@ -52,6 +53,9 @@ use crate::time::Instant;
 use crate::wb::{Wb, MAX_DOMAINS};
 use crate::wbt::Wbt;
 use std::collections::{BTreeMap, VecDeque};
+
+/// Longest writeback domain name (a cgroup path fits).
+pub const MAX_DOMAIN_NAME_BYTES: usize = 256;
 
 pub struct Engine {
     pub(crate) config: Config,
@@ -180,6 +184,36 @@ impl Engine {
             stats,
         });
         DeviceId((self.devices.len() - 1) as u32)
+    }
+
+    /// The writeback domain named `name`, added if new. Names are 1 to
+    /// MAX_DOMAIN_NAME_BYTES printable characters (a cgroup path fits).
+    pub fn domain(&mut self, name: &str) -> Result<DomainId, EngineError> {
+        let bad = |reason| EngineError::BadDomainName {
+            name: name.to_string(),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if name.len() > MAX_DOMAIN_NAME_BYTES {
+            return Err(bad("it is longer than 256 bytes"));
+        }
+        if name.chars().any(|c| c.is_control()) {
+            return Err(bad("it holds control characters"));
+        }
+        if let Some(i) = self.domains.iter().position(|d| d == name) {
+            return Ok(DomainId(i as u32));
+        }
+        if self.domains.len() >= MAX_DOMAINS {
+            return Err(EngineError::TooManyDomains { max: MAX_DOMAINS });
+        }
+        Ok(self.add_domain(name))
+    }
+
+    /// The name of a writeback domain, if it exists.
+    pub fn domain_name(&self, domain: DomainId) -> Option<&str> {
+        self.domains.get(domain.index()).map(String::as_str)
     }
 
     pub fn add_domain(&mut self, name: &str) -> DomainId {

@@ -31,6 +31,10 @@ pub enum EngineError {
     /// Flushing the file's landed writes to stable storage failed; they
     /// stay marked and the next sync tries again.
     Durability(IoErrorKind),
+    /// A writeback domain name that is empty, too long or not printable.
+    BadDomainName { name: String, reason: &'static str },
+    /// Every writeback domain slot is taken.
+    TooManyDomains { max: usize },
 }
 
 impl fmt::Display for EngineError {
@@ -62,6 +66,12 @@ impl fmt::Display for EngineError {
             }
             EngineError::WriteBack(e) => write!(f, "writing back data failed: {e}"),
             EngineError::Read(e) => write!(f, "reading from the device failed: {e}"),
+            EngineError::BadDomainName { name, reason } => {
+                write!(f, "writeback domain name {name:?} is not valid: {reason}")
+            }
+            EngineError::TooManyDomains { max } => {
+                write!(f, "too many writeback domains (at most {max})")
+            }
             EngineError::Durability(e) => write!(
                 f,
                 "flushing the file to stable storage failed: {e}; it stays unsynced and the next sync tries again"

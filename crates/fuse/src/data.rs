@@ -19,10 +19,13 @@ impl WbFs {
     /// The inode's engine file, opening it through the cache if no handle
     /// has it yet (`data_fd`: a read/write O_DIRECT descriptor already
     /// opened, as create has). Pair with [`WbFs::put_file`].
+    /// A file the cache does not know yet goes to the writeback domain of
+    /// `opener`'s cgroup (none: the root domain).
     pub(crate) fn get_file(
         &self,
         inode: &Arc<Inode>,
         data_fd: Option<OwnedFd>,
+        opener: Option<u32>,
     ) -> Result<Arc<File>, Errno> {
         let mut state = inode.open_state();
         if let Some(file) = state.file.clone() {
@@ -36,9 +39,12 @@ impl WbFs {
         // The path names the file in errors and places a new device's calibration.
         let path = std::fs::read_link(sys::proc_path(fd.as_fd()).to_string_lossy().as_ref())
             .unwrap_or_else(|_| self.backing.clone());
+        let domain = opener.map_or(writeback::Domain::ROOT, |pid| {
+            self.domains.domain_of(&self.cache, pid)
+        });
         let file = self
             .cache
-            .open_backing(std::fs::File::from(fd), path)
+            .open_backing_in(std::fs::File::from(fd), path, domain)
             .map_err(|e| e.errno())?;
         let file = Arc::new(file);
         state.file = Some(Arc::clone(&file));
@@ -78,7 +84,7 @@ impl WbFs {
         inode: &Arc<Inode>,
         f: impl FnOnce(&File) -> Result<T, Errno>,
     ) -> Result<T, Errno> {
-        let file = self.get_file(inode, None)?;
+        let file = self.get_file(inode, None, None)?;
         let result = f(&file);
         drop(file);
         self.put_file(inode);
@@ -105,14 +111,19 @@ impl WbFs {
         }))
     }
 
-    pub(crate) fn open_regular(&self, inode: Arc<Inode>, flags: i32) -> Result<u64, Errno> {
+    pub(crate) fn open_regular(
+        &self,
+        inode: Arc<Inode>,
+        flags: i32,
+        opener: u32,
+    ) -> Result<u64, Errno> {
         let truncate = flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY;
         let _gate = if truncate {
             Some(self.data_gate()?)
         } else {
             None
         };
-        let file = self.get_file(&inode, None)?;
+        let file = self.get_file(&inode, None, Some(opener))?;
         if truncate {
             if let Err(e) = file.set_len(0) {
                 self.put_file(&inode);
@@ -131,6 +142,7 @@ impl WbFs {
         mode: u32,
         owner: (u32, u32),
         flags: i32,
+        opener: u32,
     ) -> Result<(Arc<Inode>, libc::stat, u64), Errno> {
         let _gate = self.data_gate()?;
         let exclusive = flags & libc::O_EXCL != 0;
@@ -145,7 +157,7 @@ impl WbFs {
         let path_fd = sys::reopen(fd.as_fd(), OFlag::O_PATH)?;
         let st = sys::stat_fd(path_fd.as_fd())?;
         let inode = self.inodes.remember(path_fd, &st);
-        let file = self.get_file(&inode, Some(fd))?;
+        let file = self.get_file(&inode, Some(fd), Some(opener))?;
         if !created && flags & libc::O_TRUNC != 0 {
             if let Err(e) = file.set_len(0) {
                 self.put_file(&inode);
@@ -179,7 +191,14 @@ impl WbFs {
         match &*self.handles.file(fh)? {
             Handle::File(h) => {
                 let _gate = self.data_gate()?;
-                h.file.write_at(data, offset).map_err(|e| e.errno())?;
+                let flags = if h.dontcache {
+                    writeback::WriteFlags::DONTCACHE
+                } else {
+                    writeback::WriteFlags::default()
+                };
+                h.file
+                    .write_at_with(data, offset, flags)
+                    .map_err(|e| e.errno())?;
                 h.inode.note_write();
                 Ok(data.len() as u32)
             }

@@ -46,6 +46,8 @@ pub struct WbFs {
     pub(crate) backing: PathBuf,
     /// Set once shutdown begins: data changes are refused from then on.
     pub(crate) stopping: Arc<RwLock<bool>>,
+    /// The writeback domain of each opener's cgroup.
+    pub(crate) domains: crate::cgroup::CgroupDomains,
 }
 
 /// Stops data changes on a filesystem that is being served.
@@ -79,6 +81,7 @@ impl WbFs {
             handles: HandleTable::default(),
             backing: backing.to_path_buf(),
             stopping: Arc::new(RwLock::new(false)),
+            domains: Default::default(),
         })
     }
 
@@ -117,7 +120,7 @@ impl WbFs {
         }
     }
 
-    fn open_any(&self, ino: INodeNo, flags: i32) -> Result<u64, Errno> {
+    fn open_any(&self, ino: INodeNo, flags: i32, pid: u32) -> Result<u64, Errno> {
         if let Some(node) = Node::from_ino(ino.0) {
             if node.is_dir() {
                 return Err(libc::EISDIR);
@@ -135,7 +138,7 @@ impl WbFs {
         if !inode.is_regular() {
             return Err(libc::EINVAL);
         }
-        self.open_regular(inode, flags)
+        self.open_regular(inode, flags, pid)
     }
 
     fn setattr_any(&self, ino: INodeNo, set: SetAttr) -> Result<FileAttr, Errno> {
@@ -381,8 +384,8 @@ impl Filesystem for WbFs {
         reply_entry(reply, result);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.open_any(ino, flags.0) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.open_any(ino, flags.0, req.pid()) {
             Ok(fh) => reply.opened(FileHandle(fh), open_flags_for_data()),
             Err(e) => reply.error(err(e)),
         }
@@ -590,7 +593,8 @@ impl Filesystem for WbFs {
         let result = self.backing_parent(parent).and_then(|p| {
             let name = self.backing_name(&p, name)?;
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
-            let (inode, st, fh) = self.create_regular(&p, name, mode & !umask, owner, flags)?;
+            let (inode, st, fh) =
+                self.create_regular(&p, name, mode & !umask, owner, flags, req.pid())?;
             Ok((self.attr_of(&inode, &st), fh))
         });
         match result {

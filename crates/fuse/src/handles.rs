@@ -12,10 +12,9 @@ pub(crate) struct FileHandle {
     /// The inode's engine file, shared with its other handles.
     pub file: Arc<writeback::File>,
     /// The opener asked for uncached writes: opened with O_DIRECT, or the
-    /// file carries the `user.writeback.dontcache` attribute. Recorded
-    /// only, as the hook for uncached (DONTCACHE) writes, a later issue:
-    /// writes through this handle will then go with the engine's
-    /// DONTCACHE flag.
+    /// file carries the `user.writeback.dontcache` attribute. Writes
+    /// through this handle go with the engine's DONTCACHE flag: their
+    /// pages leave the cache once written back.
     pub dontcache: bool,
 }
 
@@ -46,8 +45,8 @@ pub(crate) struct ServerCounts {
     pub inodes: u64,
     /// Open regular-file handles.
     pub open_files: u64,
-    /// Of those, handles asking for uncached writes (O_DIRECT or the
-    /// `user.writeback.dontcache` attribute): the hook for DONTCACHE.
+    /// Of those, handles writing uncached (O_DIRECT or the
+    /// `user.writeback.dontcache` attribute).
     pub open_dontcache: u64,
 }
 

@@ -20,6 +20,7 @@
 //! `lifecycle.rs` (mount and shutdown).
 
 mod attr;
+mod cgroup;
 mod control;
 mod data;
 mod dir;

@@ -176,7 +176,7 @@ impl WbFs {
         let cached = self.cache.cached_len(inode.key.0, inode.key.1).is_some();
         if no_name && cached && inode.open_state().handles == 0 {
             // get_file + put_file: the last put of an unlinked file drops its data.
-            if self.get_file(&inode, None).is_ok() {
+            if self.get_file(&inode, None, None).is_ok() {
                 self.put_file(&inode);
             }
         }

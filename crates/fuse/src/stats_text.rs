@@ -25,6 +25,7 @@ pub(crate) fn render(stats: &Stats) -> String {
         ("reclaimed_bytes", stats.reclaimed_pages),
         ("dirty_peak_bytes", stats.dirty_peak_pages),
         ("writeback_peak_bytes", stats.writeback_peak_pages),
+        ("dontcache_dirty_bytes", stats.dontcache_dirty_pages),
     ];
     for (name, n) in pages {
         line(&mut out, name, n * PAGE_SIZE);
@@ -92,7 +93,41 @@ pub(crate) fn render(stats: &Stats) -> String {
             d.throttle.max_ns / 1000,
         );
     }
+    for d in &stats.domains {
+        domain_lines(&mut out, d);
+    }
     out
+}
+
+/// One writeback domain's lines, prefixed `domain:<name>:<device>.`
+/// (spaces in a cgroup name become `_`, so a line stays `name value`).
+fn domain_lines(out: &mut String, d: &wb_engine::DomainStats) {
+    let prefix = format!("domain:{}:{}", d.domain.replace(' ', "_"), d.device);
+    let values = [
+        ("dirty_bytes", d.dirty_pages * PAGE_SIZE),
+        ("writeback_bytes", d.writeback_pages * PAGE_SIZE),
+        ("dontcache_dirty_bytes", d.dontcache_dirty_pages * PAGE_SIZE),
+        ("dirtied_bytes", d.dirtied_pages * PAGE_SIZE),
+        ("written_bytes", d.written_pages * PAGE_SIZE),
+        ("dontcache_kicks", d.dontcache.kicks),
+        ("dontcache_works", d.dontcache.works),
+        (
+            "dontcache_dropped_bytes",
+            d.dontcache.dropped_pages * PAGE_SIZE,
+        ),
+    ];
+    for (name, value) in values {
+        line(out, &format!("{prefix}.{name}"), value);
+    }
+    for reason in StallReason::ALL {
+        let s = d.stalls[reason.index()];
+        line(out, &format!("{prefix}.pause_{reason}_count"), s.count);
+        line(
+            out,
+            &format!("{prefix}.pause_{reason}_total_us"),
+            s.total_ns / 1000,
+        );
+    }
 }
 
 /// The server's own lines: what the kernel holds open through it.

@@ -139,6 +139,15 @@ pub struct Cache {
     calibrate: bool,
 }
 
+/// A writeback domain of a [`Cache`] (see [`Cache::domain`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Domain(DomainId);
+
+impl Domain {
+    /// The domain every file belongs to unless opened in another.
+    pub const ROOT: Domain = Domain(DomainId(0));
+}
+
 /// How to open a file.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpenOptions {
@@ -165,11 +174,54 @@ impl Cache {
     }
 
     /// Opens (or with `create`, creates) a file through the cache. Every
-    /// handle of the same file shares its cached pages.
+    /// handle of the same file shares its cached pages. The file belongs
+    /// to the root writeback domain unless it was opened before in another.
     pub fn open(&self, path: impl AsRef<Path>, options: OpenOptions) -> Result<File, Error> {
+        self.open_in(path, options, Domain::ROOT)
+    }
+
+    /// The writeback domain (tenant) named `name`, made if new. A domain
+    /// has its own dirty share, flusher accounting and uncached-write
+    /// count on each device, as a cgroup has in Linux; `stats().domains`
+    /// reports each. Names are 1 to 256 printable characters.
+    ///
+    /// ```
+    /// use writeback::{Cache, OpenOptions};
+    /// # let dir = std::env::temp_dir().join(format!("wb-doc-dom-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// # if !writeback::io::supports_direct(&dir) { return Ok(()); }
+    /// let cache = Cache::builder().knob("memory", "64MiB")?.calibrate(false).build()?;
+    /// let batch = cache.domain("batch")?;
+    /// let file = cache.open_in(dir.join("job"), OpenOptions { create: true }, batch)?;
+    /// file.write_at(&[1u8; 65536], 0)?;
+    /// let stats = cache.stats();
+    /// let d = stats.domains.iter().find(|d| d.domain == "batch").unwrap();
+    /// assert_eq!(d.dirtied_pages, 16);
+    /// assert!(cache.domain("").is_err());
+    /// # drop(file); drop(cache); std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn domain(&self, name: &str) -> Result<Domain, Error> {
+        let mut core = self.shared.lock();
+        core.engine
+            .domain(name)
+            .map(Domain)
+            .map_err(|e| Error::Domain(e.to_string()))
+    }
+
+    /// As [`Cache::open`], the file in writeback domain `domain` (if the
+    /// cache does not know the file yet; a file belongs to the domain it
+    /// was first opened in, as a Linux inode belongs to the cgroup that
+    /// first dirtied it).
+    pub fn open_in(
+        &self,
+        path: impl AsRef<Path>,
+        options: OpenOptions,
+        domain: Domain,
+    ) -> Result<File, Error> {
         let path = path.as_ref();
         let backing = io::open_direct(path, options.create).map_err(|e| Error::io(path, e))?;
-        self.open_backing(backing, path)
+        self.open_backing_in(backing, path, domain)
     }
 
     /// Sets up the device (filesystem) holding `dir` with its own knobs,
@@ -265,6 +317,17 @@ impl Cache {
         backing: std::fs::File,
         path: impl Into<PathBuf>,
     ) -> Result<File, Error> {
+        self.open_backing_in(backing, path, Domain::ROOT)
+    }
+
+    /// As [`Cache::open_backing`], in writeback domain `domain` (see
+    /// [`Cache::open_in`]).
+    pub fn open_backing_in(
+        &self,
+        backing: std::fs::File,
+        path: impl Into<PathBuf>,
+        domain: Domain,
+    ) -> Result<File, Error> {
         use std::os::unix::fs::MetadataExt;
         let path = path.into();
         let meta = backing.metadata().map_err(|e| Error::io(&path, e))?;
@@ -278,7 +341,7 @@ impl Cache {
             Some(&f) => f,
             None => {
                 let now = self.shared.clock.now();
-                let f = core.engine.add_file(now, device, DomainId(0), meta.len());
+                let f = core.engine.add_file(now, device, domain.0, meta.len());
                 core.add_file(f, backing, key, meta.len());
                 f
             }

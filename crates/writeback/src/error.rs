@@ -23,6 +23,9 @@ pub enum Error {
     OutOfRange { offset: u64, len: u64 },
     /// The cache was shut down while the file was still open.
     Closed,
+    /// A writeback domain name was rejected (empty, too long, not
+    /// printable) or no domain slot is left.
+    Domain(String),
     /// A bug in this crate: the runtime misused the engine.
     Internal(String),
 }
@@ -41,6 +44,7 @@ impl fmt::Display for Error {
                 )
             }
             Error::Closed => f.write_str("the cache was shut down"),
+            Error::Domain(m) => f.write_str(m),
             Error::Internal(m) => write!(f, "internal error (a bug, please report it): {m}"),
         }
     }
@@ -74,7 +78,7 @@ impl Error {
     pub fn errno(&self) -> i32 {
         match self {
             Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
-            Error::Knob(_) | Error::OutOfRange { .. } => libc::EINVAL,
+            Error::Knob(_) | Error::OutOfRange { .. } | Error::Domain(_) => libc::EINVAL,
             Error::WriteBack(IoErrorKind::NoSpace) | Error::Read(IoErrorKind::NoSpace) => {
                 libc::ENOSPC
             }
@@ -91,6 +95,9 @@ pub(crate) fn from_engine(e: EngineError) -> Error {
         EngineError::WriteBack(k) | EngineError::Durability(k) => Error::WriteBack(k),
         EngineError::Read(k) => Error::Read(k),
         EngineError::OutOfRange { offset, len } => Error::OutOfRange { offset, len },
+        e @ (EngineError::BadDomainName { .. } | EngineError::TooManyDomains { .. }) => {
+            Error::Domain(e.to_string())
+        }
         // Handles and tasks are ours; anything else is a bug in this crate.
         other => Error::Internal(other.to_string()),
     }

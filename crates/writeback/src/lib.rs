@@ -31,7 +31,7 @@ pub mod io;
 mod runtime;
 
 pub use cache::{
-    Cache, CacheBuilder, OpenOptions, CALIBRATION_BUDGET, UNCALIBRATED_READ_LATENCY_NS,
+    Cache, CacheBuilder, Domain, OpenOptions, CALIBRATION_BUDGET, UNCALIBRATED_READ_LATENCY_NS,
 };
 pub use error::Error;
 pub use file::File;
