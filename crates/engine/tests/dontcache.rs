@@ -204,3 +204,40 @@ fn bad_dontcache_knob_values_change_nothing() {
     hs.engine.set_knob("dontcache_flush", "inline").unwrap();
     assert_eq!(hs.engine.config().get("dontcache_flush").unwrap(), "inline");
 }
+
+#[test]
+fn domain_names_are_checked_and_slots_bounded() {
+    let (mut hs, _, _) = setup(&[], 1);
+    let e = &mut hs.engine;
+    assert_eq!(e.domain("root").unwrap(), DomainId(0));
+    let batch = e.domain("/batch.slice/job 1").unwrap();
+    assert_eq!(
+        e.domain("/batch.slice/job 1").unwrap(),
+        batch,
+        "found again"
+    );
+    assert_eq!(e.domain_name(batch), Some("/batch.slice/job 1"));
+    for bad in ["", "a\nb", &"x".repeat(257)] {
+        match e.domain(bad) {
+            Err(EngineError::BadDomainName { name, .. }) => assert_eq!(name, bad),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    let mut made = 2;
+    let full = loop {
+        match e.domain(&format!("d{made}")) {
+            Ok(_) => made += 1,
+            Err(err) => break err,
+        }
+    };
+    assert!(
+        matches!(full, EngineError::TooManyDomains { .. }),
+        "{full:?}"
+    );
+    assert_eq!(made, 1024, "every slot was usable");
+    assert_eq!(
+        e.domain("root").unwrap(),
+        DomainId(0),
+        "old names still resolve"
+    );
+}

@@ -10,10 +10,10 @@ use crate::report::{DeviceFacts, EngineReport, RunReport};
 use crate::rng::Rng;
 use crate::workload::{Next, Op, Workload};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::fmt;
 use wb_engine::{
-    Action, DeviceId, DomainId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId,
+    Action, DeviceId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId,
     VirtualRuntime, WriteFlags, PAGE_SIZE,
 };
 use wb_scenario::Scenario;
@@ -29,6 +29,8 @@ pub enum SimError {
     Device { device: String, message: String },
     /// The files of the scenario do not fit on a device.
     DeviceFull { device: String },
+    /// A job's writeback domain was refused (too many domains).
+    Domain { job: String, message: String },
 }
 
 impl fmt::Display for SimError {
@@ -41,6 +43,7 @@ impl fmt::Display for SimError {
                     "device '{device}': the scenario's files do not fit on it; raise its capacity"
                 )
             }
+            SimError::Domain { job, message } => write!(f, "job '{job}': {message}"),
         }
     }
 }
@@ -125,20 +128,14 @@ impl Sim {
             devices.push(model);
             models.push(spec.model.clone());
         }
-        let mut domains: BTreeMap<String, DomainId> = BTreeMap::new();
-        domains.insert("root".to_string(), DomainId(0));
         let mut layouts = vec![Layout::default(); devices.len()];
         let mut file_base = Vec::new();
         let mut jobs = Vec::new();
         for (j, spec) in scenario.jobs.iter().enumerate() {
-            let domain = match domains.get(&spec.domain) {
-                Some(&d) => d,
-                None => {
-                    let d = engine.add_domain(&spec.domain);
-                    domains.insert(spec.domain.clone(), d);
-                    d
-                }
-            };
+            let domain = engine.domain(&spec.domain).map_err(|e| SimError::Domain {
+                job: spec.name.clone(),
+                message: e.to_string(),
+            })?;
             let workload = crate::workload::for_job(&spec.kind, rng.fork(1000 + j as u64));
             let mut handles = Vec::new();
             for (size, extent) in workload.files() {
