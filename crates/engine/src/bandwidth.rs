@@ -79,6 +79,19 @@ impl WriteBandwidth {
 }
 
 impl Engine {
+    /// Keeps the device's peak write bandwidth: its contexts' current
+    /// estimates summed, if higher than any before.
+    fn note_write_bw_peak(&mut self, device: crate::ids::DeviceId) {
+        let dev = &self.devices[device.index()];
+        let total: u64 = dev
+            .wbs
+            .iter()
+            .map(|w| self.wbs[w.index()].bw.write_bw)
+            .sum();
+        let dev = &mut self.devices[device.index()];
+        dev.write_bw_peak = dev.write_bw_peak.max(total);
+    }
+
     /// Every 200 ms: bandwidth estimates, and the dirty rate limits of
     /// contexts whose writers are in the throttled zone.
     pub(crate) fn update_bandwidths(&mut self, now: Instant) {
@@ -128,6 +141,7 @@ impl Engine {
             wb.bw.update(now, wb.written);
             wb.bw.dirtied_stamp = wb.dirtied;
             wb.bw.time_stamp = now;
+            self.note_write_bw_peak(self.wbs[w].device);
         }
     }
 }

@@ -27,6 +27,7 @@ impl Engine {
         dev.tags_draining &= dev.tags_used > dev.config.nr_requests;
         match req.dir {
             IoDir::Read => {
+                dev.reads_inflight -= 1;
                 dev.wbt.on_read_done(now, id, latency);
                 self.complete_read(&req, result);
             }

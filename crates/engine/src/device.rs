@@ -13,6 +13,26 @@ use std::collections::VecDeque;
 /// Most devices one engine serves (the table is dense).
 pub const MAX_DEVICES: usize = 256;
 
+/// A device whose idle 4 KiB read takes this long or more seeks (a disk).
+pub const SEEKING_DEVICE_NS: u64 = crate::time::NS_PER_MS;
+/// Reads a seeking device may hold at once (ours, not Linux's).
+pub const SEEKING_READ_DEPTH: u32 = 2;
+
+/// How many reads a device may hold at once. A disk reorders what it
+/// holds for the shortest seek: with many reads queued it serves, again
+/// and again, the reader whose next block is under the head (one of four
+/// equal sequential readers got 2.9× the others, and the four together
+/// left the writers a third of their bandwidth). So a seeking device gets
+/// at most SEEKING_READ_DEPTH reads; the rest wait with us in arrival
+/// order. Flash serves reads in parallel: no limit.
+pub fn read_depth_max(idle_read_latency_ns: u64) -> u32 {
+    if idle_read_latency_ns >= SEEKING_DEVICE_NS {
+        SEEKING_READ_DEPTH
+    } else {
+        u32::MAX
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Device {
     pub config: DeviceConfig,
@@ -26,6 +46,13 @@ pub(crate) struct Device {
     pub tag_waiters: VecDeque<IoRequest>,
     /// Last time a writer to this device slept in the dirty throttle.
     pub last_bdp_sleep: Option<Instant>,
+    /// The highest write bandwidth measured on the device (its contexts'
+    /// estimates summed, pages/s): what it can write when not throttled.
+    pub write_bw_peak: u64,
+    /// Reads handed to the device and not yet complete.
+    pub reads_inflight: u32,
+    /// At most this many reads in flight (see `read_depth_max`).
+    pub read_depth_max: u32,
     pub wbs: Vec<WbId>,
     /// Which context the flusher pump starts with next (round robin).
     pub next_wb: usize,

@@ -46,7 +46,11 @@ impl Engine {
         loop {
             loop {
                 let dev = &mut self.devices[device.index()];
-                if dev.tags_used >= dev.config.nr_requests {
+                // Reads go in arrival order, no more in flight than the
+                // device may reorder without favouring one reader.
+                if dev.tags_used >= dev.config.nr_requests
+                    || dev.reads_inflight >= dev.read_depth_max
+                {
                     break;
                 }
                 let Some(req) = dev.tag_waiters.pop_front() else {
@@ -181,6 +185,7 @@ impl Engine {
                 self.files[req.file.index()].inflight_writes.insert(req.id);
             }
             IoDir::Read => {
+                dev.reads_inflight += 1;
                 dev.wbt.on_read_issue(now, req.id);
                 dev.stats.reads += 1;
             }
@@ -218,7 +223,10 @@ impl Engine {
             reason: None,
         };
         let dev = &mut self.devices[device.index()];
-        if dev.tags_used < dev.config.nr_requests && dev.tag_waiters.is_empty() {
+        if dev.tags_used < dev.config.nr_requests
+            && dev.tag_waiters.is_empty()
+            && dev.reads_inflight < dev.read_depth_max
+        {
             self.issue(now, req, false);
         } else {
             dev.tag_waiters.push_back(req);

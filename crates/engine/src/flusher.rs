@@ -327,7 +327,10 @@ impl Engine {
         let wb = &self.wbs[wb_id.index()];
         let dev = &self.devices[wb.device.index()];
         let max_pages = (dev.config.max_sectors_kb as u64 / 4)
-            .min(dev.wbt.write_pages_cap(now, wb.bw.avg_write_bw))
+            .min(
+                dev.wbt
+                    .write_pages_cap(now, dev.write_bw_peak.max(wb.bw.avg_write_bw)),
+            )
             .min(wb.flusher.chunk_left)
             .min(work.nr_pages);
         let pages = self.writable_run(file, start, max_pages);
