@@ -220,6 +220,23 @@ fn pattern(seed: u64, buf: &mut [u8]) {
     }
 }
 
+/// Sets `user.writeback.dontcache=1` on `path`: its writes go uncached.
+fn tag_dontcache(path: &Path) {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: path and name are NUL-terminated strings alive for the call;
+    // the value is one byte read from a live slice.
+    let rc = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"user.writeback.dontcache".as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+}
+
 // ---------------------------------------------------------------- tests
 
 #[test]
@@ -366,19 +383,7 @@ fn knob_files_and_stats() {
     let tagged = mount.mnt.join("tagged");
     fs::write(&plain, b"x").expect("write");
     fs::write(&tagged, b"x").expect("write");
-    let path = std::ffi::CString::new(tagged.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: path and name are NUL-terminated strings alive for the call;
-    // the value is one byte read from a live slice.
-    let rc = unsafe {
-        libc::setxattr(
-            path.as_ptr(),
-            c"user.writeback.dontcache".as_ptr(),
-            b"1".as_ptr().cast(),
-            1,
-            0,
-        )
-    };
-    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+    tag_dontcache(&tagged);
     let a = fs::File::open(&plain).expect("open");
     assert_eq!(open_dontcache(), 0);
     let b = fs::OpenOptions::new()
@@ -965,19 +970,7 @@ fn direct_and_tagged_writes_go_uncached_and_leave_the_cache() {
     // A file carrying user.writeback.dontcache, written by a plain dd.
     let tagged = mount.mnt.join("tagged");
     fs::write(&tagged, b"").expect("create");
-    let path = std::ffi::CString::new(tagged.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: path and name are NUL-terminated strings alive for the call;
-    // the value is one byte read from a live slice.
-    let rc = unsafe {
-        libc::setxattr(
-            path.as_ptr(),
-            c"user.writeback.dontcache".as_ptr(),
-            b"1".as_ptr().cast(),
-            1,
-            0,
-        )
-    };
-    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+    tag_dontcache(&tagged);
     run(Command::new("dd")
         .arg("if=/dev/zero")
         .arg(format!("of={}", tagged.display()))

@@ -1,8 +1,9 @@
 //! The flusher of one writeback context (Linux's fs/fs-writeback.c).
 //!
 //! - Works, in order: queued works in FIFO order (a full queue folds into
-//!   the coalescing "write everything" bit, WB_start_all), then periodic
-//!   (kupdate) writeback of files dirtied longer than
+//!   the coalescing "write everything" bit, WB_start_all), then the
+//!   uncached writes' work (the WB_start_dontcache bit, dontcache.rs),
+//!   then periodic (kupdate) writeback of files dirtied longer than
 //!   dirty_expire_centisecs, then background writeback while the context is
 //!   over its background threshold.
 //! - Files in first-dirtied order (b_dirty); the flusher writes a chunk of

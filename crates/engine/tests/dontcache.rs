@@ -131,15 +131,21 @@ fn kicks_while_the_bit_is_set_coalesce_and_none_is_lost() {
     assert_eq!(hs.engine.stats().cached_pages, 0);
 }
 
-#[test]
-fn per_domain_counter_asks_for_the_domains_own_pages() {
-    let (mut hs, dev, task) = setup(&[], 1);
+/// Kara's case: domain B dirties 4 MiB buffered, then domain A (root)
+/// writes 2 MiB uncached, on one device.
+fn kara(knobs: &[(&str, &str)]) -> Harness {
+    let (mut hs, dev, task) = setup(knobs, 1);
     let b_domain = hs.engine.add_domain("b");
     let a = new_handle(&mut hs, dev, DomainId(0));
     let b = new_handle(&mut hs, dev, b_domain);
-    // B dirties buffered pages first; then A writes uncached.
     write(&mut hs, task, b, 0, 4 * MIB, WriteFlags::default());
     write(&mut hs, task, a, 0, 2 * MIB, WriteFlags::DONTCACHE);
+    hs
+}
+
+#[test]
+fn per_domain_counter_asks_for_the_domains_own_pages() {
+    let mut hs = kara(&[]);
     let d = domain(&hs, 0);
     assert_eq!(d.dontcache.works, 1);
     assert_eq!(d.dontcache.work_pages, d.dontcache.dirty_at_work);
@@ -149,12 +155,7 @@ fn per_domain_counter_asks_for_the_domains_own_pages() {
 
 #[test]
 fn global_split_counter_asks_for_a_bandwidth_share() {
-    let (mut hs, dev, task) = setup(&[("dontcache_counter", "global-split")], 1);
-    let b_domain = hs.engine.add_domain("b");
-    let a = new_handle(&mut hs, dev, DomainId(0));
-    let b = new_handle(&mut hs, dev, b_domain);
-    write(&mut hs, task, b, 0, 4 * MIB, WriteFlags::default());
-    write(&mut hs, task, a, 0, 2 * MIB, WriteFlags::DONTCACHE);
+    let mut hs = kara(&[("dontcache_counter", "global-split")]);
     // Both contexts start with the same bandwidth estimate: A is asked
     // for half of the (all A's) global count.
     let d = domain(&hs, 0);
