@@ -358,7 +358,7 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
 }
 
 /// The engine's dirty limits for `memory`, in bytes, as the engine computes them.
-fn engine_dirty_limits(memory: u64) -> Result<(u64, u64), BenchError> {
+pub(super) fn engine_dirty_limits(memory: u64) -> Result<(u64, u64), BenchError> {
     let cache = Cache::builder()
         .knob("memory", &memory.to_string())
         .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?

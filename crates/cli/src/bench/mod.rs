@@ -11,6 +11,10 @@
 //!   as writer and reader, on a directory and through `wb mount` of it.
 //! - `wb bench cpu`: CPU seconds per GiB of the library's write path, for a
 //!   throttled sequential write and a sync, each run in a child process.
+//! - `wb bench dontcache`: sequential 1 MiB writes and an fdatasync,
+//!   buffered, uncached (RWF_DONTCACHE) and O_DIRECT through the kernel,
+//!   buffered and uncached through the engine: throughput, write latency,
+//!   dirty peak and what stays cached.
 //!
 //! Human progress goes to standard error; results (a table, or one JSON
 //! object with `--json`) to standard output. Files the benchmarks create are
@@ -20,8 +24,10 @@
 pub mod cached;
 pub mod cleanup;
 pub mod cpu;
+pub mod dontcache;
 pub mod fio;
 pub mod interference;
+pub mod kernel_write;
 pub mod mount;
 pub mod sysctl;
 pub mod table;
@@ -49,6 +55,8 @@ pub enum BenchCommand {
     Throughput(throughput::ThroughputArgs),
     /// CPU seconds per GiB of the library's write path (a throttled write + sync).
     Cpu(cpu::CpuArgs),
+    /// Uncached (RWF_DONTCACHE) sequential writes: kernel vs engine, next to buffered and O_DIRECT.
+    Dontcache(dontcache::DontcacheArgs),
 }
 
 /// Why a benchmark could not run or finish.
@@ -91,6 +99,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchCommand::Cached(a) => cached::run(a),
         BenchCommand::Throughput(a) => throughput::run(a),
         BenchCommand::Cpu(a) => cpu::run(a),
+        BenchCommand::Dontcache(a) => dontcache::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

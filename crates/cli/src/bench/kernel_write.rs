@@ -1,0 +1,284 @@
+//! The kernel's side of a sequential writer, shared by the benches: plain
+//! buffered `pwrite`, uncached buffered `pwritev2(RWF_DONTCACHE)`, and
+//! O_DIRECT, one call per chunk.
+//!
+//! RWF_DONTCACHE (Linux 6.14) writes through the page cache like any
+//! buffered write, but the folios are marked drop-behind: writeback of the
+//! range is started soon, and the folios leave the cache once it completes.
+//! A filesystem that does not support it (or an older kernel) fails the
+//! call with EOPNOTSUPP; [`check_dontcache`] probes that up front and names
+//! the filesystem, since nothing else would tell a user why.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Component, Path, PathBuf};
+
+/// `RWF_DONTCACHE` from include/uapi/linux/fs.h:
+/// `#define RWF_DONTCACHE ((__force __kernel_rwf_t)0x00000080)`.
+pub const RWF_DONTCACHE: libc::c_int = 0x0000_0080;
+
+/// Alignment of O_DIRECT buffers, offsets and lengths.
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// How the kernel writer writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `pwrite` into the page cache, written back by the kernel.
+    Buffered,
+    /// `pwritev2(..., RWF_DONTCACHE)`: buffered, dropped once written back.
+    Dontcache,
+    /// O_DIRECT `pwrite`: no page cache (buffers, offsets and lengths
+    /// aligned to [`DIRECT_ALIGN`]).
+    Direct,
+}
+
+/// Creates (or truncates) `path` for writing in `mode`.
+pub fn create(path: &Path, mode: Mode) -> io::Result<File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644);
+    if mode == Mode::Direct {
+        opts.custom_flags(libc::O_DIRECT | libc::O_CLOEXEC);
+    } else {
+        opts.custom_flags(libc::O_CLOEXEC);
+    }
+    opts.open(path)
+}
+
+/// Writes all of `buf` at `offset` in `mode` (short writes are continued).
+/// For [`Mode::Direct`], `buf`, `offset` and `buf.len()` must be aligned.
+pub fn write_all_at(file: &File, mode: Mode, buf: &[u8], offset: u64) -> io::Result<()> {
+    match mode {
+        Mode::Buffered | Mode::Direct => file.write_all_at(buf, offset),
+        Mode::Dontcache => pwritev2_all(file, buf, offset, RWF_DONTCACHE),
+    }
+}
+
+/// `pwritev2` of one buffer with `flags`, repeated until all of it is written.
+fn pwritev2_all(file: &File, buf: &[u8], offset: u64, flags: libc::c_int) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let rest = &buf[done..];
+        let iov = libc::iovec {
+            iov_base: rest.as_ptr() as *mut libc::c_void,
+            iov_len: rest.len(),
+        };
+        let at = libc::off64_t::try_from(offset + done as u64)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+        // SAFETY: `iov` describes `rest`, a live borrowed slice of
+        // `rest.len()` bytes that the kernel only reads (pwritev2 never
+        // writes through iov_base, so the *mut cast is never used to
+        // mutate); the iovec array has exactly the one element we pass as
+        // the count, and both outlive the call. The fd is open for the
+        // whole call because `file` is borrowed.
+        let n = unsafe { libc::pwritev2(file.as_raw_fd(), &iov, 1, at, flags) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "pwritev2 wrote 0 bytes",
+            ));
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// Whether `e` says the filesystem (or kernel) does not do RWF_DONTCACHE.
+pub fn is_unsupported(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EOPNOTSUPP)
+}
+
+/// The explanation for an EOPNOTSUPP from an RWF_DONTCACHE write in `dir`.
+pub fn unsupported_message(dir: &Path) -> String {
+    format!(
+        "RWF_DONTCACHE writes are not supported on {} ({} filesystem, kernel {}): \
+         pwritev2 returned EOPNOTSUPP; uncached buffered writes need Linux 6.14 or later \
+         and a filesystem that implements them (e.g. ext4, xfs, btrfs); pick a --dir on one",
+        dir.display(),
+        fs_type(dir).unwrap_or_else(|| "unknown".into()),
+        kernel_release()
+    )
+}
+
+/// Checks, with one 4 KiB RWF_DONTCACHE write to a scratch file in `dir`
+/// (removed again), that the filesystem of `dir` takes uncached writes.
+/// Err carries [`unsupported_message`] or the I/O error.
+pub fn check_dontcache(dir: &Path) -> Result<(), String> {
+    let path = dir.join(format!(".wb-dontcache-probe-{}", std::process::id()));
+    let probe = super::cleanup::TempFile::new(path);
+    let file = create(probe.path(), Mode::Dontcache)
+        .map_err(|e| format!("creating {}: {e}", probe.path().display()))?;
+    match write_all_at(&file, Mode::Dontcache, &[0u8; 4096], 0) {
+        Ok(()) => Ok(()),
+        Err(e) if is_unsupported(&e) => Err(unsupported_message(dir)),
+        Err(e) => Err(format!(
+            "RWF_DONTCACHE write to {}: {e}",
+            probe.path().display()
+        )),
+    }
+}
+
+/// The running kernel's release (`uname -r`), or "?".
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The type of the filesystem holding `dir` ("ext4", "xfs", ...), from
+/// /proc/self/mountinfo.
+pub fn fs_type(dir: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mount_of(&text, &dir).map(|m| m.fs_type)
+}
+
+/// One line of /proc/self/mountinfo, the parts we use.
+#[derive(Debug, PartialEq, Eq)]
+pub struct MountEntry {
+    pub mount_point: PathBuf,
+    pub fs_type: String,
+    pub source: String,
+}
+
+/// Parses one mountinfo line:
+/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`
+/// (the optional fields end at the lone "-"; paths escape spaces as \040).
+pub fn parse_mountinfo_line(line: &str) -> Option<MountEntry> {
+    let (head, tail) = line.split_once(" - ")?;
+    let mount_point = unescape(head.split(' ').nth(4)?);
+    let mut tail = tail.split(' ');
+    let fs_type = tail.next()?.to_string();
+    let source = unescape(tail.next().unwrap_or(""));
+    Some(MountEntry {
+        mount_point: PathBuf::from(mount_point),
+        fs_type,
+        source,
+    })
+}
+
+/// The mount holding the absolute path `path`: the longest mount point
+/// that is a prefix of it (a later line wins a tie: it is mounted over).
+pub fn mount_of(mountinfo: &str, path: &Path) -> Option<MountEntry> {
+    let depth = |p: &Path| {
+        p.components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .count()
+    };
+    let mut best: Option<MountEntry> = None;
+    for entry in mountinfo.lines().filter_map(parse_mountinfo_line) {
+        if !path.starts_with(&entry.mount_point) {
+            continue;
+        }
+        if best
+            .as_ref()
+            .is_none_or(|b| depth(&entry.mount_point) >= depth(&b.mount_point))
+        {
+            best = Some(entry);
+        }
+    }
+    best
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, ...).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).filter(|d| {
+            bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)) && d[0] <= b'3'
+        });
+        if let Some(d) = octal {
+            out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dontcache_flag_is_the_kernels() {
+        assert_eq!(RWF_DONTCACHE, libc::RWF_DONTCACHE);
+    }
+
+    const MOUNTINFO: &str = "\
+22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard
+23 22 0:21 / /proc rw,nosuid - proc proc rw
+40 22 7:0 / /mnt/wb-xfs rw,relatime shared:20 - xfs /dev/loop0 rw,attr2
+41 22 0:45 / /mnt/with\\040space rw - tmpfs tmpfs rw
+42 40 7:1 / /mnt/wb-xfs rw,relatime - ext4 /dev/loop1 rw
+";
+
+    #[test]
+    fn mountinfo_lines_parse() {
+        let e = parse_mountinfo_line(
+            "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue",
+        )
+        .expect("a line");
+        assert_eq!(e.mount_point, PathBuf::from("/mnt2"));
+        assert_eq!(e.fs_type, "ext3");
+        assert_eq!(e.source, "/dev/root");
+        assert!(parse_mountinfo_line("garbage").is_none());
+    }
+
+    #[test]
+    fn the_deepest_and_latest_mount_holds_a_path() {
+        let fs = |p: &str| mount_of(MOUNTINFO, Path::new(p)).map(|m| m.fs_type);
+        assert_eq!(fs("/var/tmp").as_deref(), Some("ext4"));
+        assert_eq!(fs("/proc/self").as_deref(), Some("proc"));
+        assert_eq!(fs("/mnt/with space/x").as_deref(), Some("tmpfs"));
+        // Mounted over /mnt/wb-xfs later: the later mount is the one seen.
+        let m = mount_of(MOUNTINFO, Path::new("/mnt/wb-xfs/bench")).expect("a mount");
+        assert_eq!(
+            (m.fs_type.as_str(), m.source.as_str()),
+            ("ext4", "/dev/loop1")
+        );
+        // A name that merely starts like a mount point is not under it.
+        assert_eq!(fs("/mnt/wb-xfs2").as_deref(), Some("ext4"));
+    }
+
+    #[test]
+    fn writes_in_every_mode_land() {
+        let dir = std::env::temp_dir().join(format!("wb-kw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut modes = vec![Mode::Buffered];
+        if writeback::io::supports_direct(&dir) {
+            modes.push(Mode::Direct);
+        }
+        if check_dontcache(&dir).is_ok() {
+            modes.push(Mode::Dontcache);
+        }
+        let mut buf = writeback::io::AlignedBuf::new(2 * DIRECT_ALIGN);
+        buf.as_mut_slice().fill(7);
+        for mode in modes {
+            let path = dir.join("f");
+            let file = create(&path, mode).expect("create");
+            write_all_at(&file, mode, buf.as_slice(), DIRECT_ALIGN as u64).expect("write");
+            drop(file);
+            let data = std::fs::read(&path).expect("read back");
+            assert_eq!(data.len(), 3 * DIRECT_ALIGN, "{mode:?}");
+            assert!(data[DIRECT_ALIGN..].iter().all(|&b| b == 7), "{mode:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
