@@ -1,12 +1,14 @@
 //! Leaving the machine as we found it.
 //!
 //! Every file a benchmark creates, every child process it starts and every
-//! sysctl it changes is held by a guard that undoes it when dropped: at the
-//! normal end and on every error path (`?` drops them too). Guards also
-//! register what they hold in a process-wide [`Registry`], so that the
-//! Ctrl-C handler, which runs on its own thread while the guards are still
-//! alive elsewhere, can undo everything still registered and exit with 130.
+//! sysctl or block scheduler it changes is held by a guard that undoes it
+//! when dropped: at the normal end and on every error path (`?` drops them
+//! too). Guards also register what they hold in a process-wide
+//! [`Registry`], so that the Ctrl-C handler, which runs on its own thread
+//! while the guards are still alive elsewhere, can undo everything still
+//! registered and exit with 130.
 
+use super::scheduler::SchedulerSnapshot;
 use super::sysctl::DirtySnapshot;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -23,6 +25,7 @@ pub struct Registry {
     files: Vec<(u64, PathBuf)>,
     children: Vec<(u64, u32)>,
     sysctls: Vec<(u64, DirtySnapshot)>,
+    schedulers: Vec<(u64, SchedulerSnapshot)>,
     mounts: Vec<(u64, PathBuf)>,
 }
 
@@ -33,6 +36,7 @@ impl Registry {
             files: Vec::new(),
             children: Vec::new(),
             sysctls: Vec::new(),
+            schedulers: Vec::new(),
             mounts: Vec::new(),
         }
     }
@@ -60,6 +64,12 @@ impl Registry {
         id
     }
 
+    pub fn add_scheduler(&mut self, snapshot: SchedulerSnapshot) -> u64 {
+        let id = self.id();
+        self.schedulers.push((id, snapshot));
+        id
+    }
+
     pub fn add_mount(&mut self, mountpoint: PathBuf) -> u64 {
         let id = self.id();
         self.mounts.push((id, mountpoint));
@@ -72,11 +82,12 @@ impl Registry {
         self.files.retain(|(i, _)| *i != id);
         self.children.retain(|(i, _)| *i != id);
         self.sysctls.retain(|(i, _)| *i != id);
+        self.schedulers.retain(|(i, _)| *i != id);
     }
 
     /// Undoes everything registered: kills children, detaches mounts left
-    /// behind by a killed `wb mount`, restores sysctls (most recent first),
-    /// removes files. Returns what could not be undone.
+    /// behind by a killed `wb mount`, restores block schedulers and sysctls
+    /// (most recent first), removes files. Returns what could not be undone.
     pub fn undo_all(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         for (_, pid) in self.children.drain(..) {
@@ -88,6 +99,11 @@ impl Registry {
         }
         for (_, mountpoint) in self.mounts.drain(..) {
             if let Err(e) = super::mount::detach(&mountpoint) {
+                problems.push(e);
+            }
+        }
+        while let Some((_, snapshot)) = self.schedulers.pop() {
+            if let Err(e) = snapshot.restore() {
                 problems.push(e);
             }
         }
@@ -116,7 +132,7 @@ pub fn global() -> MutexGuard<'static, Registry> {
 /// On Ctrl-C (SIGINT, SIGTERM, SIGHUP): undo everything registered and exit 130.
 pub fn install_ctrlc_handler() -> Result<(), String> {
     ctrlc::set_handler(|| {
-        eprintln!("\nwb bench: interrupted; restoring sysctls and removing files");
+        eprintln!("\nwb bench: interrupted; restoring sysctls and schedulers, removing files");
         let problems = global().undo_all();
         for p in problems {
             eprintln!("wb bench: {p}");

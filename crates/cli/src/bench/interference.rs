@@ -6,16 +6,24 @@
 //! - `floor`: the reader alone;
 //! - `kernel`: fio's buffered writer, with the kernel's dirty limits set to
 //!   the engine's (20% / 10% of the engine's memory) for the run;
-//! - `kernel-dontcache`: the same with RWF_DONTCACHE writes, if fio has them;
+//! - `kernel-dontcache`: the same writes with RWF_DONTCACHE, by our own
+//!   pwritev2 writer ([`super::kernel_write`]; Debian's fio has no
+//!   `uncached` option), if the filesystem takes them;
+//! - `kernel-kyber` / `kernel-bfq`: `kernel` with the block scheduler of the
+//!   device under the directory switched to kyber / bfq for the run;
 //! - `engine-wbt-off` / `engine`: the writer is this library (wbt off / auto).
 //!
 //! The reader is always the same fio job, started about a second after the
 //! writer, reading a file written once up front with O_DIRECT (so it is
-//! never in the kernel's page cache).
+//! never in the kernel's page cache). Besides the ratios to the floor and
+//! to `kernel`, the report compares every other configuration with the best
+//! kernel configuration at each figure (`best_kernel` in JSON).
 
 use super::cleanup::TempFile;
 use super::fio::{self, Fio, ReaderResult};
+use super::kernel_write;
 use super::mount::Mount;
+use super::scheduler;
 use super::sysctl::{self, DirtyLimitsGuard};
 use super::table::{self, Table};
 use super::{
@@ -49,7 +57,11 @@ const DEFAULT_READER_SIZE: u64 = 1 << 30;
 Runs, in one go on the filesystem of --dir, each configuration --repeat times and reports medians:
   floor             the reader alone
   kernel            fio buffered sequential writer (1 MiB writes, fsync at the end)
-  kernel-dontcache  the same with fio's uncached=1 (RWF_DONTCACHE), if this fio has it
+  kernel-dontcache  the same writes with pwritev2(RWF_DONTCACHE) by wb itself (fio here has
+                    no uncached option), if the filesystem takes them (else left out, noted)
+  kernel-kyber      kernel, with the block scheduler of the device under --dir switched to
+                    kyber for the run (a loop device's own queue for a filesystem on one)
+  kernel-bfq        the same with bfq (which turns the kernel's wbt off while it is in use)
   engine-wbt-off    the writer is the writeback library (memory --memory, wbt_lat_usec=0)
   engine            the same with wbt_lat_usec=-1 (automatic target)
 With --fuse: floor, kernel, and
@@ -63,7 +75,12 @@ and the run waits (at most 60 s, noted if longer) until 256 reads in a row of th
 reader's file take under 2 ms each: the previous run's aftermath stays out of it.
 While any writer runs, vm.dirty_bytes / vm.dirty_background_bytes are 20% / 10% of
 --memory (the engine's limits; they also bound page caches under the filesystem, such
-as a buffered loop device's), restored afterwards (also on Ctrl-C); needs root.
+as a buffered loop device's), restored afterwards (also on Ctrl-C); needs root. The block
+scheduler switched for kernel-kyber / kernel-bfq is restored the same way (and the queue's
+wbt_lat_usec, if switching changed it).
+Ratios: to the floor, to kernel, and to the best kernel configuration (kernel,
+kernel-dontcache, kernel-kyber, kernel-bfq) at each figure, chosen per figure (lowest
+latency, highest IOPS and writer MiB/s); JSON has it as best_kernel.
 
 Quick run: wb bench interference --writer-size 2GiB --seconds 5 --repeat 1
 Experiment: wb bench interference --configs floor,engine --engine-set queue_depth=8
@@ -144,16 +161,20 @@ pub enum Config {
     Floor,
     Kernel,
     KernelDontcache,
+    KernelKyber,
+    KernelBfq,
     EngineWbtOff,
     Engine,
     Mount,
 }
 
 impl Config {
-    const ALL: [Config; 6] = [
+    const ALL: [Config; 8] = [
         Config::Floor,
         Config::Kernel,
         Config::KernelDontcache,
+        Config::KernelKyber,
+        Config::KernelBfq,
         Config::EngineWbtOff,
         Config::Engine,
         Config::Mount,
@@ -166,10 +187,34 @@ impl Config {
             Config::Floor => "floor",
             Config::Kernel => "kernel",
             Config::KernelDontcache => "kernel-dontcache",
+            Config::KernelKyber => "kernel-kyber",
+            Config::KernelBfq => "kernel-bfq",
             Config::EngineWbtOff => "engine-wbt-off",
             Config::Engine => "engine",
             Config::Mount => "mount",
         }
+    }
+
+    /// The kernel's own writeback: the candidates for the best kernel.
+    fn is_kernel(self) -> bool {
+        matches!(
+            self,
+            Config::Kernel | Config::KernelDontcache | Config::KernelKyber | Config::KernelBfq
+        )
+    }
+
+    /// The block scheduler the configuration switches to.
+    fn scheduler(self) -> Option<&'static str> {
+        match self {
+            Config::KernelKyber => Some("kyber"),
+            Config::KernelBfq => Some("bfq"),
+            _ => None,
+        }
+    }
+
+    /// May be left out (with a note) when the machine cannot run it.
+    fn optional(self) -> bool {
+        self == Config::KernelDontcache || self.scheduler().is_some()
     }
 }
 
@@ -202,6 +247,9 @@ struct Setup {
     dirty_limits: (u64, u64),
     /// Extra engine knobs (--engine-set).
     engine_sets: Vec<(String, String)>,
+    /// The request queue of the device under `dir` (for kernel-kyber and
+    /// kernel-bfq), if it has one.
+    queue: Option<scheduler::Queue>,
 }
 
 pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
@@ -246,13 +294,53 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
     if !args.configs.is_empty() {
         configs.retain(|c| args.configs.contains(c));
     }
-    if !fio.supports_option("uncached") {
-        progress!(
-            "kernel-dontcache: skipped: {} has no `uncached` option \
-             (RWF_DONTCACHE buffered writes need a newer fio)",
-            fio.version
-        );
-        configs.retain(|c| *c != Config::KernelDontcache);
+    let mut notes: Vec<String> = Vec::new();
+    let mut leave_out = |configs: &mut Vec<Config>, config: Config, why: String| {
+        if configs.contains(&config) {
+            let note = format!("{}: left out: {why}", config.name());
+            progress!("{note}");
+            notes.push(note);
+            configs.retain(|c| *c != config);
+        }
+    };
+    if configs.contains(&Config::KernelDontcache) {
+        if let Err(e) = kernel_write::check_dontcache(&dir) {
+            leave_out(&mut configs, Config::KernelDontcache, e);
+        }
+    }
+    let queue = match scheduler::queue_of(&dir) {
+        Ok(q) => Some(q),
+        Err(e) => {
+            for c in [Config::KernelKyber, Config::KernelBfq] {
+                leave_out(&mut configs, c, e.clone());
+            }
+            None
+        }
+    };
+    if let Some(q) = &queue {
+        let available = q.schedulers().map(|(_, all)| all).unwrap_or_default();
+        for c in [Config::KernelKyber, Config::KernelBfq] {
+            let name = c.scheduler().unwrap_or_default();
+            if !available.iter().any(|a| a == name) {
+                let why = format!(
+                    "{} does not offer the {name} scheduler (offers: {})",
+                    q.device,
+                    available.join(" ")
+                );
+                leave_out(&mut configs, c, why);
+            }
+        }
+        if configs.iter().any(|c| c.scheduler().is_some()) {
+            progress!(
+                "block scheduler of {} ({}): {}",
+                q.device,
+                q.dir.display(),
+                q.schedulers()
+                    .ok()
+                    .and_then(|(now, _)| now)
+                    .unwrap_or_else(|| "?".into())
+            );
+        }
     }
 
     let reader = TempFile::new(dir.join("wb-bench-reader.dat"));
@@ -273,11 +361,11 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
         data_dir: args.data_dir.clone(),
         dirty_limits,
         engine_sets: args.engine_sets.clone(),
+        queue,
     };
 
     let mut results: Vec<(Config, Vec<RunResult>)> =
         configs.iter().map(|&c| (c, Vec::new())).collect();
-    let mut notes: Vec<String> = Vec::new();
     let mut left_out: Vec<Config> = Vec::new();
     let mut untrimmed_noted = false;
     // Repeats interleave the configurations, so slow drifts of the disk
@@ -328,10 +416,10 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
                     );
                     runs.push(r);
                 }
-                Err(e) if *config == Config::KernelDontcache && repeat == 1 => {
-                    // fio has the option but the kernel or filesystem may not
-                    // support RWF_DONTCACHE: leave the configuration out.
-                    let note = format!("kernel-dontcache: left out: {e}");
+                Err(e) if config.optional() && repeat == 1 => {
+                    // The probe passed, but the writes or the scheduler
+                    // switch failed for real: leave the configuration out.
+                    let note = format!("{}: left out: {e}", config.name());
                     progress!("{note}");
                     notes.push(note);
                     left_out.push(*config);
@@ -495,6 +583,8 @@ fn start_mount(setup: &Setup) -> Result<Mount, BenchError> {
 /// The writer of a run.
 enum Writer {
     Fio(fio::RunningFio),
+    /// Our own kernel writer (RWF_DONTCACHE, which this fio lacks).
+    Kernel(kernel_write::BackgroundWriter),
     Engine(EngineWriter),
 }
 
@@ -502,6 +592,7 @@ impl Writer {
     fn has_finished(&mut self) -> Result<bool, BenchError> {
         match self {
             Writer::Fio(f) => f.has_finished(),
+            Writer::Kernel(k) => Ok(k.has_finished()),
             Writer::Engine(e) => Ok(e.has_finished()),
         }
     }
@@ -537,6 +628,18 @@ fn run_config(
         )
         .map_err(BenchError::Failed)?,
     );
+    let scheduler = match (config.scheduler(), &setup.queue) {
+        (Some(name), Some(queue)) => {
+            Some(scheduler::SchedulerGuard::apply(queue, name).map_err(BenchError::Failed)?)
+        }
+        (Some(name), None) => {
+            return Err(BenchError::Failed(format!(
+                "{}: no block queue to switch to {name}",
+                config.name()
+            )))
+        }
+        (None, _) => None,
+    };
     // With --fuse, fio writes and reads the same files through the mount.
     let mount = match config {
         Config::Mount => Some(start_mount(setup)?),
@@ -549,14 +652,19 @@ fn run_config(
     let reader_args = fio::reader_args(&through(&setup.reader_file), setup.seconds);
     let writer_start = Instant::now();
     let mut writer = match config {
-        Config::Kernel | Config::KernelDontcache | Config::Mount => {
-            let args = fio::writer_args(
-                &through(&setup.writer_file),
-                setup.writer_size,
-                config == Config::KernelDontcache,
-            );
+        Config::Kernel | Config::KernelKyber | Config::KernelBfq | Config::Mount => {
+            let args = fio::writer_args(&through(&setup.writer_file), setup.writer_size);
             Writer::Fio(setup.fio.spawn(&setup.dir, "writer", &args)?)
         }
+        Config::KernelDontcache => Writer::Kernel(
+            kernel_write::BackgroundWriter::start(
+                &setup.writer_file,
+                kernel_write::Mode::Dontcache,
+                setup.writer_size,
+                CHUNK,
+            )
+            .map_err(|e| BenchError::failed(setup.writer_file.display(), e))?,
+        ),
         Config::Floor | Config::EngineWbtOff | Config::Engine => {
             Writer::Engine(EngineWriter::start(setup, config == Config::Engine)?)
         }
@@ -598,6 +706,7 @@ fn run_config(
             let w = fio::parse_writer(&f.finish()?).map_err(BenchError::Failed)?;
             w.bw_bytes_s / MIB
         }
+        Writer::Kernel(k) => k.finish().map_err(BenchError::Failed)?.mib_s(),
         Writer::Engine(e) => {
             let outcome = e.finish()?;
             let d = outcome.stats.devices.first();
@@ -621,6 +730,9 @@ fn run_config(
     if let Some(mount) = mount {
         let took = mount.stop()?;
         progress!("{label}: wb mount stopped in {:.1} s", took.as_secs_f64());
+    }
+    if let Some(guard) = scheduler {
+        guard.restore().map_err(BenchError::Failed)?;
     }
     if let Some(guard) = limits {
         guard.restore().map_err(BenchError::Failed)?;
@@ -776,6 +888,98 @@ fn summarize(config: Config, runs: &[RunResult]) -> ConfigSummary {
     }
 }
 
+/// A figure of a configuration's summary, compared across configurations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Figure {
+    P50,
+    P99,
+    P99_9,
+    Max,
+    Iops,
+    WriterMibS,
+}
+
+impl Figure {
+    const ALL: [Figure; 6] = [
+        Figure::P50,
+        Figure::P99,
+        Figure::P99_9,
+        Figure::Max,
+        Figure::Iops,
+        Figure::WriterMibS,
+    ];
+
+    /// Its key in `best_kernel` (the reader's keys, and the writer's MiB/s).
+    fn key(self) -> &'static str {
+        match self {
+            Figure::P50 => "p50_us",
+            Figure::P99 => "p99_us",
+            Figure::P99_9 => "p99_9_us",
+            Figure::Max => "max_us",
+            Figure::Iops => "iops",
+            Figure::WriterMibS => "writer_mib_s",
+        }
+    }
+
+    fn of(self, s: &ConfigSummary) -> Option<f64> {
+        let r = &s.reader;
+        match self {
+            Figure::P50 => Some(r.p50_us),
+            Figure::P99 => Some(r.p99_us),
+            Figure::P99_9 => Some(r.p99_9_us),
+            Figure::Max => Some(r.max_us),
+            Figure::Iops => Some(r.iops),
+            Figure::WriterMibS => s.writer_mib_s,
+        }
+        .filter(|x| x.is_finite())
+    }
+
+    /// Latencies are better low; IOPS and writer MiB/s high.
+    fn lower_is_better(self) -> bool {
+        matches!(
+            self,
+            Figure::P50 | Figure::P99 | Figure::P99_9 | Figure::Max
+        )
+    }
+}
+
+/// The best kernel configuration at one figure, and its value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Best {
+    figure: Figure,
+    config: Config,
+    value: f64,
+}
+
+/// For each figure, the kernel configuration that did best at it (empty if
+/// no kernel configuration ran). A tie goes to the one listed first.
+fn best_kernel(summaries: &[ConfigSummary]) -> Vec<Best> {
+    Figure::ALL
+        .into_iter()
+        .filter_map(|figure| {
+            let better = |a: f64, b: f64| {
+                if figure.lower_is_better() {
+                    a < b
+                } else {
+                    a > b
+                }
+            };
+            summaries
+                .iter()
+                .filter(|s| s.config.is_kernel())
+                .filter_map(|s| figure.of(s).map(|v| (s.config, v)))
+                .fold(None, |best: Option<Best>, (config, value)| match best {
+                    Some(b) if !better(value, b.value) => Some(b),
+                    _ => Some(Best {
+                        figure,
+                        config,
+                        value,
+                    }),
+                })
+        })
+        .collect()
+}
+
 fn to_json(summaries: &[ConfigSummary]) -> String {
     let configs: Vec<serde_json::Value> = summaries
         .iter()
@@ -796,7 +1000,19 @@ fn to_json(summaries: &[ConfigSummary]) -> String {
             v
         })
         .collect();
-    json!({ "configs": configs }).to_string()
+    let mut out = json!({ "configs": configs });
+    let best = best_kernel(summaries);
+    if !best.is_empty() {
+        let mut map = serde_json::Map::new();
+        for b in best {
+            map.insert(
+                b.figure.key().into(),
+                json!({ "value": b.value, "config": b.config.name() }),
+            );
+        }
+        out["best_kernel"] = serde_json::Value::Object(map);
+    }
+    out.to_string()
 }
 
 fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[String]) -> String {
@@ -858,6 +1074,7 @@ fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[St
         out.push('\n');
         out.push_str(&t.render());
     }
+    out.push_str(&render_best_kernel(summaries));
     if !notes.is_empty() {
         out.push_str("\nNotes:\n");
         for n in notes {
@@ -865,4 +1082,197 @@ fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[St
         }
     }
     out
+}
+
+/// The table of ratios to the best kernel configuration at each figure,
+/// for the configurations that are not the kernel's (empty without both).
+fn render_best_kernel(summaries: &[ConfigSummary]) -> String {
+    let best = best_kernel(summaries);
+    let others: Vec<&ConfigSummary> = summaries
+        .iter()
+        .filter(|s| !s.config.is_kernel() && s.config != Config::Floor)
+        .collect();
+    if best.is_empty() || others.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new(&[
+        "ratio to best kernel",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "IOPS",
+        "writer",
+    ]);
+    let cell = |figure: Figure, f: &dyn Fn(&Best) -> String| {
+        best.iter()
+            .find(|b| b.figure == figure)
+            .map_or("-".into(), f)
+    };
+    for s in others {
+        t.row(
+            std::iter::once(s.config.name().to_string())
+                .chain(
+                    Figure::ALL
+                        .into_iter()
+                        .map(|figure| cell(figure, &|b| table::ratio(figure.of(s), Some(b.value)))),
+                )
+                .collect(),
+        );
+    }
+    t.row(
+        std::iter::once("(best kernel)".to_string())
+            .chain(
+                Figure::ALL
+                    .into_iter()
+                    .map(|figure| cell(figure, &|b| b.config.name().to_string())),
+            )
+            .collect(),
+    );
+    format!(
+        "\n{}(the best kernel configuration chosen per column: lowest latency, highest IOPS \
+         and writer MiB/s)\n",
+        t.render()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(config: Config, lat_us: [f64; 4], iops: f64, writer: Option<f64>) -> ConfigSummary {
+        ConfigSummary {
+            config,
+            reader: ReaderResult {
+                p50_us: lat_us[0],
+                p99_us: lat_us[1],
+                p99_9_us: lat_us[2],
+                max_us: lat_us[3],
+                iops,
+            },
+            writer_mib_s: writer,
+        }
+    }
+
+    fn sample() -> Vec<ConfigSummary> {
+        vec![
+            summary(Config::Floor, [1.0, 2.0, 3.0, 4.0], 9000.0, None),
+            summary(
+                Config::Kernel,
+                [20.0, 900.0, 5000.0, 90000.0],
+                1000.0,
+                Some(600.0),
+            ),
+            summary(
+                Config::KernelDontcache,
+                [20.0, 400.0, 7000.0, 80000.0],
+                900.0,
+                Some(700.0),
+            ),
+            summary(
+                Config::KernelKyber,
+                [15.0, 500.0, 3000.0, 95000.0],
+                1500.0,
+                Some(500.0),
+            ),
+            summary(
+                Config::KernelBfq,
+                [18.0, 450.0, 4000.0, 70000.0],
+                1400.0,
+                Some(400.0),
+            ),
+            summary(
+                Config::EngineWbtOff,
+                [19.0, 300.0, 2000.0, 60000.0],
+                2000.0,
+                Some(800.0),
+            ),
+            summary(
+                Config::Engine,
+                [22.0, 200.0, 1500.0, 50000.0],
+                3000.0,
+                Some(650.0),
+            ),
+        ]
+    }
+
+    #[test]
+    fn new_configuration_names_parse() {
+        for name in [
+            "kernel-dontcache",
+            "kernel-kyber",
+            "kernel-bfq",
+            "kernel",
+            "engine",
+        ] {
+            assert_eq!(parse_config(name).map(Config::name), Ok(name));
+        }
+        assert!(parse_config("kernel-cfq").is_err());
+        assert_eq!(Config::KernelBfq.scheduler(), Some("bfq"));
+        assert!(Config::KernelKyber.is_kernel() && !Config::Engine.is_kernel());
+    }
+
+    #[test]
+    fn best_kernel_is_chosen_per_figure_among_kernel_configs_only() {
+        let best = best_kernel(&sample());
+        let got: Vec<(&str, &str, f64)> = best
+            .iter()
+            .map(|b| (b.figure.key(), b.config.name(), b.value))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("p50_us", "kernel-kyber", 15.0),
+                ("p99_us", "kernel-dontcache", 400.0),
+                ("p99_9_us", "kernel-kyber", 3000.0),
+                ("max_us", "kernel-bfq", 70000.0),
+                ("iops", "kernel-kyber", 1500.0),
+                ("writer_mib_s", "kernel-dontcache", 700.0),
+            ]
+        );
+        // A tie goes to the configuration listed first.
+        let tie = [
+            summary(Config::Kernel, [1.0; 4], 5.0, Some(5.0)),
+            summary(Config::KernelBfq, [1.0; 4], 5.0, Some(5.0)),
+        ];
+        assert!(best_kernel(&tie).iter().all(|b| b.config == Config::Kernel));
+        // No kernel configuration: nothing to compare with.
+        let engine_only = [summary(Config::Engine, [1.0; 4], 5.0, Some(5.0))];
+        assert!(best_kernel(&engine_only).is_empty());
+    }
+
+    #[test]
+    fn json_keeps_its_keys_and_adds_best_kernel() {
+        let v: serde_json::Value = serde_json::from_str(&to_json(&sample())).expect("valid JSON");
+        let configs = v["configs"].as_array().expect("configs");
+        assert_eq!(configs.len(), 7);
+        assert_eq!(configs[0]["name"], "floor");
+        assert!(configs[0].get("writer").is_none());
+        assert_eq!(configs[1]["reader"]["p99_us"], 900.0);
+        assert_eq!(configs[1]["writer"]["mib_s"], 600.0);
+        let best = &v["best_kernel"];
+        assert_eq!(best["p99_us"]["config"], "kernel-dontcache");
+        assert_eq!(best["p99_us"]["value"], 400.0);
+        assert_eq!(best["writer_mib_s"]["config"], "kernel-dontcache");
+        assert_eq!(best.as_object().map(|m| m.len()), Some(6));
+        let none = to_json(&[summary(Config::Engine, [1.0; 4], 5.0, Some(5.0))]);
+        assert!(!none.contains("best_kernel"), "{none}");
+    }
+
+    #[test]
+    fn best_kernel_table_has_a_row_per_engine_config_and_names_the_best() {
+        let text = render_best_kernel(&sample());
+        let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        assert!(lines[0].starts_with("ratio to best kernel"), "{text}");
+        // engine p99 200 / best 400 = 0.50x; IOPS 3000 / 1500 = 2.00x.
+        assert!(lines[2].starts_with("engine "), "{text}");
+        assert!(
+            lines[2].contains("0.50x") && lines[2].contains("2.00x"),
+            "{text}"
+        );
+        assert!(lines[3].starts_with("(best kernel)"), "{text}");
+        assert!(lines[3].contains("kernel-bfq"), "{text}");
+        assert!(!text.contains("\nfloor"), "{text}");
+        assert_eq!(render_best_kernel(&sample()[..2]), "");
+    }
 }

@@ -1,6 +1,9 @@
 //! The kernel's side of a sequential writer, shared by the benches: plain
 //! buffered `pwrite`, uncached buffered `pwritev2(RWF_DONTCACHE)`, and
-//! O_DIRECT, one call per chunk.
+//! O_DIRECT, one call per chunk ([`write_all_at`]: `wb bench dontcache`
+//! times each call), or a whole file on a thread of its own
+//! ([`BackgroundWriter`]: the RWF_DONTCACHE writer of `wb bench
+//! interference`, as Debian's fio cannot do it).
 //!
 //! RWF_DONTCACHE (Linux 6.14) writes through the page cache like any
 //! buffered write, but the folios are marked drop-behind: writeback of the
@@ -14,6 +17,10 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// `RWF_DONTCACHE` from include/uapi/linux/fs.h:
 /// `#define RWF_DONTCACHE ((__force __kernel_rwf_t)0x00000080)`.
@@ -93,6 +100,109 @@ fn pwritev2_all(file: &File, buf: &[u8], offset: u64, flags: libc::c_int) -> io:
         done += n as usize;
     }
     Ok(())
+}
+
+/// What a [`BackgroundWriter`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct WriterOutcome {
+    pub bytes: u64,
+    /// From the first write to the end of the fdatasync.
+    pub elapsed: Duration,
+}
+
+impl WriterOutcome {
+    pub fn mib_s(&self) -> f64 {
+        self.bytes as f64 / super::MIB / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A sequential writer on its own thread: a new file of `size` bytes in
+/// `chunk`-byte writes in one [`Mode`], then one fdatasync. Dropping it
+/// early (on an error elsewhere) stops the writer and waits for it.
+pub struct BackgroundWriter {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<WriterOutcome, String>>>,
+}
+
+impl BackgroundWriter {
+    /// Creates (truncates) `path` and starts writing it. `chunk` must be a
+    /// multiple of [`DIRECT_ALIGN`] for [`Mode::Direct`] (the last write is
+    /// rounded up to it).
+    pub fn start(path: &Path, mode: Mode, size: u64, chunk: usize) -> io::Result<BackgroundWriter> {
+        let file = create(path, mode)?;
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("wb-bench-kwriter".into())
+            .spawn(move || write_file(&file, &dir, mode, size, chunk, &stop_flag))?;
+        Ok(BackgroundWriter {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn has_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Waits for the writer; Err says why it failed (for RWF_DONTCACHE on
+    /// a filesystem without it: [`unsupported_message`]).
+    pub fn finish(mut self) -> Result<WriterOutcome, String> {
+        let thread = self.thread.take().ok_or("kernel writer already joined")?;
+        thread
+            .join()
+            .unwrap_or_else(|_| Err("the kernel writer thread panicked".into()))
+    }
+}
+
+impl Drop for BackgroundWriter {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.stop.store(true, Ordering::Relaxed);
+            let _ = t.join();
+        }
+    }
+}
+
+/// The body of a [`BackgroundWriter`].
+fn write_file(
+    file: &File,
+    dir: &Path,
+    mode: Mode,
+    size: u64,
+    chunk: usize,
+    stop: &AtomicBool,
+) -> Result<WriterOutcome, String> {
+    let fail = |what: &str, e: io::Error| {
+        if mode == Mode::Dontcache && is_unsupported(&e) {
+            unsupported_message(dir)
+        } else {
+            format!("kernel writer ({mode:?}): {what}: {e}")
+        }
+    };
+    let mut buf = writeback::io::AlignedBuf::new(chunk);
+    super::SplitMix64(0xb0b).fill(buf.as_mut_slice());
+    let start = Instant::now();
+    let mut offset = 0u64;
+    while offset < size {
+        if stop.load(Ordering::Relaxed) {
+            return Err("stopped".into());
+        }
+        let mut len = (size - offset).min(chunk as u64) as usize;
+        if mode == Mode::Direct {
+            len = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+        }
+        buf.as_mut_slice()[..8].copy_from_slice(&offset.to_ne_bytes());
+        write_all_at(file, mode, &buf.as_slice()[..len], offset)
+            .map_err(|e| fail(&format!("write at {offset}"), e))?;
+        offset += len as u64;
+    }
+    file.sync_data().map_err(|e| fail("fdatasync", e))?;
+    Ok(WriterOutcome {
+        bytes: offset,
+        elapsed: start.elapsed(),
+    })
 }
 
 /// Whether `e` says the filesystem (or kernel) does not do RWF_DONTCACHE.
@@ -279,6 +389,23 @@ mod tests {
             assert_eq!(data.len(), 3 * DIRECT_ALIGN, "{mode:?}");
             assert!(data[DIRECT_ALIGN..].iter().all(|&b| b == 7), "{mode:?}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn background_writer_writes_the_whole_file_and_syncs() {
+        let dir = std::env::temp_dir().join(format!("wb-kw-bg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("w");
+        let size = (3 << 20) + 5;
+        let writer = BackgroundWriter::start(&path, Mode::Buffered, size, 1 << 20).expect("start");
+        let outcome = writer.finish().expect("the writer finishes");
+        assert_eq!(outcome.bytes, size);
+        assert!(outcome.mib_s() > 0.0);
+        assert_eq!(std::fs::metadata(&path).expect("file").len(), size);
+        // Dropped while running: stops without a fuss.
+        let writer = BackgroundWriter::start(&path, Mode::Buffered, 64 << 30, 1 << 20);
+        drop(writer);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

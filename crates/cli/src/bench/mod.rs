@@ -29,6 +29,7 @@ pub mod fio;
 pub mod interference;
 pub mod kernel_write;
 pub mod mount;
+pub mod scheduler;
 pub mod sysctl;
 pub mod table;
 pub mod throughput;

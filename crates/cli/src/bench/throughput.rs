@@ -174,7 +174,7 @@ fn run_one(setup: &Setup, side: Side, kind: Kind, file: &Path) -> Result<f64, Be
         None => file.to_path_buf(),
     };
     let args = match kind {
-        Kind::SeqWrite => fio::writer_args(&target, setup.size, false),
+        Kind::SeqWrite => fio::writer_args(&target, setup.size),
         Kind::SeqRead => fio::seq_reader_args(&target),
         Kind::RandRead => fio::buffered_random_reader_args(&target, setup.seconds),
     };
