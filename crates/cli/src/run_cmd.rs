@@ -101,6 +101,16 @@ pub fn run(args: RunArgs) -> ExitCode {
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }
+    if let Some(job) = scenario
+        .jobs
+        .iter()
+        .find(|j| j.mode == wb_scenario::WriteMode::Direct)
+    {
+        return bad_input(format!(
+            "job '{}': mode \"direct\" is simulated only (wb sim); the library writes through its cache",
+            job.name
+        ));
+    }
     let dirs = match device_dirs(&scenario, &args.dirs) {
         Ok(d) => d,
         Err(e) => return bad_input(e),

@@ -338,3 +338,45 @@ fn run_stops_jobs_by_the_simulators_rules_and_reports_them() {
     assert!(num(r, "elapsed_s") < last_foreground + 1.0, "{v}");
     assert!(r["ops"].as_u64().unwrap_or(0) >= 1, "{v}");
 }
+
+#[test]
+fn direct_mode_is_simulated_and_refused_by_wb_run() {
+    let path = write_temp("direct.toml", SMALL);
+    let p = path.to_str().unwrap();
+    let out = wb(&["sim", p, "--set", "w.mode=direct", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(
+        v["engine"]["dirtied_mib"].as_f64(),
+        Some(0.0),
+        "nothing went through the cache"
+    );
+    let direct = v["engine"]["stalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["reason"] == "direct_io")
+        .expect("a direct_io line");
+    assert!(direct["count"].as_u64().unwrap() > 0);
+    let dir = std::env::temp_dir().join(format!("wb-cli-direct-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = wb(&[
+        "run",
+        p,
+        "--set",
+        "w.mode=direct",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("job 'w': mode \"direct\" is simulated only"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -26,6 +26,9 @@ pub struct IoRequest {
     pub class: Option<WbtClass>,
     /// For writes: why it was written.
     pub reason: Option<WbReason>,
+    /// A direct (O_DIRECT) write from the simulator: its data is not in
+    /// the cache (direct.rs). A runtime that takes data from frames fails it.
+    pub direct: bool,
 }
 
 /// Something the runtime must do.
@@ -93,16 +96,19 @@ pub enum StallReason {
     /// An uncached write submitting writeback of what it wrote
     /// (`dontcache_flush = inline`, Linux 6.14–6.19).
     DontcacheFlush,
+    /// A direct (O_DIRECT) write waiting for its requests (direct.rs).
+    DirectIo,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 6] = [
+    pub const ALL: [StallReason; 7] = [
         StallReason::DirtyThrottle,
         StallReason::StablePage,
         StallReason::Memory,
         StallReason::ReadIo,
         StallReason::Sync,
         StallReason::DontcacheFlush,
+        StallReason::DirectIo,
     ];
 
     pub fn name(self) -> &'static str {
@@ -113,6 +119,7 @@ impl StallReason {
             StallReason::ReadIo => "read_io",
             StallReason::Sync => "sync",
             StallReason::DontcacheFlush => "dontcache_flush",
+            StallReason::DirectIo => "direct_io",
         }
     }
 

@@ -35,7 +35,12 @@ impl Engine {
                 if inflight.tracked {
                     dev.wbt.on_write_done();
                 }
-                self.complete_write(&req, result);
+                if req.direct {
+                    self.files[req.file.index()].inflight_writes.remove(&req.id);
+                    self.complete_direct(&req, result);
+                } else {
+                    self.complete_write(&req, result);
+                }
                 self.check_syncs();
             }
         }

@@ -164,6 +164,7 @@ impl Engine {
             pages: pages as u32,
             class: Some(class),
             reason: Some(reason),
+            direct: false,
         }
     }
 
@@ -221,6 +222,7 @@ impl Engine {
             pages: pages as u32,
             class: None,
             reason: None,
+            direct: false,
         };
         let dev = &mut self.devices[device.index()];
         if dev.tags_used < dev.config.nr_requests

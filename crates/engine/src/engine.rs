@@ -83,6 +83,8 @@ pub struct Engine {
     pub(crate) inflight: BTreeMap<IoId, Inflight>,
     pub(crate) next_io: u64,
     pub(crate) syncs: BTreeMap<u64, SyncOp>,
+    /// Direct write requests in flight, by the task that waits for them.
+    pub(crate) direct_ios: BTreeMap<IoId, TaskId>,
     pub(crate) durability: crate::durability::Durability,
     pub(crate) eviction: crate::evict::Eviction,
     pub(crate) next_sync: u64,
@@ -128,6 +130,7 @@ impl Engine {
             inflight: BTreeMap::new(),
             next_io: 1,
             syncs: BTreeMap::new(),
+            direct_ios: BTreeMap::new(),
             durability: Default::default(),
             eviction: Default::default(),
             next_sync: 1,

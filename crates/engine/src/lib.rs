@@ -71,6 +71,7 @@ mod bandwidth;
 mod completion;
 mod config;
 mod device;
+mod direct;
 mod dirty_limits;
 mod dirty_throttle_2007;
 mod dispatch;

@@ -50,6 +50,12 @@ pub(crate) enum Op {
         file: FileId,
         len: u64,
     },
+    DirectWrite {
+        handle: HandleId,
+        offset: u64,
+        end: u64,
+        phase: crate::direct::DirectPhase,
+    },
 }
 
 #[derive(Debug)]
@@ -76,6 +82,8 @@ pub(crate) enum WaitKey {
     WbWritten(WbId),
     /// A sync operation's writes are all done.
     Sync(u64),
+    /// This task's direct write requests are all done.
+    Direct(TaskId),
 }
 
 impl Engine {
@@ -164,13 +172,16 @@ impl Engine {
             Op::Read { .. } => self.continue_read(now, task),
             Op::Sync { op } => self.continue_sync(now, task, op),
             Op::Truncate { .. } => self.continue_truncate(now, task),
+            Op::DirectWrite { .. } => self.continue_direct(now, task),
         }
     }
 
     /// The file the task's operation is on, if it is on one file.
     fn op_file(&self, task: TaskId) -> Option<crate::ids::FileId> {
         let handle = match self.tasks[task.index()].op {
-            Op::Write { handle, .. } | Op::Read { handle, .. } => handle,
+            Op::Write { handle, .. } | Op::Read { handle, .. } | Op::DirectWrite { handle, .. } => {
+                handle
+            }
             _ => return None,
         };
         self.handle(handle).ok().map(|h| h.file)

@@ -55,15 +55,19 @@ pub enum WriteMode {
     /// Through the cache, uncached (RWF_DONTCACHE): the pages leave once
     /// written back.
     Dontcache,
+    /// Around the cache (O_DIRECT): straight to the device, waiting for it.
+    /// Simulated only.
+    Direct,
 }
 
 impl WriteMode {
-    pub const ALL: [WriteMode; 2] = [WriteMode::Buffered, WriteMode::Dontcache];
+    pub const ALL: [WriteMode; 3] = [WriteMode::Buffered, WriteMode::Dontcache, WriteMode::Direct];
 
     pub fn name(self) -> &'static str {
         match self {
             WriteMode::Buffered => "buffered",
             WriteMode::Dontcache => "dontcache",
+            WriteMode::Direct => "direct",
         }
     }
 }

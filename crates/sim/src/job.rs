@@ -15,10 +15,11 @@ use crate::workload::Op;
 use wb_engine::{Instant, WriteFlags};
 use wb_scenario::{JobSpec, Scenario, WriteMode};
 
-/// The engine's flags for a job's writes.
+/// The engine's flags for a job's writes through the cache (direct
+/// writes go around it: `Engine::write_direct`).
 pub fn write_flags(mode: WriteMode) -> WriteFlags {
     match mode {
-        WriteMode::Buffered => WriteFlags::default(),
+        WriteMode::Buffered | WriteMode::Direct => WriteFlags::default(),
         WriteMode::Dontcache => WriteFlags::DONTCACHE,
     }
 }

@@ -67,6 +67,8 @@ struct Job {
     workload: Box<dyn Workload>,
     /// How the job's writes go through the cache.
     write_flags: WriteFlags,
+    /// The job writes around the cache (O_DIRECT).
+    direct: bool,
     /// Only the newest scheduled event of a job counts.
     gen: u64,
 }
@@ -157,6 +159,7 @@ impl Sim {
                 handles,
                 workload,
                 write_flags: crate::job::write_flags(spec.mode),
+                direct: spec.mode == wb_scenario::WriteMode::Direct,
                 gen: 0,
             });
         }
@@ -297,6 +300,10 @@ impl Sim {
         let j = &self.jobs[job];
         let task = j.task;
         match op {
+            Op::Write { file, offset, len } if j.direct => {
+                self.engine
+                    .write_direct(now, task, j.handles[file], offset, len)
+            }
             Op::Write { file, offset, len } => {
                 self.engine
                     .write_with(now, task, j.handles[file], offset, len, j.write_flags)

@@ -141,8 +141,10 @@ fn scenario(s: &Shape) -> Scenario {
             sync: true,
             fsync_each: i % 2 == 1,
         };
-        // Every third writer writes uncached.
-        let mode = if i % 3 == 2 {
+        // Every third writer writes uncached, every fifth around the cache.
+        let mode = if i % 5 == 4 {
+            WriteMode::Direct
+        } else if i % 3 == 2 {
             WriteMode::Dontcache
         } else {
             WriteMode::Buffered

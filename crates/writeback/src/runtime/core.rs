@@ -74,6 +74,9 @@ pub(crate) struct Flush {
 #[derive(Default)]
 pub(crate) struct Out {
     pub ops: Vec<IoOp>,
+    /// Requests this runtime cannot carry out (direct writes: their data
+    /// is not in the frames), to be reported failed once the lock is free.
+    pub refused: Vec<IoId>,
     pub flushes: Vec<Flush>,
     pub woke: bool,
 }
@@ -159,6 +162,7 @@ impl Core {
                     self.copy_in(file, pos, frame, &w.data[from..from + len as usize]);
                     copied = Some(file);
                 }
+                Action::Submit(req) if req.direct => out.refused.push(req.id),
                 Action::Submit(req) => out.ops.push(self.build_op(req)),
                 Action::Wake(task) => {
                     self.woken[task.index()] = true;

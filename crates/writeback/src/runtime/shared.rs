@@ -154,6 +154,15 @@ impl Shared {
         if out.woke {
             self.cv.notify_all();
         }
+        for id in out.refused {
+            let mut core = self.lock();
+            let now = self.clock.now();
+            core.engine
+                .io_complete(now, id, Err(wb_engine::IoErrorKind::Io));
+            let more = core.drain(None);
+            drop(core);
+            self.dispatch(more);
+        }
         for flush in out.flushes {
             let result = Self::flush(&flush).map_err(|e| crate::error::io_error_kind(&e));
             let mut core = self.lock();
