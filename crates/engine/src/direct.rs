@@ -157,12 +157,7 @@ impl Engine {
                 direct: true,
             };
             self.direct_ios.insert(id, task);
-            let dev = &mut self.devices[device.index()];
-            if dev.tags_used < dev.config.nr_requests && dev.tag_waiters.is_empty() {
-                self.issue(now, req, false);
-            } else {
-                dev.tag_waiters.push_back(req);
-            }
+            self.issue_or_queue(now, req);
             page += pages;
             count += 1;
         }

@@ -202,6 +202,19 @@ impl Engine {
         self.actions.push_back(Action::Submit(req));
     }
 
+    /// Issues an untracked request (a read, a direct write) if a tag is
+    /// free and none waits before it (and, for a read, the device may
+    /// take another); else it waits for a tag in arrival order.
+    pub(crate) fn issue_or_queue(&mut self, now: Instant, req: IoRequest) {
+        let dev = &mut self.devices[req.device.index()];
+        let read_room = req.dir != IoDir::Read || dev.reads_inflight < dev.read_depth_max;
+        if dev.tags_used < dev.config.nr_requests && dev.tag_waiters.is_empty() && read_room {
+            self.issue(now, req, false);
+        } else {
+            dev.tag_waiters.push_back(req);
+        }
+    }
+
     /// Reads pages that were inserted as PG_READING.
     pub(crate) fn submit_read(
         &mut self,
@@ -224,14 +237,6 @@ impl Engine {
             reason: None,
             direct: false,
         };
-        let dev = &mut self.devices[device.index()];
-        if dev.tags_used < dev.config.nr_requests
-            && dev.tag_waiters.is_empty()
-            && dev.reads_inflight < dev.read_depth_max
-        {
-            self.issue(now, req, false);
-        } else {
-            dev.tag_waiters.push_back(req);
-        }
+        self.issue_or_queue(now, req);
     }
 }

@@ -237,6 +237,59 @@ impl Drop for ChildGuard {
     }
 }
 
+/// A setting a benchmark changed, as it was before: put back by `restore`.
+pub trait Snapshot {
+    fn restore(&self) -> Result<(), String>;
+}
+
+/// A change registered in the cleanup registry (so Ctrl-C undoes it too)
+/// and undone when the guard is dropped, or by `restore`.
+pub struct RestoreGuard<S: Snapshot> {
+    id: u64,
+    snapshot: S,
+    restored: bool,
+}
+
+impl<S: Snapshot> RestoreGuard<S> {
+    /// Guards `snapshot`, registered in the registry under `id`.
+    pub fn new(id: u64, snapshot: S) -> RestoreGuard<S> {
+        RestoreGuard {
+            id,
+            snapshot,
+            restored: false,
+        }
+    }
+
+    /// What will be put back.
+    #[cfg(test)]
+    pub fn snapshot(&self) -> &S {
+        &self.snapshot
+    }
+
+    /// Restores now, reporting any problem.
+    pub fn restore(mut self) -> Result<(), String> {
+        self.restore_inner()
+    }
+
+    fn restore_inner(&mut self) -> Result<(), String> {
+        if self.restored {
+            return Ok(());
+        }
+        self.restored = true;
+        let result = self.snapshot.restore();
+        global().remove(self.id);
+        result
+    }
+}
+
+impl<S: Snapshot> Drop for RestoreGuard<S> {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore_inner() {
+            eprintln!("wb bench: {e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -143,26 +143,24 @@ impl SchedulerSnapshot {
     }
 }
 
+impl cleanup::Snapshot for SchedulerSnapshot {
+    fn restore(&self) -> Result<(), String> {
+        SchedulerSnapshot::restore(self)
+    }
+}
+
 /// The queue's scheduler switched for as long as this guard lives; the
 /// previous one comes back when it is dropped (and on Ctrl-C, through the
 /// cleanup registry).
-pub struct SchedulerGuard {
-    id: u64,
-    snapshot: SchedulerSnapshot,
-    restored: bool,
-}
+pub type SchedulerGuard = cleanup::RestoreGuard<SchedulerSnapshot>;
 
-impl SchedulerGuard {
+impl cleanup::RestoreGuard<SchedulerSnapshot> {
     /// Switches `queue` to `scheduler` ("kyber", "bfq", ...).
     pub fn apply(queue: &Queue, scheduler: &str) -> Result<SchedulerGuard, String> {
         let snapshot = SchedulerSnapshot::take(queue)?;
         let id = cleanup::global().add_scheduler(snapshot.clone());
         // From here on, dropping the guard restores (also if the switch fails).
-        let guard = SchedulerGuard {
-            id,
-            snapshot,
-            restored: false,
-        };
+        let guard = cleanup::RestoreGuard::new(id, snapshot);
         let path = queue.scheduler_file();
         fs::write(&path, scheduler).map_err(|e| {
             format!(
@@ -178,29 +176,6 @@ impl SchedulerGuard {
                 path.display(),
                 now.as_deref().unwrap_or("?")
             )),
-        }
-    }
-
-    /// Restores now, reporting any problem.
-    pub fn restore(mut self) -> Result<(), String> {
-        self.restore_inner()
-    }
-
-    fn restore_inner(&mut self) -> Result<(), String> {
-        if self.restored {
-            return Ok(());
-        }
-        self.restored = true;
-        let result = self.snapshot.restore();
-        cleanup::global().remove(self.id);
-        result
-    }
-}
-
-impl Drop for SchedulerGuard {
-    fn drop(&mut self) {
-        if let Err(e) = self.restore_inner() {
-            eprintln!("wb bench: {e}");
         }
     }
 }

@@ -147,16 +147,18 @@ pub fn check_writable(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
+impl cleanup::Snapshot for DirtySnapshot {
+    fn restore(&self) -> Result<(), String> {
+        DirtySnapshot::restore(self)
+    }
+}
+
 /// The kernel's dirty limits set to given byte values for as long as this
 /// guard lives; the previous values come back when it is dropped (and on
 /// Ctrl-C, through the cleanup registry).
-pub struct DirtyLimitsGuard {
-    id: u64,
-    snapshot: DirtySnapshot,
-    restored: bool,
-}
+pub type DirtyLimitsGuard = cleanup::RestoreGuard<DirtySnapshot>;
 
-impl DirtyLimitsGuard {
+impl cleanup::RestoreGuard<DirtySnapshot> {
     /// Sets `dirty_bytes` and `dirty_background_bytes` under `root`.
     pub fn apply(
         root: &Path,
@@ -167,39 +169,12 @@ impl DirtyLimitsGuard {
             .map_err(|e| format!("reading the dirty limits in {}: {e}", root.display()))?;
         let id = cleanup::global().add_sysctls(snapshot.clone());
         // From here on, dropping the guard restores (also if a write below fails).
-        let guard = DirtyLimitsGuard {
-            id,
-            snapshot,
-            restored: false,
-        };
+        let guard = cleanup::RestoreGuard::new(id, snapshot);
         for (name, value) in [(DIRTY_BYTES, dirty_bytes), (BG_BYTES, background_bytes)] {
             write_knob(root, name, value)
                 .map_err(|e| format!("setting {}={value}: {e}", root.join(name).display()))?;
         }
         Ok(guard)
-    }
-
-    /// Restores now, reporting any problem.
-    pub fn restore(mut self) -> Result<(), String> {
-        self.restore_inner()
-    }
-
-    fn restore_inner(&mut self) -> Result<(), String> {
-        if self.restored {
-            return Ok(());
-        }
-        self.restored = true;
-        let result = self.snapshot.restore();
-        cleanup::global().remove(self.id);
-        result
-    }
-}
-
-impl Drop for DirtyLimitsGuard {
-    fn drop(&mut self) {
-        if let Err(e) = self.restore_inner() {
-            eprintln!("wb bench: {e}");
-        }
     }
 }
 
@@ -242,7 +217,7 @@ mod tests {
             let guard = DirtyLimitsGuard::apply(&vm.0, 200 << 20, 100 << 20).expect("apply");
             assert_eq!(vm.get(DIRTY_BYTES), 200 << 20);
             assert_eq!(vm.get(BG_BYTES), 100 << 20);
-            assert_eq!(guard.snapshot.dirty_ratio, 20);
+            assert_eq!(guard.snapshot().dirty_ratio, 20);
         }
         assert_eq!(vm.get(DIRTY_BYTES), 0);
         assert_eq!(vm.get(DIRTY_RATIO), 20);
