@@ -42,7 +42,8 @@ pub struct RunArgs {
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     pub json: bool,
-    /// Override a knob: KNOB=VALUE or DEVICE.KNOB=VALUE (as for `wb sim`). Repeatable.
+    /// Override a knob: KNOB=VALUE, DEVICE.KNOB=VALUE or JOB.mode=MODE (as for
+    /// `wb sim`; mode direct is simulated only). Repeatable.
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     pub sets: Vec<String>,
     /// Seed for random offsets; defaults to the scenario's seed.

@@ -10,14 +10,18 @@ use wb_sim::runner::{self, SimOptions};
 #[derive(Args)]
 #[command(after_help = "\
 Cache knobs: memory, dirty_ratio, dirty_background_ratio, dirty_bytes, dirty_background_bytes,
-  dirty_expire_centisecs, dirty_writeback_centisecs, dirty_throttle (io-less | global-2007).
+  dirty_expire_centisecs, dirty_writeback_centisecs, dirty_throttle (io-less | global-2007),
+  dontcache_flush (kick | inline), dontcache_counter (per-domain | global-split).
 Device knobs: wbt_lat_usec (-1 auto, 0 off, N us), stable_writes (none | wait),
   min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb, max_sectors_kb.
+Job setting: JOB.mode=buffered | dontcache | direct (how the job writes).
 
 Examples:
   wb sim scenarios/axboe-2016.toml --set wbt_lat_usec=0
   wb sim scenarios/sekiyama-2007.toml --set dirty_throttle=global-2007 --json
   wb sim scenarios/axboe-2016.toml --set disk.queue_depth=1 --seed 7
+  wb sim scenarios/layton-2026-seq.toml --set dontcache_flush=inline
+  wb sim scenarios/layton-2026-seq.toml --set writer.mode=buffered
 
 Exit status: 0 on success, 2 for a bad scenario file, knob value or argument.")]
 pub struct SimArgs {
@@ -30,8 +34,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub json: bool,
     /// Override a knob for this run: KNOB=VALUE for a cache knob (or a device
-    /// knob on every device, e.g. wbt_lat_usec=0), DEVICE.KNOB=VALUE for one device.
-    /// Repeatable.
+    /// knob on every device, e.g. wbt_lat_usec=0), DEVICE.KNOB=VALUE for one device,
+    /// JOB.mode=MODE for how one job writes. Repeatable.
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     pub sets: Vec<String>,
     /// Check the engine's invariants after every event (slow).

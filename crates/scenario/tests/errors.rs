@@ -433,7 +433,7 @@ fn write_mode_and_pattern() {
             "kind = \"writer\"\nmode = \"direct-ish\"",
         ),
         10,
-        "unknown mode \"direct-ish\" (known: buffered, dontcache)",
+        "unknown mode \"direct-ish\" (known: buffered, dontcache, direct)",
     );
     assert_error(
         &base_with(

@@ -87,7 +87,7 @@ fn job_mode() {
     assert_eq!(s.cache.dontcache_flush, wb_engine::DontcacheFlush::Inline);
     assert_rejected(
         "bulk.mode=uncached",
-        "unknown mode 'uncached' (known: buffered, dontcache)",
+        "unknown mode 'uncached' (known: buffered, dontcache, direct)",
     );
     assert_rejected("scanner.mode=dontcache", "job 'scanner' reads");
     assert_rejected("nobody.mode=dontcache", "no device or job named 'nobody'");
