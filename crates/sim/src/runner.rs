@@ -9,8 +9,6 @@ use crate::layout::Layout;
 use crate::report::{DeviceFacts, EngineReport, RunReport};
 use crate::rng::Rng;
 use crate::workload::{Next, Op, Workload};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fmt;
 use wb_engine::{
     Action, DeviceId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId,
@@ -69,8 +67,8 @@ struct Job {
     write_flags: WriteFlags,
     /// The job writes around the cache (O_DIRECT).
     direct: bool,
-    /// Only the newest scheduled event of a job counts.
-    gen: u64,
+    /// The job's one pending event: (time, order scheduled).
+    next: Option<(Instant, u64)>,
 }
 
 struct Sim {
@@ -80,7 +78,7 @@ struct Sim {
     /// Start of each engine file's extent on its device.
     file_base: Vec<u64>,
     jobs: Vec<Job>,
-    events: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
+
     seq: u64,
     now: Instant,
     foreground_left: usize,
@@ -160,7 +158,7 @@ impl Sim {
                 workload,
                 write_flags: crate::job::write_flags(spec.mode),
                 direct: spec.mode == wb_scenario::WriteMode::Direct,
-                gen: 0,
+                next: None,
             });
         }
         let foreground_left = job::foreground_jobs(scenario);
@@ -170,7 +168,6 @@ impl Sim {
             models,
             file_base,
             jobs,
-            events: BinaryHeap::new(),
             seq: 0,
             now,
             foreground_left,
@@ -183,10 +180,10 @@ impl Sim {
 
     fn schedule(&mut self, job: usize, at: Instant) {
         let j = &mut self.jobs[job];
-        j.gen += 1;
         self.seq += 1;
-        self.events
-            .push(Reverse((at.max(self.now), self.seq, job, j.gen)));
+        // A new event replaces the job's pending one (a wake-up before a
+        // sleep's end).
+        j.next = Some((at.max(self.now), self.seq));
     }
 
     fn event_loop(&mut self, end: Instant, mut options: SimOptions<'_>) {
@@ -196,7 +193,7 @@ impl Sim {
             if self.foreground_left == 0 {
                 break;
             }
-            let jobs_next = self.events.peek().map(|Reverse((t, ..))| *t);
+            let jobs_next = self.next_job_event().map(|(t, ..)| t);
             let Some(next) = self.next_event(jobs_next) else {
                 break;
             };
@@ -220,19 +217,27 @@ impl Sim {
         self.drain_actions(self.now);
     }
 
+    /// The earliest pending job event as (time, order scheduled, job).
+    /// Jobs are few: a scan costs less than keeping an ordered set.
+    fn next_job_event(&self) -> Option<(Instant, u64, usize)> {
+        self.jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, j)| j.next.map(|(t, seq)| (t, seq, i)))
+            .min()
+    }
+
     /// The jobs whose next event is due (after completions and timers,
     /// drive.rs step 4).
     fn run_jobs_due(&mut self) {
         let now = self.now;
-        while let Some(&Reverse((t, _, job, gen))) = self.events.peek() {
+        while let Some((t, _, job)) = self.next_job_event() {
             if t > now {
                 break;
             }
-            self.events.pop();
-            if gen == self.jobs[job].gen {
-                self.run_job(job);
-                self.drain_actions(now);
-            }
+            self.jobs[job].next = None;
+            self.run_job(job);
+            self.drain_actions(now);
         }
     }
 }
