@@ -52,6 +52,16 @@
 //!    sync returns a write-back error this handle has not seen (errseq) or
 //!    a failed flush.
 //!
+//! An uncached write (`WriteFlags::DONTCACHE`, `dontcache.rs`) takes the
+//! same steps, with three differences: the pages it brings in are marked
+//! drop-behind (step 2); when it returns it kicks its context's flusher
+//! (a coalescing bit; or, with `dontcache_flush = inline`, submits its own
+//! range) and waits for completions once its uncached pages reach 50 ms of
+//! device writes (step 4); and in step 6 its pages leave the cache as soon
+//! as they are clean. A direct write (`Engine::write_direct`, `direct.rs`)
+//! skips the cache: it writes back and drops what the cache held of its
+//! range, then goes to the device and waits.
+//!
 //! Later, an idle file (no handle, nothing dirty or in flight) may be let
 //! go when the cache holds too many files, least recently used first,
 //! flushed first if unsynced (`evict.rs`, `Action::Evict`).
