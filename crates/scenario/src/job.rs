@@ -284,6 +284,16 @@ fn writer(table: &TableView<'_>) -> Res<JobKind> {
 fn reader(table: &TableView<'_>) -> Res<JobKind> {
     let file_size = file_size(table)?;
     let block_size = block_size(table, KIB4)?;
+    if block_size > file_size {
+        // A read must fit in the file it reads.
+        let at = table
+            .get("block_size")
+            .or_else(|| table.get("file_size"))
+            .expect("file_size is required, so present");
+        return Err(at.error(format!(
+            "a reader's block_size ({block_size} bytes) must not exceed its file_size ({file_size} bytes)"
+        )));
+    }
     let random = optional(table, "pattern", pattern)?;
     Ok(JobKind::Reader {
         file_size,

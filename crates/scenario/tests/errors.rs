@@ -444,3 +444,15 @@ fn write_mode_and_pattern() {
         "expected \"sequential\" or \"random\", found \"zigzag\"",
     );
 }
+
+#[test]
+fn a_reader_block_larger_than_its_file() {
+    let text = format!(
+        "{BASE}\n[[job]]\nname = \"r\"\nkind = \"reader\"\ndevice = \"disk\"\nfile_size = \"1KiB\"\nblock_size = \"4KiB\"\nbackground = true\n"
+    );
+    assert_error(
+        &text,
+        18,
+        "a reader's block_size (4096 bytes) must not exceed its file_size (1024 bytes)",
+    );
+}
