@@ -52,6 +52,7 @@ impl Workload for FsyncLoop {
     }
 
     fn files(&self) -> Vec<(u64, u64)> {
-        vec![(0, self.block_size * self.count)]
+        // Saturating: an extent past u64 cannot fit on any device, and says so.
+        vec![(0, self.block_size.saturating_mul(self.count))]
     }
 }
