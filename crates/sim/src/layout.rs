@@ -15,7 +15,7 @@ impl Layout {
     /// or None if the device is full.
     pub fn allocate(&mut self, bytes: u64, capacity: u64) -> Option<u64> {
         let start = self.next;
-        let len = bytes.max(4096).div_ceil(EXTENT_ALIGN) * EXTENT_ALIGN;
+        let len = bytes.max(4096).div_ceil(EXTENT_ALIGN).checked_mul(EXTENT_ALIGN)?;
         let end = start.checked_add(len)?;
         if end > capacity {
             return None;
@@ -36,5 +36,6 @@ mod tests {
         assert_eq!(l.allocate(1 << 20, 4 << 20), Some(1 << 20));
         assert_eq!(l.allocate(3 << 20, 4 << 20), None);
         assert_eq!(l.allocate(2 << 20, 4 << 20), Some(2 << 20));
+        assert_eq!(l.allocate(u64::MAX, u64::MAX), None, "no wrap to nothing");
     }
 }
