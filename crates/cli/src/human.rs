@@ -23,7 +23,18 @@ fn lat_line(label: &str, l: &LatencySummary) -> String {
 
 fn job(out: &mut String, j: &JobReport) {
     let op = if j.kind == "reader" { "read" } else { "write" };
-    let _ = writeln!(out, "{} ({} on {}):", j.name, j.kind, j.device);
+    let _ = writeln!(
+        out,
+        "{} ({} on {}){}:",
+        j.name,
+        j.kind,
+        j.device,
+        if j.cut_off {
+            ", cut off by the scenario's duration"
+        } else {
+            ""
+        }
+    );
     let _ = writeln!(
         out,
         "  {op}: IOPS={:.0}, BW={:.1}MiB/s ({:.1}MiB in {:.2}s){}",

@@ -175,6 +175,7 @@ impl JobRun {
             syncs: self.sync_lat.count(),
             sync_lat_us: self.sync_lat.summary(),
             errors: self.errors,
+            cut_off: self.finished.is_none() && !self.background,
         }
     }
 }
@@ -329,5 +330,21 @@ mod tests {
         let r = j.report(Instant(3_000 * NS_PER_MS));
         assert_eq!(r.elapsed_s, 0.5);
         assert_eq!(r.iops, 8.0);
+    }
+
+    #[test]
+    fn a_foreground_job_the_duration_ended_is_reported_cut_off() {
+        let scenario_end = Instant(NS_PER_MS * 20);
+        let mut fg = JobRun::new(&spec(false, None), "d");
+        fg.start(Instant(5 * NS_PER_MS));
+        assert!(fg.report(scenario_end).cut_off, "still running at the end");
+        fg.finish(Instant(10 * NS_PER_MS));
+        assert!(!fg.report(scenario_end).cut_off, "finished");
+        let mut bg = JobRun::new(&spec(true, None), "d");
+        bg.start(Instant(5 * NS_PER_MS));
+        assert!(
+            !bg.report(scenario_end).cut_off,
+            "background jobs stop with the run"
+        );
     }
 }

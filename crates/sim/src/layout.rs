@@ -15,7 +15,10 @@ impl Layout {
     /// or None if the device is full.
     pub fn allocate(&mut self, bytes: u64, capacity: u64) -> Option<u64> {
         let start = self.next;
-        let len = bytes.max(4096).div_ceil(EXTENT_ALIGN).checked_mul(EXTENT_ALIGN)?;
+        let len = bytes
+            .max(4096)
+            .div_ceil(EXTENT_ALIGN)
+            .checked_mul(EXTENT_ALIGN)?;
         let end = start.checked_add(len)?;
         if end > capacity {
             return None;

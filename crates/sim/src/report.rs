@@ -83,6 +83,9 @@ pub struct JobReport {
     pub sync_lat_us: LatencySummary,
     /// Operations that returned an error.
     pub errors: u64,
+    /// A foreground job the run's duration ended before it finished: its
+    /// figures cover only what it did until then.
+    pub cut_off: bool,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
