@@ -219,16 +219,25 @@ fn since(run_start: StdInstant) -> wb_engine::Instant {
     wb_engine::Instant(run_start.elapsed().as_nanos() as u64)
 }
 
-/// Runs one job's operations on its own thread until it finishes.
+/// When the run started, and when its duration ends it (as `wb sim` does).
+#[derive(Clone, Copy)]
+struct RunClock {
+    start: StdInstant,
+    duration_ns: u64,
+}
+
+/// Runs one job's operations on its own thread until it finishes, or the
+/// scenario's duration ends the run (then the job is reported cut off).
 fn job_thread(
     cache: &Cache,
     files: &JobFiles,
     mut workload: Box<dyn Workload + Send>,
     block: u64,
     mut job: JobRun,
-    run_start: StdInstant,
+    clock: RunClock,
     foreground_left: &AtomicUsize,
 ) -> JobRun {
+    let run_start = clock.start;
     let start = run_start + Duration::from_nanos(job.start_at().as_ns());
     std::thread::sleep(start.saturating_duration_since(StdInstant::now()));
     job.start(since(run_start));
@@ -239,6 +248,10 @@ fn job_thread(
     }
     loop {
         let now = since(run_start);
+        if now.as_ns() >= clock.duration_ns {
+            // Unfinished: `wb sim` stops its jobs here too.
+            return job;
+        }
         if job.should_stop(now, foreground_left.load(Ordering::Acquire)) {
             break;
         }
@@ -316,7 +329,11 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
                 let block = block_size(&spec.kind);
                 let job = JobRun::for_job(scenario, j);
                 let (files, left) = (&files[j], &foreground_left);
-                s.spawn(move || job_thread(cache_ref, files, workload, block, job, run_start, left))
+                let clock = RunClock {
+                    start: run_start,
+                    duration_ns: scenario.duration_ns,
+                };
+                s.spawn(move || job_thread(cache_ref, files, workload, block, job, clock, left))
             })
             .collect();
         handles

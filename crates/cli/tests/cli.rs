@@ -337,6 +337,30 @@ fn run_stops_jobs_by_the_simulators_rules_and_reports_them() {
     let last_foreground = num(w, "elapsed_s").max(f_elapsed);
     assert!(num(r, "elapsed_s") < last_foreground + 1.0, "{v}");
     assert!(r["ops"].as_u64().unwrap_or(0) >= 1, "{v}");
+    for job in jobs {
+        assert_eq!(job["cut_off"], false, "{v}");
+    }
+    // With a duration shorter than the fsync loop's runtime, the run ends
+    // there, as in `wb sim`, and says which jobs it cut off.
+    let cut = write_temp(
+        "short-run-cut.toml",
+        &SHORT_RUN.replace("seed = 5", "seed = 5\nduration = \"50ms\""),
+    );
+    std::fs::create_dir_all(&base).expect("create the run directory");
+    let out = wb(&[
+        "run",
+        cut.to_str().expect("UTF-8 path"),
+        "--json",
+        "--no-calibrate",
+        "--dir",
+        base.to_str().expect("UTF-8 path"),
+    ]);
+    let v = json(&out);
+    let _ = std::fs::remove_dir_all(&base);
+    let jobs = v["jobs"].as_array().expect("jobs is an array");
+    let cut_off: Vec<_> = jobs.iter().map(|j| j["cut_off"].as_bool()).collect();
+    assert_eq!(cut_off, [Some(true), Some(true), Some(false)], "{v}");
+    assert!(v["sim_time_s"].as_f64().unwrap_or(f64::NAN) < 1.0, "{v}");
 }
 
 #[test]
