@@ -17,7 +17,7 @@
 use crate::action::{IoDir, IoErrorKind, IoRequest, StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::ids::{FileId, HandleId, IoId, PageIndex, TaskId, PAGE_SIZE};
+use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
@@ -44,9 +44,7 @@ impl Engine {
         offset: u64,
         len: u64,
     ) -> Result<Step, EngineError> {
-        let file = self.handle(handle)?.file;
-        Self::page_range(offset, len)?;
-        self.touch_file(file);
+        self.file_in_use(handle, offset, len)?;
         self.begin(
             task,
             Op::DirectWrite {
@@ -143,20 +141,8 @@ impl Engine {
         let mut count = 0;
         while page < last {
             let pages = max_pages.min(last - page);
-            let id = IoId(self.next_io);
-            self.next_io += 1;
-            let req = IoRequest {
-                id,
-                device,
-                file,
-                dir: IoDir::Write,
-                first_page: page,
-                pages: pages as u32,
-                class: None,
-                reason: None,
-                direct: true,
-            };
-            self.direct_ios.insert(id, task);
+            let req = self.untracked_request(file, IoDir::Write, page, pages, true);
+            self.direct_ios.insert(req.id, task);
             self.issue_or_queue(now, req);
             page += pages;
             count += 1;

@@ -223,20 +223,32 @@ impl Engine {
         first_page: PageIndex,
         pages: u64,
     ) {
-        let device = self.files[file.index()].device;
+        let req = self.untracked_request(file, IoDir::Read, first_page, pages, false);
+        self.issue_or_queue(now, req);
+    }
+
+    /// A new request that wbt does not track (a read, a direct write),
+    /// with the next id.
+    pub(crate) fn untracked_request(
+        &mut self,
+        file: FileId,
+        dir: IoDir,
+        first_page: PageIndex,
+        pages: u64,
+        direct: bool,
+    ) -> IoRequest {
         let id = IoId(self.next_io);
         self.next_io += 1;
-        let req = IoRequest {
+        IoRequest {
             id,
-            device,
+            device: self.files[file.index()].device,
             file,
-            dir: IoDir::Read,
+            dir,
             first_page,
             pages: pages as u32,
             class: None,
             reason: None,
-            direct: false,
-        };
-        self.issue_or_queue(now, req);
+            direct,
+        }
     }
 }

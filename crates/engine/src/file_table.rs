@@ -54,6 +54,21 @@ impl Engine {
     }
 
     /// The byte range as pages, or an error if it does not fit.
+    /// The file behind `handle`, for an operation on bytes
+    /// `offset..offset + len` (which must fit a file); the file counts as
+    /// used now (evict.rs).
+    pub(crate) fn file_in_use(
+        &mut self,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<FileId, EngineError> {
+        let file = self.handle(handle)?.file;
+        Self::page_range(offset, len)?;
+        self.touch_file(file);
+        Ok(file)
+    }
+
     pub(crate) fn page_range(offset: u64, len: u64) -> Result<(PageIndex, PageIndex), EngineError> {
         let end = offset
             .checked_add(len)

@@ -57,9 +57,7 @@ impl Engine {
         len: u64,
         flags: WriteFlags,
     ) -> Result<Step, EngineError> {
-        let file = self.handle(handle)?.file;
-        Self::page_range(offset, len)?;
-        self.touch_file(file);
+        self.file_in_use(handle, offset, len)?;
         let end = offset + len;
         self.begin(
             task,
