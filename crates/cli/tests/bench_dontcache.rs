@@ -1,9 +1,10 @@
 //! `wb bench dontcache` as a person runs it: the JSON it promises, what
 //! each configuration leaves cached, and exit 2 for bad input.
 
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod common;
+use common::wb;
 
 const NAMES: [&str; 6] = [
     "kernel-buffered",
@@ -13,14 +14,6 @@ const NAMES: [&str; 6] = [
     "engine-dontcache",
     "engine-dontcache-inline",
 ];
-
-fn wb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wb"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("wb runs")
-}
 
 /// Why `dir` cannot host the benchmark, if it cannot: root (for the dirty
 /// limits), O_DIRECT and RWF_DONTCACHE are needed.
@@ -32,32 +25,7 @@ fn unusable(dir: &Path) -> Option<String> {
     if !writeback::io::supports_direct(dir) {
         return Some(format!("{} does not support O_DIRECT", dir.display()));
     }
-    let probe = dir.join("dontcache-probe");
-    let file = std::fs::File::create(&probe).expect("create the probe file");
-    let buf = [0u8; 4096];
-    let iov = libc::iovec {
-        iov_base: buf.as_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: the iovec describes `buf`, alive for the call and only read by
-    // the kernel; one iovec is passed and counted; the fd is open.
-    let n = unsafe { libc::pwritev2(file.as_raw_fd(), &iov, 1, 0, libc::RWF_DONTCACHE) };
-    let err = std::io::Error::last_os_error();
-    drop(file);
-    let _ = std::fs::remove_file(&probe);
-    (n < 0).then(|| format!("RWF_DONTCACHE writes fail in {}: {err}", dir.display()))
-}
-
-fn dirty_knobs() -> Vec<String> {
-    [
-        "dirty_bytes",
-        "dirty_ratio",
-        "dirty_background_bytes",
-        "dirty_background_ratio",
-    ]
-    .iter()
-    .map(|k| std::fs::read_to_string(format!("/proc/sys/vm/{k}")).unwrap_or_default())
-    .collect()
+    common::dontcache_refused(dir)
 }
 
 #[test]
@@ -72,7 +40,7 @@ fn dontcache_json_has_every_config_and_what_each_leaves_cached() {
         wb_testkit::skip(&why);
         return;
     }
-    let knobs_before = dirty_knobs();
+    let knobs_before = common::dirty_knobs();
     let data_dir = base.join("wb-data");
     let out = wb(&[
         "bench",
@@ -97,7 +65,11 @@ fn dontcache_json_has_every_config_and_what_each_leaves_cached() {
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
     assert!(left.is_empty(), "files left in {}: {left:?}", dir.display());
-    assert_eq!(dirty_knobs(), knobs_before, "dirty limits not restored");
+    assert_eq!(
+        common::dirty_knobs(),
+        knobs_before,
+        "dirty limits not restored"
+    );
 
     assert_eq!(v["size_mib"], 64, "{v}");
     assert_eq!(v["repeat"], 1, "{v}");

@@ -3,19 +3,13 @@
 //! kernel configuration per figure, and the machine left as it was.
 
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod common;
+use common::wb;
 
 const KERNEL: [&str; 4] = ["kernel", "kernel-dontcache", "kernel-kyber", "kernel-bfq"];
-
-fn wb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wb"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("wb runs")
-}
 
 /// The `scheduler` file of the block device under `dir` (a partition's
 /// is its disk's).
@@ -58,32 +52,11 @@ fn unusable(dir: &Path) -> Option<String> {
             return Some(format!("{} does not offer {name}", file.display()));
         }
     }
-    let probe = dir.join("dontcache-probe");
-    let f = std::fs::File::create(&probe).expect("create the probe file");
-    let buf = [0u8; 4096];
-    let iov = libc::iovec {
-        iov_base: buf.as_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: the iovec describes `buf`, alive for the call and only read by
-    // the kernel; one iovec is passed and counted; the fd is open.
-    let n = unsafe { libc::pwritev2(f.as_raw_fd(), &iov, 1, 0, libc::RWF_DONTCACHE) };
-    let err = std::io::Error::last_os_error();
-    drop(f);
-    let _ = std::fs::remove_file(&probe);
-    (n < 0).then(|| format!("RWF_DONTCACHE writes fail in {}: {err}", dir.display()))
+    common::dontcache_refused(dir)
 }
 
 fn knobs(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "dirty_bytes",
-        "dirty_ratio",
-        "dirty_background_bytes",
-        "dirty_background_ratio",
-    ]
-    .iter()
-    .map(|k| std::fs::read_to_string(format!("/proc/sys/vm/{k}")).unwrap_or_default())
-    .collect();
+    let mut v = common::dirty_knobs();
     if let Some(file) = scheduler_file(dir) {
         v.push(std::fs::read_to_string(&file).unwrap_or_default());
         v.push(std::fs::read_to_string(file.with_file_name("wbt_lat_usec")).unwrap_or_default());

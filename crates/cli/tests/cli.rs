@@ -2,15 +2,10 @@
 //! determinism.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn wb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wb"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("wb runs")
-}
+mod common;
+use common::wb;
 
 fn write_temp(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("wb-cli-test-{}", std::process::id()));

@@ -282,14 +282,13 @@ fn writer(table: &TableView<'_>) -> Res<JobKind> {
 }
 
 fn reader(table: &TableView<'_>) -> Res<JobKind> {
+    let file_size_field = table.require("file_size")?;
     let file_size = file_size(table)?;
     let block_size = block_size(table, KIB4)?;
     if block_size > file_size {
-        // A read must fit in the file it reads.
-        let at = table
-            .get("block_size")
-            .or_else(|| table.get("file_size"))
-            .expect("file_size is required, so present");
+        // A read must fit in the file it reads: point at the block size if
+        // given, else at the file size that is too small for the default.
+        let at = table.get("block_size").unwrap_or(file_size_field);
         return Err(at.error(format!(
             "a reader's block_size ({block_size} bytes) must not exceed its file_size ({file_size} bytes)"
         )));
