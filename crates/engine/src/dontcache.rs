@@ -240,6 +240,10 @@ impl Engine {
     /// Pages `first..end` of `file` finished writeback: those marked
     /// drop-behind that came out clean leave the cache now.
     pub(crate) fn drop_behind(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        // Every write completion passes here: most files have no marked page.
+        if self.files[file.index()].counts().dropbehind == 0 {
+            return;
+        }
         let stretches: Vec<(PageIndex, PageIndex, u32)> = self.files[file.index()]
             .runs_over(first, end)
             .filter(|(_, run)| run.flags & PG_DROPBEHIND != 0 && run.reclaimable())
@@ -264,9 +268,10 @@ impl Engine {
     /// An ordinary read of pages `first..end` takes their drop-behind mark off.
     pub(crate) fn clear_dropbehind(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         let f = &mut self.files[file.index()];
-        if !f
-            .runs_over(first, end)
-            .any(|(_, r)| r.flags & PG_DROPBEHIND != 0)
+        if f.counts().dropbehind == 0
+            || !f
+                .runs_over(first, end)
+                .any(|(_, r)| r.flags & PG_DROPBEHIND != 0)
         {
             return;
         }

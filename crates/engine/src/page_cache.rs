@@ -89,6 +89,8 @@ pub struct PageCounts {
     pub dontcache_dirty: u64,
     /// Marked drop-behind and dirty or under writeback: not yet gone.
     pub dontcache_unclean: u64,
+    /// Marked drop-behind, in any state.
+    pub dropbehind: u64,
 }
 
 impl PageCounts {
@@ -99,6 +101,7 @@ impl PageCounts {
         self.reclaimable += run.len * run.reclaimable() as u64;
         self.dontcache_dirty += run.len * run.dontcache_dirty() as u64;
         self.dontcache_unclean += run.len * run.dontcache_unclean() as u64;
+        self.dropbehind += run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
     }
 
     fn sub(&mut self, run: &Run) {
@@ -108,6 +111,7 @@ impl PageCounts {
         self.reclaimable -= run.len * run.reclaimable() as u64;
         self.dontcache_dirty -= run.len * run.dontcache_dirty() as u64;
         self.dontcache_unclean -= run.len * run.dontcache_unclean() as u64;
+        self.dropbehind -= run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
     }
 }
 
