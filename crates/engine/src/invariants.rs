@@ -105,6 +105,12 @@ impl Engine {
             wb_dontcache.iter().sum::<u64>(),
             "dontcache dirty count"
         );
+        assert!(
+            self.syncs
+                .values()
+                .all(|op| !(op.issue_only && op.barrier.is_some())),
+            "a finished submission op stayed behind"
+        );
         let mut tracked = vec![0u32; self.devices.len()];
         let mut tags = vec![0u32; self.devices.len()];
         for io in self.inflight.values() {

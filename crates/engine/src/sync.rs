@@ -241,8 +241,11 @@ impl Engine {
     }
 
     /// Whether submission op `id` has submitted everything; if so it is
-    /// retired.
+    /// retired (an op that finished while pumped is retired already).
     pub(crate) fn submission_done(&mut self, id: u64) -> bool {
+        if !self.syncs.contains_key(&id) {
+            return true;
+        }
         self.sync_check_issued(id);
         let done = self.syncs[&id].barrier.is_some();
         if done {
@@ -384,7 +387,13 @@ impl Engine {
                     let barrier = IoId(self.next_io - 1);
                     let op = self.syncs.get_mut(&id).expect("exists");
                     op.barrier = Some(barrier);
-                    if op.issue_only || self.sync_done(id) {
+                    if op.issue_only {
+                        // Nothing to wait for: retire it now, so an op
+                        // whose starter does not come back (a direct
+                        // write's flush) does not stay behind.
+                        self.syncs.remove(&id);
+                        self.wake(WaitKey::Sync(id));
+                    } else if self.sync_done(id) {
                         self.wake(WaitKey::Sync(id));
                     }
                 }
