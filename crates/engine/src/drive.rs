@@ -41,24 +41,45 @@ pub trait VirtualRuntime {
     }
 
     /// Step 2: the earliest of a completion, an engine timer and `other`.
-    fn next_event(&self, other: Option<Instant>) -> Option<Instant> {
-        [
-            self.next_completion(),
-            self.engine_ref().poll_timeout(),
-            other,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+    fn next_event(&self, other: Option<Instant>) -> Option<NextEvent> {
+        let completion = self.next_completion();
+        let timer = self.engine_ref().poll_timeout();
+        let at = earliest(earliest(completion, timer), other)?;
+        Some(NextEvent {
+            at,
+            completion,
+            timer,
+        })
     }
 
-    /// Step 3: completions due at `now`, then the engine's timers.
-    fn run_due(&mut self, now: Instant) {
-        if self.next_completion().is_some_and(|t| t <= now) {
+    /// Step 3: completions due at `now`, then the engine's timers. `next`
+    /// is what `next_event` found, with nothing done since.
+    fn run_due(&mut self, now: Instant, next: &NextEvent) {
+        let mut timer = next.timer;
+        if next.completion.is_some_and(|t| t <= now) {
             self.complete_due(now);
+            // Completions may arm a timer.
+            timer = self.engine_ref().poll_timeout();
         }
-        if self.engine_ref().poll_timeout().is_some_and(|t| t <= now) {
+        if timer.is_some_and(|t| t <= now) {
             self.engine().handle_timeout(now);
         }
+    }
+}
+
+/// The next instant something happens, and what is due then: runtimes call
+/// this once per turn, so each source is asked once.
+#[derive(Clone, Copy, Debug)]
+pub struct NextEvent {
+    pub at: Instant,
+    completion: Option<Instant>,
+    timer: Option<Instant>,
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
     }
 }

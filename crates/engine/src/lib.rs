@@ -17,8 +17,9 @@
 //! 2. `prepare_pages` (`write_path.rs`) makes a stretch cached and
 //!    modifiable: uncached pages get room (`reclaim.rs`, `shrink`, CLOCK
 //!    over clean runs) and frames (`frame_space.rs`) and become one run
-//!    (`page_cache.rs`); a partly overwritten page that is on disk is read
-//!    first (`dispatch.rs`, `submit_read`; stall `read_io`).
+//!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
+//!    is on disk is read first (`dispatch.rs`, `submit_read`; stall
+//!    `read_io`).
 //! 3. `dirty_pages` (`write_path.rs`) marks the stretch dirty and accounts it
 //!    to the file's writeback context (`wb.rs`) and to the task, and
 //!    `copy_in` emits `Action::CopyIn`: the runtime copies the caller's
@@ -123,7 +124,7 @@ pub use config::{
 };
 pub use dirty_throttle_2007::CONGESTION_WAIT_NS;
 pub use dontcache::DontcacheStats;
-pub use drive::VirtualRuntime;
+pub use drive::{NextEvent, VirtualRuntime};
 pub use engine::Engine;
 pub use error::EngineError;
 pub use flusher::WbReason;

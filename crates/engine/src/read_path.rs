@@ -109,6 +109,11 @@ impl Engine {
             }
         }
         let f = &self.files[file.index()];
+        if f.run_at(first).is_none() {
+            // A miss at the first page (a sequential reader past its
+            // readahead): nothing cached to reference or wait for.
+            return self.read_missing(now, task, file, first, first, last);
+        }
         let missing = Self::first_hole(f, first, last);
         let cached_end = missing.unwrap_or(last);
         let reading = f
@@ -123,6 +128,20 @@ impl Engine {
             self.tasks[task.index()].last_read = Some((file, last));
             return self.finish(task, Ok(Step::Done));
         };
+        self.read_missing(now, task, file, first, p, last)
+    }
+
+    /// Reads from the device the pages from `p`, the first uncached page
+    /// of the task's read `first..last`, and waits for them.
+    fn read_missing(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        p: PageIndex,
+        last: PageIndex,
+    ) -> Result<Step, EngineError> {
         if let Some(e) = self.files[file.index()].read_error.take() {
             return self.finish(task, Err(EngineError::Read(e)));
         }

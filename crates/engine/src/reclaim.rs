@@ -223,15 +223,18 @@ impl Engine {
 
     /// Drops the cached pages `first..end` of a file and frees their frames.
     pub(crate) fn remove_pages(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        for (start, run) in self.files[file.index()].remove(first, end) {
-            self.frames.free(run.frame, run.len);
-            self.nr_cached -= run.len;
-            self.actions.push_back(Action::Unmapped {
+        let (frames, actions) = (&mut self.frames, &mut self.actions);
+        let mut removed = 0;
+        self.files[file.index()].remove(first, end, |start, run| {
+            frames.free(run.frame, run.len);
+            removed += run.len;
+            actions.push_back(Action::Unmapped {
                 file,
                 first: start,
                 end: start + run.len,
             });
-        }
+        });
+        self.nr_cached -= removed;
     }
 
     /// Changes the flags of pages `first..end` of a file as `change` says

@@ -64,7 +64,7 @@ pub struct DeviceStats {
 pub struct Stats {
     pub memory_pages: u64,
     pub cached_pages: u64,
-    /// Runs the cached pages are kept in (page_cache.rs): entries, not pages.
+    /// Runs the cached pages are kept in (page_cache/): entries, not pages.
     pub cached_runs: u64,
     pub cached_peak_pages: u64,
     pub dirty_pages: u64,

@@ -197,12 +197,12 @@ impl Sim {
             let Some(next) = self.next_event(jobs_next) else {
                 break;
             };
-            if next > end {
+            if next.at > end {
                 self.now = end;
                 break;
             }
-            self.now = self.now.max(next);
-            self.run_due(self.now);
+            self.now = self.now.max(next.at);
+            self.run_due(self.now, &next);
             self.run_jobs_due();
             if options.check_invariants {
                 self.engine.check_invariants();
@@ -220,11 +220,15 @@ impl Sim {
     /// The earliest pending job event as (time, order scheduled, job).
     /// Jobs are few: a scan costs less than keeping an ordered set.
     fn next_job_event(&self) -> Option<(Instant, u64, usize)> {
-        self.jobs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, j)| j.next.map(|(t, seq)| (t, seq, i)))
-            .min()
+        let mut first: Option<(Instant, u64, usize)> = None;
+        for (i, j) in self.jobs.iter().enumerate() {
+            if let Some((t, seq)) = j.next {
+                if first.is_none_or(|(ft, fseq, _)| (t, seq) < (ft, fseq)) {
+                    first = Some((t, seq, i));
+                }
+            }
+        }
+        first
     }
 
     /// The jobs whose next event is due (after completions and timers,

@@ -67,8 +67,8 @@ impl Harness {
     /// Advances time to `until` or the next event before it, processing it.
     fn advance(&mut self, until: Instant) {
         let next = self.next_event(Some(until)).expect("until is an event");
-        self.now = self.now.max(next);
-        self.run_due(self.now);
+        self.now = self.now.max(next.at);
+        self.run_due(self.now, &next);
     }
 
     /// Runs time forward until `until`, with no task active.

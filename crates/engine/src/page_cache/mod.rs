@@ -1,0 +1,244 @@
+//! The page cache: files of 4 KiB pages kept as runs, like Linux's large
+//! folios.
+//!
+//! - A run is a stretch of contiguous cached pages of one file in one
+//!   state (clean, dirty, under writeback, dirty again while under
+//!   writeback, or being read) whose data sits in contiguous frames. It
+//!   is one map entry, so dirtying, writing back, completing or reclaiming
+//!   a 1 MiB request touches a few entries, not 256 pages.
+//! - Operations on a page range first split runs at the range's edges,
+//!   change the runs inside, then merge neighbours that ended up alike
+//!   (same flags, frames following on, no I/O in flight: a run under
+//!   writeback or being read is one request, as a bio is).
+//! - Only cached pages are stored, so memory follows the budget, not file
+//!   sizes. Per-file counters and an index of dirty runs let the flusher
+//!   and the accounting skip clean runs.
+//!
+//! Frames (slots of the cache's memory, the runtime's business) are handed
+//! out in ranges (frame_space.rs), so a page's frame is its run's first
+//! frame plus its offset.
+//!
+//! Files here: the run and its flags (run.rs), the changes that split
+//! and join runs (change.rs); this file holds a file's runs and the
+//! look-ups.
+
+mod change;
+mod run;
+
+pub use run::{
+    PageCounts, Run, MAX_FILE_PAGES, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU, PG_READING, PG_REFERENCED,
+    PG_WRITEBACK,
+};
+
+use crate::ids::{DeviceId, IoId, PageIndex, WbId};
+use crate::time::Instant;
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug)]
+pub struct CachedFile {
+    pub device: DeviceId,
+    pub wb: WbId,
+    /// Size in bytes, including extensions not yet written back.
+    pub size: u64,
+    /// Cached pages as runs, by first page; runs never overlap.
+    runs: BTreeMap<PageIndex, Run>,
+    /// First pages of the runs that are dirty, for the flusher's scans.
+    dirty_runs: BTreeSet<PageIndex>,
+    counts: PageCounts,
+    /// Reused by `merge`, so updates allocate nothing.
+    scratch: Vec<(PageIndex, Run)>,
+    /// The run `run_at` found last, forgotten on every change to `runs`:
+    /// a sequential reader asks for the same run many times in a row.
+    last_found: Cell<Option<(PageIndex, Run)>>,
+    /// When the file went from clean to dirty (Linux's inode dirtied_when).
+    pub dirtied_when: Option<Instant>,
+    /// Where the flusher continues in this file.
+    pub writeback_index: PageIndex,
+    /// Writes in flight for this file, by id (ids grow monotonically).
+    pub inflight_writes: BTreeSet<IoId>,
+    /// Error sequence: bumped on every failed write-back (errseq_t).
+    pub err_seq: u64,
+    pub last_err: Option<crate::action::IoErrorKind>,
+    /// A failed read, reported to the next reader that misses.
+    pub read_error: Option<crate::action::IoErrorKind>,
+    /// Handles open on the file.
+    pub open_handles: u32,
+    /// Retired by `evict_file`: never used again.
+    pub evicted: bool,
+    /// Changes landed since the last flush, with their mark (durability.rs).
+    pub unsynced: Option<u64>,
+    /// When the file was last used (evict.rs).
+    pub last_use: u64,
+}
+
+impl CachedFile {
+    pub fn new(device: DeviceId, wb: WbId, size: u64) -> CachedFile {
+        CachedFile {
+            device,
+            wb,
+            size,
+            runs: BTreeMap::new(),
+            dirty_runs: BTreeSet::new(),
+            counts: PageCounts::default(),
+            scratch: Vec::new(),
+            last_found: Cell::new(None),
+            dirtied_when: None,
+            writeback_index: 0,
+            inflight_writes: BTreeSet::new(),
+            err_seq: 0,
+            last_err: None,
+            read_error: None,
+            open_handles: 0,
+            evicted: false,
+            unsynced: None,
+            last_use: 0,
+        }
+    }
+
+    pub fn counts(&self) -> PageCounts {
+        self.counts
+    }
+
+    pub fn nr_runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// The run holding `page`, as (first page, run).
+    pub fn run_at(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        if let Some((start, run)) = self.last_found.get() {
+            if start <= page && page < start + run.len {
+                return Some((start, run));
+            }
+        }
+        let (&start, &run) = self.runs.range(..=page).next_back()?;
+        let found = (page < start + run.len).then_some((start, run));
+        if found.is_some() {
+            self.last_found.set(found);
+        }
+        found
+    }
+
+    /// The run holding `page`, or else the first run after it.
+    pub fn run_from(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        self.run_at(page)
+            .or_else(|| self.runs.range(page..).next().map(|(&s, &r)| (s, r)))
+    }
+
+    pub fn flags(&self, page: PageIndex) -> Option<u8> {
+        self.run_at(page).map(|(_, r)| r.flags)
+    }
+
+    pub fn frame(&self, page: PageIndex) -> Option<u32> {
+        self.run_at(page)
+            .map(|(start, r)| r.frame + (page - start) as u32)
+    }
+
+    /// The runs that overlap `first..end`, whole (not clipped).
+    pub fn runs_over(
+        &self,
+        first: PageIndex,
+        end: PageIndex,
+    ) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
+        let from = self.run_at(first).map_or(first, |(s, _)| s);
+        self.runs.range(from..end.max(from)).map(|(&s, &r)| (s, r))
+    }
+
+    /// Every run, in page order.
+    pub fn all_runs(&self) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
+        self.runs.iter().map(|(&s, &r)| (s, r))
+    }
+
+    /// Length of the uncached stretch from `page` (which must be
+    /// uncached), at most `max`.
+    pub fn hole_len(&self, page: PageIndex, max: u64) -> u64 {
+        debug_assert!(self.run_at(page).is_none());
+        let next = self.runs.range(page..).next().map_or(u64::MAX, |(&s, _)| s);
+        (next - page).min(max)
+    }
+
+    /// Whether every page in `first..end` is cached with all of `set` and
+    /// none of `clear`.
+    pub fn all_match(&self, first: PageIndex, end: PageIndex, set: u8, clear: u8) -> bool {
+        let mut next = first;
+        for (start, run) in self.runs_over(first, end) {
+            if start > next || run.flags & (set | clear) != set {
+                return false;
+            }
+            next = start + run.len;
+        }
+        next >= end
+    }
+
+    /// The first page at or after `from` that is dirty and not under
+    /// writeback.
+    pub fn next_writable(&self, from: PageIndex) -> Option<PageIndex> {
+        if self.counts.dirty == 0 {
+            return None;
+        }
+        if let Some((_, run)) = self.run_at(from) {
+            if run.writable() {
+                return Some(from);
+            }
+        }
+        self.dirty_runs
+            .range(from + 1..)
+            .find(|&&s| self.runs[&s].writable())
+            .copied()
+    }
+
+    /// How many pages from `start` are dirty and not under writeback,
+    /// across adjacent runs, at most `max`.
+    pub fn writable_len(&self, start: PageIndex, max: u64) -> u64 {
+        let mut n = 0;
+        while n < max {
+            match self.run_at(start + n) {
+                Some((s, run)) if run.writable() => n = (s + run.len - start).min(max),
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// The dirty pages as ranges `(first, end)`, adjacent runs joined.
+    pub fn dirty_ranges(&self) -> Vec<(PageIndex, PageIndex)> {
+        let mut ranges: Vec<(PageIndex, PageIndex)> = Vec::new();
+        for &start in &self.dirty_runs {
+            let end = start + self.runs[&start].len;
+            match ranges.last_mut() {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => ranges.push((start, end)),
+            }
+        }
+        ranges
+    }
+
+    /// Checks the runs against the counters and the dirty index.
+    pub fn check(&self) {
+        let mut counts = PageCounts::default();
+        let mut last_end = 0;
+        let mut prev: Option<Run> = None;
+        for (&start, run) in &self.runs {
+            assert!(run.len > 0 && start >= last_end, "runs overlap at {start}");
+            assert!(start + run.len <= MAX_FILE_PAGES);
+            if let Some(p) = prev.filter(|_| start == last_end) {
+                assert!(!p.joins(run), "alike runs left apart at page {start}");
+            }
+            assert_eq!(
+                run.flags & PG_DIRTY != 0,
+                self.dirty_runs.contains(&start),
+                "dirty index at page {start}"
+            );
+            counts.add(run);
+            last_end = start + run.len;
+            prev = Some(*run);
+        }
+        assert_eq!(counts, self.counts, "page counters");
+        assert_eq!(self.dirty_runs.len(), {
+            self.runs
+                .values()
+                .filter(|r| r.flags & PG_DIRTY != 0)
+                .count()
+        });
+    }
+}

@@ -1,0 +1,95 @@
+//! A run: contiguous cached pages of one file in one state, with their
+//! data in contiguous frames; and the per-file page counters kept with
+//! the runs.
+
+pub const PG_DIRTY: u8 = 1;
+pub const PG_WRITEBACK: u8 = 2;
+/// Being read from the device; not yet valid.
+pub const PG_READING: u8 = 4;
+/// Used since the reclaim hand last passed (CLOCK's second chance).
+pub const PG_REFERENCED: u8 = 8;
+/// Covered by an entry of the reclaim queue.
+pub const PG_IN_LRU: u8 = 16;
+/// Written uncached (DONTCACHE): leaves the cache once written back and
+/// clean (Linux's PG_dropbehind). An ordinary access clears it.
+pub const PG_DROPBEHIND: u8 = 32;
+
+/// Largest file, in pages (16 TiB): ranges beyond it are rejected.
+pub const MAX_FILE_PAGES: u64 = 1 << 32;
+
+/// Pages `start..start + len` of a file, all in one state, with their data
+/// in frames `frame..frame + len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub len: u64,
+    pub flags: u8,
+    pub frame: u32,
+}
+
+impl Run {
+    /// Whether the run may be reclaimed: clean and valid.
+    pub fn reclaimable(&self) -> bool {
+        self.flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) == 0
+    }
+
+    /// Dirty and written uncached.
+    pub fn dontcache_dirty(&self) -> bool {
+        self.flags & (PG_DIRTY | PG_DROPBEHIND) == PG_DIRTY | PG_DROPBEHIND
+    }
+
+    /// Written uncached and dirty or under writeback.
+    pub fn dontcache_unclean(&self) -> bool {
+        self.flags & PG_DROPBEHIND != 0 && self.flags & (PG_DIRTY | PG_WRITEBACK) != 0
+    }
+
+    pub fn writable(&self) -> bool {
+        self.flags & (PG_DIRTY | PG_WRITEBACK) == PG_DIRTY
+    }
+
+    /// Whether `next`, starting where this run ends, can join it. Runs
+    /// with I/O in flight stay as their requests made them: their
+    /// completions then change whole runs, with no split.
+    pub(super) fn joins(&self, next: &Run) -> bool {
+        self.flags == next.flags
+            && self.flags & (PG_WRITEBACK | PG_READING) == 0
+            && self.frame as u64 + self.len == next.frame as u64
+    }
+}
+
+/// Pages of a file by state, kept with the runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageCounts {
+    pub cached: u64,
+    pub dirty: u64,
+    pub writeback: u64,
+    /// Clean and valid: what reclaim may take.
+    pub reclaimable: u64,
+    /// Dirty and marked drop-behind (Linux's WB_DONTCACHE_DIRTY).
+    pub dontcache_dirty: u64,
+    /// Marked drop-behind and dirty or under writeback: not yet gone.
+    pub dontcache_unclean: u64,
+    /// Marked drop-behind, in any state.
+    pub dropbehind: u64,
+}
+
+impl PageCounts {
+    pub(super) fn add(&mut self, run: &Run) {
+        self.cached += run.len;
+        self.dirty += run.len * (run.flags & PG_DIRTY != 0) as u64;
+        self.writeback += run.len * (run.flags & PG_WRITEBACK != 0) as u64;
+        self.reclaimable += run.len * run.reclaimable() as u64;
+        self.dontcache_dirty += run.len * run.dontcache_dirty() as u64;
+        self.dontcache_unclean += run.len * run.dontcache_unclean() as u64;
+        self.dropbehind += run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
+    }
+
+    pub(super) fn sub(&mut self, run: &Run) {
+        self.cached -= run.len;
+        self.dirty -= run.len * (run.flags & PG_DIRTY != 0) as u64;
+        self.writeback -= run.len * (run.flags & PG_WRITEBACK != 0) as u64;
+        self.reclaimable -= run.len * run.reclaimable() as u64;
+        self.dontcache_dirty -= run.len * run.dontcache_dirty() as u64;
+        self.dontcache_unclean -= run.len * run.dontcache_unclean() as u64;
+        self.dropbehind -= run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
+    }
+}
