@@ -202,14 +202,14 @@ impl Engine {
     pub(crate) fn dtc(&self, wb_id: WbId) -> Dtc {
         let wb = &self.wbs[wb_id.index()];
         let device = &self.devices[wb.device.index()].config;
-        let (num, den) = wb.completions.fraction(&self.completions);
+        let (num, den) = wb.completions.fraction(&self.dom.completions);
         let sum_min: u32 = self
             .devices
             .iter()
             .map(|d| d.config.min_ratio)
             .sum::<u32>()
             .min(100);
-        let thresh = self.thresh.thresh;
+        let thresh = self.dom.thresh.thresh;
         let wb_thresh = wb_calc_thresh(
             thresh,
             num,
@@ -221,11 +221,11 @@ impl Engine {
         Dtc {
             dirty: self.nr_dirty + self.nr_writeback,
             thresh,
-            bg_thresh: self.thresh.bg_thresh,
+            bg_thresh: self.dom.thresh.bg_thresh,
             limit: self.hard_limit_pages(),
             wb_dirty: wb.dirty + wb.writeback,
             wb_thresh,
-            wb_bg_thresh: wb_thresh * self.thresh.bg_thresh / thresh.max(1),
+            wb_bg_thresh: wb_thresh * self.dom.thresh.bg_thresh / thresh.max(1),
         }
     }
 
@@ -299,7 +299,7 @@ impl Engine {
         let strict = self.devices[device.index()].config.strict_limit;
         // Start background writeback as soon as there is more dirty than
         // the background threshold, well before anyone is throttled.
-        if self.nr_dirty > self.thresh.bg_thresh {
+        if self.nr_dirty > self.dom.thresh.bg_thresh {
             self.kick_background(now, wb_id);
         }
         let dtc = self.dtc(wb_id);

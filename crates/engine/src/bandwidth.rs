@@ -97,11 +97,11 @@ impl Engine {
     pub(crate) fn update_bandwidths(&mut self, now: Instant) {
         let dirty = self.nr_dirty + self.nr_writeback;
         // The hard limit follows the threshold up at once and down slowly.
-        let target = self.thresh.thresh.max(dirty);
-        if self.dirty_limit < self.thresh.thresh {
-            self.dirty_limit = self.thresh.thresh;
-        } else if self.dirty_limit > target {
-            self.dirty_limit -= (self.dirty_limit - target) >> 5;
+        let target = self.dom.thresh.thresh.max(dirty);
+        if self.dom.dirty_limit < self.dom.thresh.thresh {
+            self.dom.dirty_limit = self.dom.thresh.thresh;
+        } else if self.dom.dirty_limit > target {
+            self.dom.dirty_limit -= (self.dom.dirty_limit - target) >> 5;
         }
         for w in 0..self.wbs.len() {
             let wb_id = WbId(w as u32);

@@ -17,7 +17,7 @@ impl Engine {
     /// nowhere): a runtime bug must not corrupt the cache.
     pub fn io_complete(&mut self, now: Instant, id: IoId, result: Result<(), IoErrorKind>) {
         self.wake_timers(now, true);
-        let Some(inflight) = self.inflight.remove(&id) else {
+        let Some(inflight) = self.io.inflight.remove(&id) else {
             return;
         };
         let req = inflight.req;
@@ -112,7 +112,8 @@ impl Engine {
         let max_ratio = self.devices[req.device.index()].config.max_ratio;
         let wb = &mut self.wbs[wb_id.index()];
         wb.written += pages;
-        wb.completions.add(&mut self.completions, pages, max_ratio);
+        wb.completions
+            .add(&mut self.dom.completions, pages, max_ratio);
         self.stats.written_pages += pages;
         if let Some(reason) = req.reason {
             self.stats.written_by_reason[reason.index()] += pages;

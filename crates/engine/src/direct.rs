@@ -142,7 +142,7 @@ impl Engine {
         while page < last {
             let pages = max_pages.min(last - page);
             let req = self.untracked_request(file, IoDir::Write, page, pages, true);
-            self.direct_ios.insert(req.id, task);
+            self.io.direct_ios.insert(req.id, task);
             self.issue_or_queue(now, req);
             page += pages;
             count += 1;
@@ -154,7 +154,7 @@ impl Engine {
     pub(crate) fn complete_direct(&mut self, req: &IoRequest, result: Result<(), IoErrorKind>) {
         let dev = &mut self.devices[req.device.index()];
         dev.stats.pages_written += req.pages as u64;
-        let Some(task) = self.direct_ios.remove(&req.id) else {
+        let Some(task) = self.io.direct_ios.remove(&req.id) else {
             return;
         };
         if let Op::DirectWrite {

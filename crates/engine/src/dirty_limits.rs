@@ -4,12 +4,24 @@
 
 use crate::config::Config;
 use crate::ids::PAGE_SIZE;
+use crate::proportions::FpropGlobal;
 
 /// The global thresholds, in pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GlobalThresh {
     pub thresh: u64,
     pub bg_thresh: u64,
+}
+
+/// The global writeback domain (Linux's global_wb_domain): the
+/// thresholds, the hard limit that follows them, and the writeout
+/// completions each context's share is measured against.
+#[derive(Clone, Debug)]
+pub struct WbDomain {
+    pub thresh: GlobalThresh,
+    /// Linux's dom->dirty_limit: follows thresh up at once, down slowly.
+    pub dirty_limit: u64,
+    pub completions: FpropGlobal,
 }
 
 /// Linux's domain_dirty_limits for the global domain; `avail` is the cache

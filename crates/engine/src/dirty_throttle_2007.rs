@@ -40,8 +40,8 @@ impl Engine {
         file: FileId,
     ) -> Option<Step> {
         let wb_id = self.files[file.index()].wb;
-        let over = self.nr_dirty + self.nr_writeback > self.thresh.thresh;
-        if self.nr_dirty > self.thresh.bg_thresh {
+        let over = self.nr_dirty + self.nr_writeback > self.dom.thresh.thresh;
+        if self.nr_dirty > self.dom.thresh.bg_thresh {
             self.kick_background(now, wb_id);
         }
         let written = self.wbs[wb_id.index()].written;

@@ -7,10 +7,11 @@
 use crate::action::{Action, IoDir, IoRequest};
 use crate::engine::Engine;
 use crate::flusher::WbReason;
-use crate::ids::{DeviceId, FileId, IoId, PageIndex, WbId};
+use crate::ids::{DeviceId, FileId, IoId, PageIndex, TaskId, WbId};
 use crate::page_cache::{PG_DIRTY, PG_WRITEBACK};
 use crate::time::Instant;
 use crate::wbt::WbtClass;
+use std::collections::BTreeMap;
 
 /// A request handed to the runtime and not yet completed.
 #[derive(Debug)]
@@ -19,6 +20,26 @@ pub(crate) struct Inflight {
     pub issued_at: Instant,
     /// Counted against wbt's in-flight limit.
     pub tracked: bool,
+}
+
+/// The requests in flight, and the next request id (ids only grow, so
+/// "issued before" is "smaller id").
+#[derive(Debug)]
+pub(crate) struct IoTable {
+    pub inflight: BTreeMap<IoId, Inflight>,
+    pub next_io: u64,
+    /// Direct write requests in flight, by the task that waits for them.
+    pub direct_ios: BTreeMap<IoId, TaskId>,
+}
+
+impl Default for IoTable {
+    fn default() -> IoTable {
+        IoTable {
+            inflight: BTreeMap::new(),
+            next_io: 1,
+            direct_ios: BTreeMap::new(),
+        }
+    }
 }
 
 /// How many works one flusher looks at per request before giving up
@@ -153,8 +174,8 @@ impl Engine {
         self.nr_dirty -= pages;
         self.nr_writeback += pages;
         self.note_peaks();
-        let id = IoId(self.next_io);
-        self.next_io += 1;
+        let id = IoId(self.io.next_io);
+        self.io.next_io += 1;
         IoRequest {
             id,
             device,
@@ -191,7 +212,7 @@ impl Engine {
                 dev.stats.reads += 1;
             }
         }
-        self.inflight.insert(
+        self.io.inflight.insert(
             req.id,
             Inflight {
                 req: req.clone(),
@@ -237,8 +258,8 @@ impl Engine {
         pages: u64,
         direct: bool,
     ) -> IoRequest {
-        let id = IoId(self.next_io);
-        self.next_io += 1;
+        let id = IoId(self.io.next_io);
+        self.io.next_io += 1;
         IoRequest {
             id,
             device: self.files[file.index()].device,

@@ -98,7 +98,7 @@ impl Engine {
         }
         match flush.purpose {
             FlushFor::Sync(sync) => {
-                if let Some(op) = self.syncs.get_mut(&sync) {
+                if let Some(op) = self.syncs.ops.get_mut(&sync) {
                     op.flushes_left -= 1;
                     if let Err(e) = result {
                         op.flush_error.get_or_insert(e);

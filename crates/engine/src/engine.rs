@@ -34,22 +34,22 @@
 
 use crate::action::Action;
 use crate::balance_dirty::TaskDirty;
-use crate::bandwidth::BANDWIDTH_INTERVAL_NS;
 use crate::config::{Config, DeviceConfig};
 use crate::device::{Device, MAX_DEVICES};
-use crate::dirty_limits::{domain_dirty_limits, GlobalThresh};
-use crate::dispatch::Inflight;
+use crate::dirty_limits::{domain_dirty_limits, WbDomain};
+use crate::dispatch::IoTable;
 use crate::error::EngineError;
 use crate::file_table::Handle;
 use crate::frame_space::FrameSpace;
-use crate::ids::{DeviceId, DomainId, FileId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
+use crate::ids::{DeviceId, DomainId, FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::CachedFile;
-use crate::proportions::{FpropGlobal, PERIOD_NS};
+use crate::proportions::FpropGlobal;
 use crate::reclaim::ReclaimQueue;
 use crate::stats::{DeviceStats, Stats};
-use crate::sync::SyncOp;
+use crate::sync::SyncTable;
 use crate::task::{Op, Task, WaitKey, MAX_TASKS};
 use crate::time::Instant;
+use crate::timers::Timers;
 use crate::wb::{Wb, MAX_DOMAINS};
 use crate::wbt::Wbt;
 use std::collections::{BTreeMap, VecDeque};
@@ -60,9 +60,8 @@ pub const MAX_DOMAIN_NAME_BYTES: usize = 256;
 pub struct Engine {
     pub(crate) config: Config,
     pub(crate) memory_pages: u64,
-    pub(crate) thresh: GlobalThresh,
-    /// Linux's dom->dirty_limit: follows thresh up at once, down slowly.
-    pub(crate) dirty_limit: u64,
+    /// The global dirty limits and writeout shares (dirty_limits.rs).
+    pub(crate) dom: WbDomain,
     pub(crate) files: Vec<CachedFile>,
     pub(crate) handles: Vec<Option<Handle>>,
     /// Slots of closed handles, for the next opens.
@@ -79,21 +78,17 @@ pub struct Engine {
     /// Dirty pages written uncached, cache-wide (dontcache.rs).
     pub(crate) nr_dontcache_dirty: u64,
     pub(crate) nr_writeback: u64,
-    pub(crate) completions: FpropGlobal,
-    pub(crate) inflight: BTreeMap<IoId, Inflight>,
-    pub(crate) next_io: u64,
-    pub(crate) syncs: BTreeMap<u64, SyncOp>,
-    /// Direct write requests in flight, by the task that waits for them.
-    pub(crate) direct_ios: BTreeMap<IoId, TaskId>,
+    /// Requests handed to the runtime and not yet completed (dispatch.rs).
+    pub(crate) io: IoTable,
+    /// fsync and sync operations in progress (sync.rs).
+    pub(crate) syncs: SyncTable,
     pub(crate) durability: crate::durability::Durability,
     pub(crate) eviction: crate::evict::Eviction,
-    pub(crate) next_sync: u64,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
     pub(crate) dirty_exceeded_2007: bool,
-    pub(crate) next_bandwidth: Instant,
-    pub(crate) next_period: Instant,
-    pub(crate) next_kupdate: Option<Instant>,
+    /// The engine's clocks (timers.rs).
+    pub(crate) timers: Timers,
     pub(crate) stats: Stats,
     /// Frames whose pages a runtime read from its own index since reclaim
     /// last looked (see `note_referenced_frames`).
@@ -106,12 +101,15 @@ impl Engine {
     pub fn new(config: Config, now: Instant) -> Engine {
         let memory_pages = config.memory_bytes / PAGE_SIZE;
         let thresh = domain_dirty_limits(&config, memory_pages);
-        let next_kupdate = Self::kupdate_interval(&config).map(|ns| now + ns);
+        let timers = Timers::new(&config, now);
         let mut engine = Engine {
             config,
             memory_pages,
-            thresh,
-            dirty_limit: thresh.thresh,
+            dom: WbDomain {
+                thresh,
+                dirty_limit: thresh.thresh,
+                completions: FpropGlobal::default(),
+            },
             files: Vec::new(),
             handles: Vec::new(),
             free_handles: Vec::new(),
@@ -126,20 +124,14 @@ impl Engine {
             nr_dirty: 0,
             nr_dontcache_dirty: 0,
             nr_writeback: 0,
-            completions: FpropGlobal::default(),
-            inflight: BTreeMap::new(),
-            next_io: 1,
-            syncs: BTreeMap::new(),
-            direct_ios: BTreeMap::new(),
+            io: IoTable::default(),
+            syncs: SyncTable::default(),
             durability: Default::default(),
             eviction: Default::default(),
-            next_sync: 1,
             waiting: Vec::new(),
             actions: VecDeque::new(),
             dirty_exceeded_2007: false,
-            next_bandwidth: now + BANDWIDTH_INTERVAL_NS,
-            next_period: now + PERIOD_NS,
-            next_kupdate,
+            timers,
             stats: Stats::default(),
             frame_notes: crate::frame_notes::FrameNotes::new(memory_pages),
             invariant_checks: std::cell::Cell::new(0),
@@ -273,7 +265,7 @@ impl Engine {
 
     /// The hard dirty limit in pages (max of thresh and the decaying dirty_limit).
     pub fn hard_limit_pages(&self) -> u64 {
-        self.thresh.thresh.max(self.dirty_limit)
+        self.dom.thresh.thresh.max(self.dom.dirty_limit)
     }
 
     /// How far the dirty count may exceed the hard limit: each task may

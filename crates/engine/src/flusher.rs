@@ -214,7 +214,7 @@ impl Engine {
 
     /// Whether a context is over its background threshold (Linux's wb_over_bg_thresh).
     pub(crate) fn over_bg_thresh(&self, wb: WbId) -> bool {
-        if self.nr_dirty > self.thresh.bg_thresh {
+        if self.nr_dirty > self.dom.thresh.bg_thresh {
             return true;
         }
         let dtc = self.dtc(wb);
@@ -318,7 +318,7 @@ impl Engine {
                 } else {
                     writeback_chunk_size(
                         wb.bw.avg_write_bw,
-                        self.thresh.thresh.max(self.dirty_limit),
+                        self.dom.thresh.thresh.max(self.dom.dirty_limit),
                         work.nr_pages,
                     )
                 };

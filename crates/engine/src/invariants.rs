@@ -107,13 +107,14 @@ impl Engine {
         );
         assert!(
             self.syncs
+                .ops
                 .values()
                 .all(|op| !(op.issue_only && op.barrier.is_some())),
             "a finished submission op stayed behind"
         );
         let mut tracked = vec![0u32; self.devices.len()];
         let mut tags = vec![0u32; self.devices.len()];
-        for io in self.inflight.values() {
+        for io in self.io.inflight.values() {
             tags[io.req.device.index()] += 1;
             tracked[io.req.device.index()] += io.tracked as u32;
         }

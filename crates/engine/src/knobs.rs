@@ -66,11 +66,11 @@ impl Engine {
                 reason: "the cache budget cannot change while the cache runs".to_string(),
             });
         }
-        self.thresh = domain_dirty_limits(&config, self.memory_pages);
+        self.dom.thresh = domain_dirty_limits(&config, self.memory_pages);
         // The hard limit follows a raised threshold at once and a lowered one slowly.
-        self.dirty_limit = self.dirty_limit.max(self.thresh.thresh);
+        self.dom.dirty_limit = self.dom.dirty_limit.max(self.dom.thresh.thresh);
         if config.dirty_writeback_centisecs != self.config.dirty_writeback_centisecs {
-            self.next_kupdate = None;
+            self.timers.next_kupdate = None;
         }
         self.config = config;
         Ok(())

@@ -106,8 +106,8 @@ impl crate::engine::Engine {
         s.cached_runs = self.files.iter().map(|f| f.nr_runs() as u64).sum();
         s.dirty_pages = self.nr_dirty;
         s.writeback_pages = self.nr_writeback;
-        s.thresh_pages = self.thresh.thresh;
-        s.bg_thresh_pages = self.thresh.bg_thresh;
+        s.thresh_pages = self.dom.thresh.thresh;
+        s.bg_thresh_pages = self.dom.thresh.bg_thresh;
         s.works_coalesced = self.wbs.iter().map(|w| w.flusher.works_coalesced).sum();
         s.devices = self
             .devices

@@ -11,6 +11,23 @@ use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
 use crate::page_cache::{CachedFile, PG_DIRTY, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
+use std::collections::BTreeMap;
+
+/// The fsync and sync operations in progress, by id.
+#[derive(Debug)]
+pub(crate) struct SyncTable {
+    pub ops: BTreeMap<u64, SyncOp>,
+    pub next_id: u64,
+}
+
+impl Default for SyncTable {
+    fn default() -> SyncTable {
+        SyncTable {
+            ops: BTreeMap::new(),
+            next_id: 1,
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct SyncFile {
@@ -173,9 +190,9 @@ impl Engine {
         files: Vec<FileId>,
         metadata: bool,
     ) -> Result<Step, EngineError> {
-        let id = self.next_sync;
+        let id = self.syncs.next_id;
         self.begin(task, Op::Sync { op: id })?;
-        self.next_sync += 1;
+        self.syncs.next_id += 1;
         let mut devices: Vec<DeviceId> = Vec::new();
         let files = files
             .into_iter()
@@ -187,7 +204,7 @@ impl Engine {
                 SyncFile::new(file, f)
             })
             .collect();
-        self.syncs.insert(
+        self.syncs.ops.insert(
             id,
             SyncOp {
                 handle,
@@ -217,12 +234,12 @@ impl Engine {
         first: PageIndex,
         end: PageIndex,
     ) -> u64 {
-        let id = self.next_sync;
-        self.next_sync += 1;
+        let id = self.syncs.next_id;
+        self.syncs.next_id += 1;
         let f = &self.files[file.index()];
         let device = f.device;
         let sf = SyncFile::new_range(file, f, first, end);
-        self.syncs.insert(
+        self.syncs.ops.insert(
             id,
             SyncOp {
                 handle: None,
@@ -243,13 +260,13 @@ impl Engine {
     /// Whether submission op `id` has submitted everything; if so it is
     /// retired (an op that finished while pumped is retired already).
     pub(crate) fn submission_done(&mut self, id: u64) -> bool {
-        if !self.syncs.contains_key(&id) {
+        if !self.syncs.ops.contains_key(&id) {
             return true;
         }
         self.sync_check_issued(id);
-        let done = self.syncs[&id].barrier.is_some();
+        let done = self.syncs.ops[&id].barrier.is_some();
         if done {
-            self.syncs.remove(&id);
+            self.syncs.ops.remove(&id);
         }
         done
     }
@@ -265,19 +282,19 @@ impl Engine {
             return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
         }
         // The writes are done: now make what landed durable.
-        let op = &self.syncs[&id];
+        let op = &self.syncs.ops[&id];
         if !op.flushes_asked {
             let files: Vec<FileId> = op.files.iter().map(|sf| sf.file).collect();
             let metadata = op.metadata;
             let asked = self.request_flushes(id, &files, metadata);
-            let op = self.syncs.get_mut(&id).expect("sync op exists");
+            let op = self.syncs.ops.get_mut(&id).expect("sync op exists");
             op.flushes_asked = true;
             op.flushes_left = asked;
         }
-        if self.syncs[&id].flushes_left > 0 {
+        if self.syncs.ops[&id].flushes_left > 0 {
             return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
         }
-        let op = self.syncs.remove(&id).expect("sync op exists");
+        let op = self.syncs.ops.remove(&id).expect("sync op exists");
         let flushed = op
             .flush_error
             .map_or(Ok(()), |e| Err(EngineError::Durability(e)));
@@ -288,7 +305,7 @@ impl Engine {
     /// Sets the barrier once every tagged page is written or being written
     /// (also when there was nothing to write at all).
     fn sync_check_issued(&mut self, id: u64) {
-        let op = &self.syncs[&id];
+        let op = &self.syncs.ops[&id];
         if op.barrier.is_some() {
             return;
         }
@@ -297,12 +314,12 @@ impl Engine {
             .iter()
             .all(|sf| sf.first_dirty(&self.files[sf.file.index()]).is_none());
         if all_issued {
-            self.syncs.get_mut(&id).expect("exists").barrier = Some(IoId(self.next_io - 1));
+            self.syncs.ops.get_mut(&id).expect("exists").barrier = Some(IoId(self.io.next_io - 1));
         }
     }
 
     fn sync_done(&self, id: u64) -> bool {
-        let op = &self.syncs[&id];
+        let op = &self.syncs.ops[&id];
         let Some(barrier) = op.barrier else {
             return false;
         };
@@ -344,6 +361,7 @@ impl Engine {
     pub(crate) fn check_syncs(&mut self) {
         let done: Vec<u64> = self
             .syncs
+            .ops
             .keys()
             .copied()
             .filter(|&id| self.sync_done(id))
@@ -355,9 +373,9 @@ impl Engine {
 
     /// Issues integrity writes for sync ops on `device`. Returns true if one was issued.
     pub(crate) fn pump_syncs(&mut self, now: Instant, device: DeviceId) -> bool {
-        let ids: Vec<u64> = self.syncs.keys().copied().collect();
+        let ids: Vec<u64> = self.syncs.ops.keys().copied().collect();
         for id in ids {
-            if self.syncs[&id].barrier.is_some() {
+            if self.syncs.ops[&id].barrier.is_some() {
                 continue;
             }
             match self.sync_next(device, id) {
@@ -367,7 +385,7 @@ impl Engine {
                     start,
                     pages,
                 } => {
-                    let reason = self.syncs[&id].reason;
+                    let reason = self.syncs.ops[&id].reason;
                     let class = crate::dispatch::class_of(reason);
                     let recent = self.recent_dirty_sleep(device, now);
                     let wbt = &mut self.devices[device.index()].wbt;
@@ -376,7 +394,7 @@ impl Engine {
                         return false;
                     }
                     // Only now are the pages taken off the op's list.
-                    self.syncs.get_mut(&id).expect("exists").files[slot].pos = start + pages;
+                    self.syncs.ops.get_mut(&id).expect("exists").files[slot].pos = start + pages;
                     let req = self.start_writeback(file, start, pages, class, reason);
                     self.issue(now, req, true);
                     return true;
@@ -384,14 +402,14 @@ impl Engine {
                 SyncNext::Blocked => {}
                 SyncNext::Finished => {
                     // Everything tagged is issued: from here on only wait.
-                    let barrier = IoId(self.next_io - 1);
-                    let op = self.syncs.get_mut(&id).expect("exists");
+                    let barrier = IoId(self.io.next_io - 1);
+                    let op = self.syncs.ops.get_mut(&id).expect("exists");
                     op.barrier = Some(barrier);
                     if op.issue_only {
                         // Nothing to wait for: retire it now, so an op
                         // whose starter does not come back (a direct
                         // write's flush) does not stay behind.
-                        self.syncs.remove(&id);
+                        self.syncs.ops.remove(&id);
                         self.wake(WaitKey::Sync(id));
                     } else if self.sync_done(id) {
                         self.wake(WaitKey::Sync(id));
@@ -405,7 +423,7 @@ impl Engine {
     /// The next run of tagged pages to write for sync op `id` on `device`.
     fn sync_next(&mut self, device: DeviceId, id: u64) -> SyncNext {
         let max_pages = self.devices[device.index()].config.max_sectors_kb as u64 / 4;
-        let op = self.syncs.get_mut(&id).expect("exists");
+        let op = self.syncs.ops.get_mut(&id).expect("exists");
         let issue_only = op.issue_only;
         let mut all_done = true;
         for (slot, sf) in op.files.iter_mut().enumerate() {

@@ -10,6 +10,26 @@ use crate::ids::DeviceId;
 use crate::proportions::PERIOD_NS;
 use crate::time::Instant;
 
+/// When each periodic timer is next due.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timers {
+    pub next_bandwidth: Instant,
+    pub next_period: Instant,
+    /// None until the first `handle_timeout`, or when the periodic
+    /// flusher wake-up is off.
+    pub next_kupdate: Option<Instant>,
+}
+
+impl Timers {
+    pub(crate) fn new(config: &Config, now: Instant) -> Timers {
+        Timers {
+            next_bandwidth: now + BANDWIDTH_INTERVAL_NS,
+            next_period: now + PERIOD_NS,
+            next_kupdate: Engine::kupdate_interval(config).map(|ns| now + ns),
+        }
+    }
+}
+
 impl Engine {
     pub(crate) fn kupdate_interval(config: &Config) -> Option<u64> {
         match config.dirty_writeback_centisecs {
@@ -28,13 +48,13 @@ impl Engine {
         // Runtimes call this after every event: plain comparisons.
         let mut next: Option<Instant> = None;
         let mut arm = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
-        if self.nr_dirty + self.nr_writeback > 0 || self.dirty_limit > self.thresh.thresh {
-            arm(self.next_bandwidth);
+        if self.nr_dirty + self.nr_writeback > 0 || self.dom.dirty_limit > self.dom.thresh.thresh {
+            arm(self.timers.next_bandwidth);
         }
-        if self.completions.events > 1 {
-            arm(self.next_period);
+        if self.dom.completions.events > 1 {
+            arm(self.timers.next_period);
         }
-        if let Some(k) = self.next_kupdate.filter(|_| self.nr_dirty > 0) {
+        if let Some(k) = self.timers.next_kupdate.filter(|_| self.nr_dirty > 0) {
             arm(k);
         }
         for dev in &self.devices {
@@ -64,15 +84,16 @@ impl Engine {
             };
             *deadline = *deadline + steps * interval;
         };
-        if self.nr_dirty + self.nr_writeback == 0 && self.dirty_limit <= self.thresh.thresh {
-            catch_up(&mut self.next_bandwidth, BANDWIDTH_INTERVAL_NS);
+        if self.nr_dirty + self.nr_writeback == 0 && self.dom.dirty_limit <= self.dom.thresh.thresh
+        {
+            catch_up(&mut self.timers.next_bandwidth, BANDWIDTH_INTERVAL_NS);
         }
-        if self.completions.events <= 1 {
-            catch_up(&mut self.next_period, PERIOD_NS);
+        if self.dom.completions.events <= 1 {
+            catch_up(&mut self.timers.next_period, PERIOD_NS);
         }
         if self.nr_dirty == 0 {
             if let Some(interval) = Self::kupdate_interval(&self.config) {
-                if let Some(k) = self.next_kupdate.as_mut() {
+                if let Some(k) = self.timers.next_kupdate.as_mut() {
                     catch_up(k, interval);
                 }
             }
@@ -80,21 +101,21 @@ impl Engine {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
-        if now >= self.next_bandwidth {
+        if now >= self.timers.next_bandwidth {
             self.update_bandwidths(now);
-            self.next_bandwidth = now + BANDWIDTH_INTERVAL_NS;
+            self.timers.next_bandwidth = now + BANDWIDTH_INTERVAL_NS;
         }
-        if now >= self.next_period {
-            let periods = 1 + now.since_ns(self.next_period) / PERIOD_NS;
-            self.completions.new_period(periods);
-            self.next_period = self.next_period + periods * PERIOD_NS;
+        if now >= self.timers.next_period {
+            let periods = 1 + now.since_ns(self.timers.next_period) / PERIOD_NS;
+            self.dom.completions.new_period(periods);
+            self.timers.next_period = self.timers.next_period + periods * PERIOD_NS;
         }
-        if self.next_kupdate.is_none() {
-            self.next_kupdate = Self::kupdate_interval(&self.config).map(|ns| now + ns);
+        if self.timers.next_kupdate.is_none() {
+            self.timers.next_kupdate = Self::kupdate_interval(&self.config).map(|ns| now + ns);
         }
-        if self.next_kupdate.is_some_and(|k| now >= k) {
+        if self.timers.next_kupdate.is_some_and(|k| now >= k) {
             self.kick_kupdate(now);
-            self.next_kupdate = Self::kupdate_interval(&self.config).map(|ns| now + ns);
+            self.timers.next_kupdate = Self::kupdate_interval(&self.config).map(|ns| now + ns);
         }
         for d in 0..self.devices.len() {
             let dev = &self.devices[d];
