@@ -45,6 +45,11 @@ pub enum Action {
     /// in before anything else sees them (the real runtime copies right
     /// after the engine call that prepared them, under the same lock).
     ZeroFrames { first: u32, count: u32 },
+    /// Copy frames `from..from + count` into frames `to..to + count`
+    /// (stable.rs: a writer gets a copy of pages under writeback; the
+    /// write in flight keeps the old frames). The runtime must copy before
+    /// it acts on any later action (a `CopyIn` into the new frames follows).
+    CopyFrames { from: u32, to: u32, count: u32 },
     /// Copy the bytes of `task`'s write that belong at file offsets
     /// `pos..pos + len` of `file` into frames `frame, frame + 1, ...`,
     /// starting `pos % PAGE_SIZE` bytes into the first. The pages are dirty

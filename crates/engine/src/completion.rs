@@ -20,6 +20,7 @@ impl Engine {
         let Some(inflight) = self.io.inflight.remove(&id) else {
             return;
         };
+        self.free_snapshot_frames(&inflight.snapshot_frames);
         let req = inflight.req;
         let latency = now.since_ns(inflight.issued_at);
         let dev = &mut self.devices[req.device.index()];

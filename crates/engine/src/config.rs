@@ -374,15 +374,8 @@ impl DeviceConfig {
                 next.stable_writes = match value.trim() {
                     "none" => StableWrites::None,
                     "wait" => StableWrites::Wait,
-                    "snapshot" => {
-                        // Not built yet: refusing beats silently behaving like "none".
-                        return Err(invalid(
-                            knob,
-                            value,
-                            "snapshot is not implemented yet; use none or wait",
-                        ));
-                    }
-                    _ => return Err(invalid(knob, value, "expected none or wait")),
+                    "snapshot" => StableWrites::Snapshot,
+                    _ => return Err(invalid(knob, value, "expected none, wait or snapshot")),
                 }
             }
             "min_ratio" => next.min_ratio = parse_int(knob, value, 0, 100)?,

@@ -20,6 +20,10 @@ pub(crate) struct Inflight {
     pub issued_at: Instant,
     /// Counted against wbt's in-flight limit.
     pub tracked: bool,
+    /// Frames the request still writes from after writers were given
+    /// copies of their pages (stable.rs), as (first frame, count): freed at
+    /// completion.
+    pub snapshot_frames: Vec<(u32, u64)>,
 }
 
 /// The requests in flight, and the next request id (ids only grow, so
@@ -218,6 +222,7 @@ impl Engine {
                 req: req.clone(),
                 issued_at: now,
                 tracked,
+                snapshot_frames: Vec::new(),
             },
         );
         self.actions.push_back(Action::Submit(req));

@@ -74,6 +74,9 @@ pub struct Engine {
     pub(crate) reclaim: ReclaimQueue,
     pub(crate) frames: FrameSpace,
     pub(crate) nr_cached: u64,
+    /// Frames that in-flight writes keep after a writer was given a copy
+    /// of their pages (stable.rs); they count against the budget.
+    pub(crate) nr_snapshot: u64,
     pub(crate) nr_dirty: u64,
     /// Dirty pages written uncached, cache-wide (dontcache.rs).
     pub(crate) nr_dontcache_dirty: u64,
@@ -121,6 +124,7 @@ impl Engine {
             reclaim: ReclaimQueue::default(),
             frames: FrameSpace::new(memory_pages),
             nr_cached: 0,
+            nr_snapshot: 0,
             nr_dirty: 0,
             nr_dontcache_dirty: 0,
             nr_writeback: 0,

@@ -14,7 +14,7 @@ impl Engine {
     /// linear in the number of cached pages.
     pub fn check_invariants(&self) {
         assert!(
-            self.nr_cached <= self.memory_pages,
+            self.nr_cached + self.nr_snapshot <= self.memory_pages,
             "cache {} over budget {}",
             self.nr_cached,
             self.memory_pages
@@ -69,7 +69,7 @@ impl Engine {
             wb_unclean[f.wb.index()] += counts.dontcache_unclean;
         }
         assert_eq!(
-            frames_used + self.frames.free_frames(),
+            frames_used + self.nr_snapshot + self.frames.free_frames(),
             self.memory_pages,
             "every frame is free or holds one cached page"
         );

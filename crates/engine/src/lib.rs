@@ -106,6 +106,7 @@ mod ratelimit;
 mod read_path;
 mod reclaim;
 mod rq_depth;
+mod stable;
 mod stats;
 mod sync;
 mod task;

@@ -149,7 +149,7 @@ impl Engine {
         if !self.reserve(now, want) && !self.reserve(now, 1) {
             return Ok(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
-        let room = self.memory_pages - self.nr_cached;
+        let room = self.free_pages();
         let pages = self.files[file.index()].hole_len(p, want.min(room)).max(1);
         self.insert_pages(file, p, pages, PG_READING, false);
         self.submit_read(now, file, p, pages);

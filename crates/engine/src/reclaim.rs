@@ -157,13 +157,13 @@ impl Engine {
     /// writeback for reclaim; the caller must wait (reason Memory).
     pub(crate) fn reserve(&mut self, now: Instant, pages: u64) -> bool {
         assert!(pages <= self.memory_pages);
-        let free = self.memory_pages - self.nr_cached;
+        let free = self.free_pages();
         if free >= pages {
             return true;
         }
         let want = (pages - free).max(RECLAIM_BATCH);
         self.shrink(want);
-        if self.memory_pages - self.nr_cached >= pages {
+        if self.free_pages() >= pages {
             return true;
         }
         // Too few clean pages: have the dirty ones written (Linux's
@@ -192,10 +192,7 @@ impl Engine {
         flags: u8,
         overwritten: bool,
     ) {
-        assert!(
-            self.nr_cached + pages <= self.memory_pages,
-            "cache over budget"
-        );
+        assert!(pages <= self.free_pages(), "cache over budget");
         let mut done = 0;
         while done < pages {
             let (frame, n) = self

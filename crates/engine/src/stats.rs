@@ -58,12 +58,18 @@ pub struct DeviceStats {
     pub dirty_pages: u64,
     pub writeback_pages: u64,
     pub write_bw_pages_s: u64,
+    /// Pages a writer was given a copy of because they were under
+    /// writeback (`stable_writes = snapshot`).
+    pub snapshot_pages: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
     pub memory_pages: u64,
     pub cached_pages: u64,
+    /// Frames writes in flight keep for themselves after writers were
+    /// given copies of their pages (`stable_writes = snapshot`), in pages.
+    pub snapshot_held_pages: u64,
     /// Runs the cached pages are kept in (page_cache/): entries, not pages.
     pub cached_runs: u64,
     pub cached_peak_pages: u64,
@@ -103,6 +109,7 @@ impl crate::engine::Engine {
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
         s.cached_pages = self.nr_cached;
+        s.snapshot_held_pages = self.nr_snapshot;
         s.cached_runs = self.files.iter().map(|f| f.nr_runs() as u64).sum();
         s.dirty_pages = self.nr_dirty;
         s.writeback_pages = self.nr_writeback;

@@ -169,10 +169,10 @@ impl Engine {
             want_end,
             ..
         } = stretch;
-        let stable_wait = self.devices[self.files[file.index()].device.index()]
+        let stable = self.devices[self.files[file.index()].device.index()]
             .config
-            .stable_writes
-            == crate::config::StableWrites::Wait;
+            .stable_writes;
+        let stable_wait = stable == crate::config::StableWrites::Wait;
         let mut p = first;
         while p < want_end {
             let f = &self.files[file.index()];
@@ -195,6 +195,20 @@ impl Engine {
                     break;
                 }
                 return Err(self.wait_for(now, task, reason, key));
+            }
+            if run.flags & PG_WRITEBACK != 0 && stable == crate::config::StableWrites::Snapshot {
+                // The write in flight keeps its frames; this writer gets copies.
+                let end = (start + run.len).min(want_end);
+                match self.snapshot_pages(file, p, end) {
+                    Some(copied_end) => {
+                        p = copied_end;
+                        continue;
+                    }
+                    None if p > first => break,
+                    None => {
+                        return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory))
+                    }
+                }
             }
             p = (start + run.len).min(want_end);
         }
@@ -225,11 +239,11 @@ impl Engine {
         let hole = f.hole_len(page, want_end - page);
         // Room for the whole stretch at once: the clock hand runs once per
         // stretch rather than once per RECLAIM_BATCH pages.
-        let free = self.memory_pages - self.nr_cached;
+        let free = self.free_pages();
         if free < hole {
             self.shrink((hole - free).max(crate::reclaim::RECLAIM_BATCH));
         }
-        if self.memory_pages == self.nr_cached && !self.reserve(now, 1) {
+        if self.free_pages() == 0 && !self.reserve(now, 1) {
             return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
         if on_disk && !whole {
@@ -238,7 +252,7 @@ impl Engine {
             self.submit_read(now, file, page, 1);
             return Err(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
         }
-        let pages = hole.min(self.memory_pages - self.nr_cached);
+        let pages = hole.min(self.free_pages());
         // Whole-page writes need no zeroed frames: their data is copied
         // over all of them first.
         self.insert_pages(file, page, pages, mark, whole);

@@ -290,6 +290,7 @@ impl VirtualRuntime for Sim {
             Action::MakeDurable { id, .. } => self.engine.durable_done(id, Ok(())),
             // The simulator moves no data and keeps no page index.
             Action::ZeroFrames { .. }
+            | Action::CopyFrames { .. }
             | Action::CopyIn { .. }
             | Action::Unmapped { .. }
             | Action::Evict { .. } => {}

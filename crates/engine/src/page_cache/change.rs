@@ -238,6 +238,18 @@ impl CachedFile {
         self.runs.get_mut(&lead).expect("run exists").len += taken.len;
     }
 
+    /// Moves pages `first..end`, which lie in one run, to frames
+    /// `frame..`: the run is cut at the range's edges (no counter changes;
+    /// the pages keep their state).
+    pub fn move_frames(&mut self, first: PageIndex, end: PageIndex, frame: u32) {
+        self.split(first);
+        self.split(end);
+        self.last_found.set(None);
+        let run = self.runs.get_mut(&first).expect("run exists");
+        assert_eq!(run.len, end - first, "pages to move lie in one run");
+        run.frame = frame;
+    }
+
     /// Removes the cached pages in `first..end`, handing each run removed
     /// to `gone`.
     pub fn remove(

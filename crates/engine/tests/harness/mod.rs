@@ -158,7 +158,10 @@ impl VirtualRuntime for Harness {
                 self.engine
                     .durable_done(id, self.fail_flushes.map_or(Ok(()), Err));
             }
-            Action::ZeroFrames { .. } | Action::CopyIn { .. } | Action::Evict { .. } => {}
+            Action::ZeroFrames { .. }
+            | Action::CopyFrames { .. }
+            | Action::CopyIn { .. }
+            | Action::Evict { .. } => {}
         }
     }
 }

@@ -140,6 +140,15 @@ impl Core {
                         self.index.remove(file, page);
                     }
                 }
+                Action::CopyFrames { from, to, count } => {
+                    // A page under writeback goes on in a copy (stable.rs);
+                    // through a buffer, as both frames may share a lock.
+                    let mut page = [0u8; wb_engine::PAGE_SIZE as usize];
+                    for i in 0..count {
+                        page.copy_from_slice(self.frames.read_one(from + i).bytes());
+                        self.frames.write(to + i).bytes().copy_from_slice(&page);
+                    }
+                }
                 Action::ZeroFrames { first, count } => {
                     for frame in first..first + count {
                         self.frames.write(frame).bytes().fill(0);
