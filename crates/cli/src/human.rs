@@ -55,6 +55,20 @@ fn job(out: &mut String, j: &JobReport) {
             &j.sync_lat_us,
         ));
     }
+    // A job of more than one kind of operation: each kind as dbench
+    // reports it.
+    if j.op_kinds.len() > 1 {
+        for k in &j.op_kinds {
+            let _ = writeln!(
+                out,
+                "  {:<6} count={} avg={:.3}ms max={:.3}ms",
+                k.kind,
+                k.count,
+                k.avg_us / 1000.0,
+                k.max_us / 1000.0
+            );
+        }
+    }
 }
 
 /// The report of a simulated run (`real` false) or a real one.

@@ -149,7 +149,8 @@ fn block_size(kind: &JobKind) -> u64 {
         JobKind::Writer { block_size, .. }
         | JobKind::Reader { block_size, .. }
         | JobKind::OccasionalWriter { block_size, .. }
-        | JobKind::FsyncLoop { block_size, .. } => block_size,
+        | JobKind::FsyncLoop { block_size, .. }
+        | JobKind::Dbench { block_size, .. } => block_size,
     }
 }
 

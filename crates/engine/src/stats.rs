@@ -61,6 +61,8 @@ pub struct DeviceStats {
     /// Pages a writer was given a copy of because they were under
     /// writeback (`stable_writes = snapshot`).
     pub snapshot_pages: u64,
+    /// What writers do with pages under writeback: none, wait, snapshot.
+    pub stable_writes: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -127,6 +129,7 @@ impl crate::engine::Engine {
                 ds.wbt_max_depth_max = d.wbt.max_depth_max;
                 ds.wbt_scale_ups = d.wbt.scale_ups;
                 ds.wbt_scale_downs = d.wbt.scale_downs;
+                ds.stable_writes = d.config.stable_writes.name().to_string();
                 let wbs = self.wbs.iter().filter(|w| w.device.index() == i);
                 for w in wbs {
                     ds.dirty_pages += w.dirty;

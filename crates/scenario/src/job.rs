@@ -32,13 +32,15 @@ enum Kind {
     Reader,
     OccasionalWriter,
     FsyncLoop,
+    Dbench,
 }
 
-const KINDS: [Kind; 4] = [
+const KINDS: [Kind; 5] = [
     Kind::Writer,
     Kind::Reader,
     Kind::OccasionalWriter,
     Kind::FsyncLoop,
+    Kind::Dbench,
 ];
 
 impl Kind {
@@ -48,6 +50,7 @@ impl Kind {
             Kind::Reader => "reader",
             Kind::OccasionalWriter => "occasional-writer",
             Kind::FsyncLoop => "fsync-loop",
+            Kind::Dbench => "dbench",
         }
     }
 
@@ -65,6 +68,14 @@ impl Kind {
             Kind::Reader => &["file_size", "block_size", "pattern", "rate_iops"],
             Kind::OccasionalWriter => &["block_size", "interval", "count"],
             Kind::FsyncLoop => &["block_size", "interval", "count"],
+            Kind::Dbench => &[
+                "files",
+                "file_size",
+                "block_size",
+                "read_every",
+                "flush_every",
+                "count",
+            ],
         }
     }
 }
@@ -189,6 +200,7 @@ fn job_body(
         Kind::Reader => reader(table)?,
         Kind::OccasionalWriter => occasional_writer(table)?,
         Kind::FsyncLoop => fsync_loop(table)?,
+        Kind::Dbench => dbench(table)?,
     };
     Ok(JobSpec {
         name,
@@ -265,14 +277,17 @@ fn flag(table: &TableView<'_>, key: &str) -> Res<bool> {
     Ok(optional(table, key, Field::bool)?.unwrap_or(false))
 }
 
-fn writer(table: &TableView<'_>) -> Res<JobKind> {
-    let files = match table.get("files") {
+fn files(table: &TableView<'_>) -> Res<u32> {
+    Ok(match table.get("files") {
         // In range by `int_in`, so the conversion cannot fail.
         Some(field) => u32::try_from(field.int_in(1, MAX_FILES)?).unwrap_or(1),
         None => 1,
-    };
+    })
+}
+
+fn writer(table: &TableView<'_>) -> Res<JobKind> {
     Ok(JobKind::Writer {
-        files,
+        files: files(table)?,
         file_size: file_size(table)?,
         block_size: block_size(table, MIB1)?,
         random: optional(table, "pattern", pattern)?.unwrap_or(false),
@@ -314,6 +329,29 @@ fn fsync_loop(table: &TableView<'_>) -> Res<JobKind> {
     Ok(JobKind::FsyncLoop {
         block_size: block_size(table, KIB4)?,
         interval_ns: optional(table, "interval", Field::duration)?.unwrap_or(0),
+        count: table.require("count")?.count_from(1)?,
+    })
+}
+
+fn dbench(table: &TableView<'_>) -> Res<JobKind> {
+    let file_size_field = table.require("file_size")?;
+    let file_size = file_size(table)?;
+    let block_size = block_size(table, KIB4)?;
+    if block_size > file_size {
+        let at = table.get("block_size").unwrap_or(file_size_field);
+        return Err(at.error(format!(
+            "a dbench job's block_size ({block_size} bytes) must not exceed its file_size ({file_size} bytes)"
+        )));
+    }
+    let every = |key: &str| -> Res<u64> {
+        Ok(optional(table, key, |f| f.int_in(0, 1_000_000))?.unwrap_or(0) as u64)
+    };
+    Ok(JobKind::Dbench {
+        files: files(table)?,
+        file_size,
+        block_size,
+        read_every: every("read_every")?,
+        flush_every: every("flush_every")?,
         count: table.require("count")?.count_from(1)?,
     })
 }

@@ -107,6 +107,19 @@ pub enum JobKind {
         interval_ns: u64,
         count: u64,
     },
+    /// A dbench-like client: `count` operations on `files` small files of
+    /// `file_size` bytes, each a write of `block_size` bytes at a random
+    /// block of a random file, except that every `read_every`-th reads back
+    /// the block written last and every `flush_every`-th fsyncs the file
+    /// written last (0: never).
+    Dbench {
+        files: u32,
+        file_size: u64,
+        block_size: u64,
+        read_every: u64,
+        flush_every: u64,
+        count: u64,
+    },
 }
 
 impl JobKind {
@@ -117,6 +130,7 @@ impl JobKind {
             JobKind::Reader { .. } => "reader",
             JobKind::OccasionalWriter { .. } => "occasional-writer",
             JobKind::FsyncLoop { .. } => "fsync-loop",
+            JobKind::Dbench { .. } => "dbench",
         }
     }
 }

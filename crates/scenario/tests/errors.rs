@@ -196,7 +196,7 @@ fn bad_job_values() {
     assert_error(
         &base_with("\"writer\"", "\"wrter\""),
         9,
-        "unknown job kind 'wrter' (expected writer, reader, occasional-writer or fsync-loop)",
+        "unknown job kind 'wrter' (expected writer, reader, occasional-writer, fsync-loop or dbench)",
     );
     let reader = base_with(
         "\"writer\"",
@@ -454,5 +454,29 @@ fn a_reader_block_larger_than_its_file() {
         &text,
         18,
         "a reader's block_size (4096 bytes) must not exceed its file_size (1024 bytes)",
+    );
+}
+
+#[test]
+fn dbench_jobs() {
+    let job = |extra: &str| {
+        format!(
+            "{BASE}\n[[job]]\nname = \"c\"\nkind = \"dbench\"\ndevice = \"disk\"\nfile_size = \"1KiB\"\ncount = 10\n{extra}"
+        )
+    };
+    assert_error(
+        &job("block_size = \"4KiB\"\n"),
+        19,
+        "a dbench job's block_size (4096 bytes) must not exceed its file_size (1024 bytes)",
+    );
+    assert_error(
+        &job("block_size = \"1KiB\"\nflush_every = -1\n"),
+        20,
+        "must be between 0 and 1000000, found -1",
+    );
+    assert_error(
+        &job("block_size = \"1KiB\"\npattern = \"random\"\n"),
+        20,
+        "key 'pattern' in job 'c' applies only to writer or reader jobs, not dbench",
     );
 }

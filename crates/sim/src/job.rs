@@ -10,7 +10,7 @@
 //! here reads a clock, sleeps or shares state between threads: the caller
 //! counts the foreground jobs still running and passes that count in.
 
-use crate::report::{JobReport, Latency};
+use crate::report::{JobReport, KindTally, Latency};
 use crate::workload::Op;
 use wb_engine::{Instant, WriteFlags};
 use wb_scenario::{JobSpec, Scenario, WriteMode};
@@ -48,6 +48,8 @@ pub struct JobRun {
     lat: Latency,
     /// Latency of fsync and sync calls.
     sync_lat: Latency,
+    /// Writes, reads and flushes (fsync, sync) apart, as dbench reports.
+    kinds: [KindTally; 3],
     /// Writes and reads done, and their bytes.
     ops: u64,
     bytes: u64,
@@ -70,6 +72,7 @@ impl JobRun {
             op: None,
             lat: Latency::default(),
             sync_lat: Latency::default(),
+            kinds: [KindTally::default(); 3],
             ops: 0,
             bytes: 0,
             errors: 0,
@@ -154,6 +157,12 @@ impl JobRun {
             }
             Op::Fsync { .. } | Op::Sync => self.sync_lat.record(latency_ns),
         }
+        let kind = match op {
+            Op::Write { .. } => 0,
+            Op::Read { .. } => 1,
+            Op::Fsync { .. } | Op::Sync => 2,
+        };
+        self.kinds[kind].record(latency_ns);
     }
 
     /// The job's report when the run ends at `end`: a job not finished by
@@ -174,6 +183,12 @@ impl JobRun {
             lat_us: self.lat.summary(),
             syncs: self.sync_lat.count(),
             sync_lat_us: self.sync_lat.summary(),
+            op_kinds: ["write", "read", "flush"]
+                .into_iter()
+                .zip(&self.kinds)
+                .filter(|(_, tally)| tally.count() > 0)
+                .map(|(kind, tally)| tally.report(kind))
+                .collect(),
             errors: self.errors,
             cut_off: self.finished.is_none() && !self.background,
         }

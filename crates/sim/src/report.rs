@@ -55,6 +55,46 @@ impl Latency {
     }
 }
 
+/// Count, total and longest latency of one kind of operation: what dbench
+/// reports per kind, for a few additions per operation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KindTally {
+    count: u64,
+    total_ns: u128,
+    max_ns: u64,
+}
+
+impl KindTally {
+    pub fn record(&mut self, ns: u64) {
+        self.count += 1;
+        self.total_ns += ns as u128;
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn report(&self, kind: &str) -> OpKindReport {
+        OpKindReport {
+            kind: kind.to_string(),
+            count: self.count,
+            avg_us: self.total_ns as f64 / self.count.max(1) as f64 / 1000.0,
+            max_us: self.max_ns as f64 / 1000.0,
+        }
+    }
+}
+
+/// One kind of operation of a job (write, read, flush), as dbench reports:
+/// how many, their mean and their longest latency in microseconds.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OpKindReport {
+    pub kind: String,
+    pub count: u64,
+    pub avg_us: f64,
+    pub max_us: f64,
+}
+
 /// Percentiles in microseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct LatencySummary {
@@ -81,6 +121,9 @@ pub struct JobReport {
     /// fsync/sync calls and their latency, if the job made any.
     pub syncs: u64,
     pub sync_lat_us: LatencySummary,
+    /// Each kind of operation the job made (write, read, flush: fsync or
+    /// sync), in that order, leaving out kinds it never made.
+    pub op_kinds: Vec<OpKindReport>,
     /// Operations that returned an error.
     pub errors: u64,
     /// A foreground job the run's duration ended before it finished: its
@@ -117,6 +160,10 @@ pub struct DeviceReport {
     pub throttle_total_ms: f64,
     pub throttle_max_ms: f64,
     pub write_errors: u64,
+    /// How writers treat pages under writeback (none, wait, snapshot).
+    pub stable_writes: String,
+    /// Pages writers were given copies of (`stable_writes = snapshot`).
+    pub snapshot_pages: u64,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -253,6 +300,8 @@ impl EngineReport {
                 throttle_total_ms: ms(d.throttle.total_ns),
                 throttle_max_ms: ms(d.throttle.max_ns),
                 write_errors: d.write_errors,
+                stable_writes: d.stable_writes.clone(),
+                snapshot_pages: d.snapshot_pages,
             })
             .collect();
         EngineReport {

@@ -222,3 +222,52 @@ fn equal_readers_on_a_disk_get_equal_service() {
         );
     }
 }
+
+/// Total MiB/s of the dbench clients, and their longest write.
+fn dbench_figures(r: &RunReport) -> (f64, f64) {
+    let mib_s = r.jobs.iter().map(|j| j.bw_mib_s).sum();
+    let max_write_us = r
+        .jobs
+        .iter()
+        .flat_map(|j| &j.op_kinds)
+        .filter(|k| k.kind == "write")
+        .map(|k| k.max_us)
+        .fold(0.0, f64::max);
+    (mib_s, max_write_us)
+}
+
+#[test]
+fn wong_2013_writers_wait_for_stable_pages_only_when_told_to() {
+    let wait = sim("wong-2013.toml", &[]);
+    let none = sim("wong-2013.toml", &["stable_writes=none"]);
+    let snapshot = sim("wong-2013.toml", &["stable_writes=snapshot"]);
+    let (wait_mib_s, wait_max) = dbench_figures(&wait);
+    // Writers do find pages under writeback, and wait for them.
+    assert!(wait_max >= 10_000.0, "max write with wait {wait_max} us");
+    assert!(wait
+        .engine
+        .stalls
+        .iter()
+        .any(|s| s.reason == "stable_page" && s.count > 0));
+    for (mode, run, bound) in [("none", &none, 0.15), ("snapshot", &snapshot, 0.2)] {
+        let (mib_s, max) = dbench_figures(run);
+        assert!(
+            max <= bound * wait_max,
+            "{mode}: max write {max} us vs wait {wait_max} us"
+        );
+        let ratio = mib_s / wait_mib_s;
+        assert!(
+            (0.95..=1.05).contains(&ratio),
+            "{mode}: throughput {ratio}x wait's"
+        );
+        assert!(!run
+            .engine
+            .stalls
+            .iter()
+            .any(|s| s.reason == "stable_page" && s.count > 0));
+    }
+    // Snapshot copies pages; none and wait never do.
+    assert!(snapshot.engine.devices[0].snapshot_pages > 0);
+    assert_eq!(none.engine.devices[0].snapshot_pages, 0);
+    assert_eq!(wait.engine.devices[0].snapshot_pages, 0);
+}

@@ -2,11 +2,13 @@
 //! A workload only decides the next operation; the runner performs it on
 //! the engine and measures it.
 
+mod dbench;
 mod fsync_loop;
 mod occasional;
 mod reader;
 mod writer;
 
+pub use dbench::Dbench;
 pub use fsync_loop::FsyncLoop;
 pub use occasional::OccasionalWriter;
 pub use reader::Reader;
@@ -81,5 +83,21 @@ pub fn for_job(kind: &JobKind, rng: Rng) -> Box<dyn Workload + Send> {
             interval_ns,
             count,
         } => Box::new(FsyncLoop::new(block_size, interval_ns, count)),
+        JobKind::Dbench {
+            files,
+            file_size,
+            block_size,
+            read_every,
+            flush_every,
+            count,
+        } => Box::new(Dbench::new(
+            files,
+            file_size,
+            block_size,
+            read_every,
+            flush_every,
+            count,
+            rng,
+        )),
     }
 }
