@@ -205,8 +205,14 @@ fn serve(
         .knob("memory")
         .and_then(|m| m.parse().ok())
         .unwrap_or(0);
+    let stable = cache
+        .stats()
+        .devices
+        .iter()
+        .find(|d| d.name == device)
+        .map_or_else(String::new, |d| d.stable_writes.clone());
     println!(
-        "wb: serving {} at {} (engine: {}, memory {}, device {device})",
+        "wb: serving {} at {} (engine: {}, memory {}, device {device}, stable_writes {stable})",
         backing.display(),
         mountpoint.display(),
         cache.io_backend(),

@@ -12,7 +12,7 @@ use wb_sim::runner::{self, SimOptions};
 Cache knobs: memory, dirty_ratio, dirty_background_ratio, dirty_bytes, dirty_background_bytes,
   dirty_expire_centisecs, dirty_writeback_centisecs, dirty_throttle (io-less | global-2007),
   dontcache_flush (kick | inline), dontcache_counter (per-domain | global-split).
-Device knobs: wbt_lat_usec (-1 auto, 0 off, N us), stable_writes (none | wait | snapshot),
+Device knobs: wbt_lat_usec (-1 auto, 0 off, N us), stable_writes (none | wait | snapshot | auto),
   min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb, max_sectors_kb.
 Job setting: JOB.mode=buffered | dontcache | direct (how the job writes).
 

@@ -91,6 +91,9 @@ pub enum StableWrites {
     Wait,
     /// Copy the page for the I/O so the writer never waits (bounce snapshot).
     Snapshot,
+    /// What the device declares: snapshot where it needs stable pages
+    /// (Linux's queue/stable_writes = 1), none elsewhere.
+    Auto,
 }
 
 impl StableWrites {
@@ -99,6 +102,7 @@ impl StableWrites {
             StableWrites::None => "none",
             StableWrites::Wait => "wait",
             StableWrites::Snapshot => "snapshot",
+            StableWrites::Auto => "auto",
         }
     }
 }
@@ -340,7 +344,7 @@ impl Default for DeviceConfig {
     fn default() -> Self {
         DeviceConfig {
             wbt_lat_usec: -1,
-            stable_writes: StableWrites::None,
+            stable_writes: StableWrites::Auto,
             min_ratio: 0,
             max_ratio: 100,
             strict_limit: false,
@@ -375,7 +379,14 @@ impl DeviceConfig {
                     "none" => StableWrites::None,
                     "wait" => StableWrites::Wait,
                     "snapshot" => StableWrites::Snapshot,
-                    _ => return Err(invalid(knob, value, "expected none, wait or snapshot")),
+                    "auto" => StableWrites::Auto,
+                    _ => {
+                        return Err(invalid(
+                            knob,
+                            value,
+                            "expected none, wait, snapshot or auto",
+                        ))
+                    }
                 }
             }
             "min_ratio" => next.min_ratio = parse_int(knob, value, 0, 100)?,

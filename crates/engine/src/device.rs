@@ -2,8 +2,9 @@
 //! reads waiting for one, and the writeback contexts that write to it.
 
 use crate::action::IoRequest;
-use crate::config::DeviceConfig;
+use crate::config::{DeviceConfig, StableWrites};
 use crate::engine::Engine;
+use crate::error::EngineError;
 use crate::ids::{DeviceId, WbId};
 use crate::stats::DeviceStats;
 use crate::time::Instant;
@@ -56,7 +57,23 @@ pub(crate) struct Device {
     pub wbs: Vec<WbId>,
     /// Which context the flusher pump starts with next (round robin).
     pub next_wb: usize,
+    /// The device checksums data in flight and needs pages stable while
+    /// they are written (a fact the runtime reports: Linux's
+    /// queue/stable_writes, or the model's).
+    pub stable_required: bool,
     pub stats: DeviceStats,
+}
+
+impl Device {
+    /// What writers do with pages under writeback on this device:
+    /// `stable_writes`, with `auto` resolved by what the device needs.
+    pub(crate) fn stable_mode(&self) -> StableWrites {
+        match self.config.stable_writes {
+            StableWrites::Auto if self.stable_required => StableWrites::Snapshot,
+            StableWrites::Auto => StableWrites::None,
+            mode => mode,
+        }
+    }
 }
 
 impl Engine {
@@ -77,6 +94,22 @@ impl Engine {
         self.devices[device.index()]
             .last_bdp_sleep
             .is_some_and(|t| now.since_ns(t) < crate::wbt::RECENT_WAIT_NS)
+    }
+
+    /// Reports whether `device` needs pages kept stable while they are
+    /// written (it checksums data in flight: Linux's queue/stable_writes).
+    /// With `stable_writes = auto` this picks snapshot (true) or none.
+    pub fn set_stable_writes_required(
+        &mut self,
+        device: DeviceId,
+        required: bool,
+    ) -> Result<(), EngineError> {
+        let dev = self
+            .devices
+            .get_mut(device.index())
+            .ok_or(EngineError::BadDevice(device))?;
+        dev.stable_required = required;
+        Ok(())
     }
 
     /// Reports reads the device served for others since the last report

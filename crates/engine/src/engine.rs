@@ -183,6 +183,7 @@ impl Engine {
             read_depth_max: crate::device::read_depth_max(idle_read_latency_ns),
             wbs: Vec::new(),
             next_wb: 0,
+            stable_required: false,
             stats,
         });
         DeviceId((self.devices.len() - 1) as u32)

@@ -1,7 +1,7 @@
 //! Errors returned to callers of the engine.
 
 use crate::action::IoErrorKind;
-use crate::ids::{FileId, HandleId, TaskId};
+use crate::ids::{DeviceId, FileId, HandleId, TaskId};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,6 +13,8 @@ pub enum EngineError {
     BadTask(TaskId),
     /// The file does not exist.
     BadFile(FileId),
+    /// The device does not exist.
+    BadDevice(DeviceId),
     /// The file is in use (open, dirty or with I/O in flight).
     FileBusy(FileId),
     /// The task already has an operation in progress; finish it with `resume`.
@@ -43,6 +45,7 @@ impl fmt::Display for EngineError {
             EngineError::BadHandle(h) => write!(f, "no open file handle {}", h.0),
             EngineError::BadTask(t) => write!(f, "no task {}", t.0),
             EngineError::BadFile(file) => write!(f, "no file {}", file.0),
+            EngineError::BadDevice(d) => write!(f, "no device {}", d.0),
             EngineError::FileBusy(file) => {
                 write!(
                     f,

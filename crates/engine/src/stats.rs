@@ -2,6 +2,7 @@
 //! peaks of dirty and writeback memory, writeback by reason, wbt activity.
 
 use crate::action::StallReason;
+use crate::config::StableWrites;
 use crate::flusher::WbReason;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -129,7 +130,10 @@ impl crate::engine::Engine {
                 ds.wbt_max_depth_max = d.wbt.max_depth_max;
                 ds.wbt_scale_ups = d.wbt.scale_ups;
                 ds.wbt_scale_downs = d.wbt.scale_downs;
-                ds.stable_writes = d.config.stable_writes.name().to_string();
+                ds.stable_writes = match d.config.stable_writes {
+                    StableWrites::Auto => format!("{} (auto)", d.stable_mode().name()),
+                    mode => mode.name().to_string(),
+                };
                 let wbs = self.wbs.iter().filter(|w| w.device.index() == i);
                 for w in wbs {
                     ds.dirty_pages += w.dirty;

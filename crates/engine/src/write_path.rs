@@ -169,9 +169,7 @@ impl Engine {
             want_end,
             ..
         } = stretch;
-        let stable = self.devices[self.files[file.index()].device.index()]
-            .config
-            .stable_writes;
+        let stable = self.devices[self.files[file.index()].device.index()].stable_mode();
         let stable_wait = stable == crate::config::StableWrites::Wait;
         let mut p = first;
         while p < want_end {

@@ -141,16 +141,17 @@ fn none_modifies_in_place_and_writes_the_pages_again() {
 }
 
 #[test]
-fn stable_writes_accepts_three_modes_and_refuses_others() {
+fn stable_writes_accepts_four_modes_and_refuses_others() {
     let mut dc = DeviceConfig::default();
-    for mode in ["none", "wait", "snapshot"] {
+    assert_eq!(dc.stable_writes, StableWrites::Auto, "the default");
+    for mode in ["none", "wait", "snapshot", "auto"] {
         dc.set("stable_writes", mode).unwrap();
         assert_eq!(dc.stable_writes.name(), mode);
     }
     let err = dc.set("stable_writes", "bounce").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid value 'bounce' for stable_writes: expected none, wait or snapshot"
+        "invalid value 'bounce' for stable_writes: expected none, wait, snapshot or auto"
     );
-    assert_eq!(dc.stable_writes, StableWrites::Snapshot, "nothing changed");
+    assert_eq!(dc.stable_writes, StableWrites::Auto, "nothing changed");
 }

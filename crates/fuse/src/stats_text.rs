@@ -67,6 +67,19 @@ pub(crate) fn render(stats: &Stats) -> String {
             d.pages_read * PAGE_SIZE,
         );
         line(&mut out, &format!("{name}.write_errors"), d.write_errors);
+        // What writers do with pages under writeback, one flag per mode
+        // (values stay integers), and whether the device decided (auto).
+        for mode in ["none", "wait", "snapshot"] {
+            let on = d.stable_writes.split(' ').next() == Some(mode);
+            line(&mut out, &format!("{name}.stable_writes_{mode}"), on as u64);
+        }
+        let auto = d.stable_writes.ends_with("(auto)");
+        line(&mut out, &format!("{name}.stable_writes_auto"), auto as u64);
+        line(
+            &mut out,
+            &format!("{name}.snapshot_bytes"),
+            d.snapshot_pages * PAGE_SIZE,
+        );
         line(
             &mut out,
             &format!("{name}.write_bandwidth_bytes_s"),
@@ -156,12 +169,16 @@ mod tests {
         };
         stats.devices.push(wb_engine::DeviceStats {
             name: "vda".into(),
+            stable_writes: "snapshot (auto)".into(),
             ..Default::default()
         });
         let text = render(&stats);
         assert!(text.contains("dirty_bytes 12288\n"), "{text}");
         assert!(text.contains("vda.dirty_bytes 0\n"), "{text}");
         assert!(text.contains("pause_dirty_throttle_count 0\n"), "{text}");
+        assert!(text.contains("vda.stable_writes_snapshot 1\n"), "{text}");
+        assert!(text.contains("vda.stable_writes_none 0\n"), "{text}");
+        assert!(text.contains("vda.stable_writes_auto 1\n"), "{text}");
         for l in text.lines() {
             let (name, value) = l.split_once(' ').expect("name value");
             assert!(!name.is_empty() && value.parse::<u64>().is_ok(), "{l}");

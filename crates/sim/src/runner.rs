@@ -120,11 +120,14 @@ impl Sim {
                 device: spec.name.clone(),
                 message,
             })?;
-            engine.add_device(
+            let dev = engine.add_device(
                 &spec.name,
                 spec.config.clone(),
                 model.idle_read_latency_ns(),
             );
+            engine
+                .set_stable_writes_required(dev, model.stable_writes_required())
+                .expect("the device was just added");
             devices.push(model);
             models.push(spec.model.clone());
         }

@@ -271,3 +271,25 @@ fn wong_2013_writers_wait_for_stable_pages_only_when_told_to() {
     assert_eq!(none.engine.devices[0].snapshot_pages, 0);
     assert_eq!(wait.engine.devices[0].snapshot_pages, 0);
 }
+
+#[test]
+fn auto_snapshots_only_on_a_device_that_needs_stable_pages() {
+    let run_with = |required: bool| {
+        let mut s = scenario("wong-2013.toml", &["stable_writes=auto"]);
+        if required {
+            s.devices[0]
+                .params
+                .insert("stable_writes".to_string(), "1".to_string());
+        }
+        run(&s, SimOptions::default()).expect("runs")
+    };
+    let plain = run_with(false);
+    assert_eq!(plain.engine.devices[0].stable_writes, "none (auto)");
+    assert_eq!(plain.engine.devices[0].snapshot_pages, 0);
+    let checksumming = run_with(true);
+    assert_eq!(
+        checksumming.engine.devices[0].stable_writes,
+        "snapshot (auto)"
+    );
+    assert!(checksumming.engine.devices[0].snapshot_pages > 0);
+}

@@ -8,6 +8,7 @@ use crate::file::File;
 use crate::io::{self, DeviceProfile};
 use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
+use crate::runtime::stable_writes::stable_writes_required;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -239,6 +240,9 @@ impl Cache {
             return Ok(false);
         }
         let d = core.engine.add_device(name, config, idle_ns);
+        core.engine
+            .set_stable_writes_required(d, stable_writes_required(st_dev))
+            .expect("the device was just added");
         core.devices.insert(st_dev, d);
         if let Some(stats) = DiskStats::for_st_dev(st_dev) {
             core.diskstats.push((d, stats));
@@ -273,6 +277,9 @@ impl Cache {
         let d = core
             .engine
             .add_device(&name, self.device_defaults.clone(), idle_ns);
+        core.engine
+            .set_stable_writes_required(d, stable_writes_required(st_dev))
+            .expect("the device was just added");
         core.devices.insert(st_dev, d);
         if let Some(stats) = DiskStats::for_st_dev(st_dev) {
             core.diskstats.push((d, stats));

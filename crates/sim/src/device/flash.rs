@@ -87,6 +87,8 @@ struct FlashParams {
     jitter: f64,
     spike_prob: f64,
     spike_ns: u64,
+    /// Declares that it needs stable pages (queue/stable_writes).
+    stable_writes: bool,
 }
 
 impl FlashParams {
@@ -121,6 +123,7 @@ impl FlashParams {
                 0,
                 60 * NS_PER_SEC,
             )?,
+            stable_writes: p.count("stable_writes", 0, 0, 1)? == 1,
         };
         p.finish()?;
         Ok(parsed)
@@ -317,6 +320,10 @@ impl DeviceModel for Flash {
 
     /// Median of read * (1 + Exp(jitter)) + 4 KiB / read rate; the median of
     /// an exponential with mean m is m ln 2. Exact for an idle device.
+    fn stable_writes_required(&self) -> bool {
+        self.p.stable_writes
+    }
+
     fn idle_read_latency_ns(&self) -> u64 {
         let access_ns = self.p.read_ns as f64 * (1.0 + self.p.jitter * std::f64::consts::LN_2);
         access_ns.round() as u64 + transfer_ns(PROBE_READ_BYTES, self.p.read_bytes_s)

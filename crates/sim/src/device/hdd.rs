@@ -38,6 +38,8 @@ struct HddParams {
     starvation_ns: u64,
     readahead_bytes: u64,
     cache_segments: usize,
+    /// Declares that it needs stable pages (queue/stable_writes).
+    stable_writes: bool,
 }
 
 impl HddParams {
@@ -60,6 +62,7 @@ impl HddParams {
             starvation_ns: p.duration_ns("starvation_ms", ms, 200 * ms, 0, 60 * NS_PER_SEC)?,
             readahead_bytes: p.bytes_in("readahead_kib", KIB, 1024 * KIB, 64 * 1024 * KIB)?,
             cache_segments: p.count("cache_segments", 4, 0, 1024)? as usize,
+            stable_writes: p.count("stable_writes", 0, 0, 1)? == 1,
         };
         p.finish()?;
         if parsed.seek_full_ns < parsed.settle_ns {
@@ -413,6 +416,10 @@ impl DeviceModel for Hdd {
     /// (0.2929 of capacity) and seek = settle + (full - settle) *
     /// sqrt(0.2929). The rotational wait is uniform, median half a turn.
     /// Defaults: 0.05 + 7.806 + 4.167 + 0.026 = 12.049 ms.
+    fn stable_writes_required(&self) -> bool {
+        self.p.stable_writes
+    }
+
     fn idle_read_latency_ns(&self) -> u64 {
         let median_distance = 1.0 - std::f64::consts::FRAC_1_SQRT_2;
         let seek_ns = self.p.settle_ns as f64

@@ -36,6 +36,9 @@ pub trait DeviceModel {
     /// Removes and returns the ids of requests completed at or before `now`,
     /// in completion order, and starts service of whatever can start.
     fn complete(&mut self, now: Instant) -> Vec<u64>;
+    /// Whether the device needs pages kept stable while they are written
+    /// (it checksums data in flight; parameter `stable_writes = 1`).
+    fn stable_writes_required(&self) -> bool;
     /// Median latency of an isolated 4 KiB random read on the idle device.
     fn idle_read_latency_ns(&self) -> u64;
     /// Total time the device was busy (anything in service), for utilisation.

@@ -11,3 +11,4 @@ pub(crate) mod evict;
 pub(crate) mod frames;
 pub(crate) mod page_index;
 pub(crate) mod shared;
+pub(crate) mod stable_writes;
