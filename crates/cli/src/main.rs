@@ -35,7 +35,7 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a scenario for real: jobs as threads, devices as directories, real I/O.
     Run(run_cmd::RunArgs),
-    /// Benchmarks of the real runtime against the kernel (interference, cached, throughput, cpu, dontcache).
+    /// Benchmarks of the real runtime against the kernel (interference, cached, throughput, cpu, dontcache, stable).
     Bench(bench::BenchArgs),
     /// Serve a directory through the engine with FUSE: `wb mount BACKING_DIR MOUNTPOINT`.
     Mount(mount_cmd::MountArgs),

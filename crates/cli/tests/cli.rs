@@ -399,3 +399,70 @@ fn direct_mode_is_simulated_and_refused_by_wb_run() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_stable_json_reports_each_mode_and_removes_its_files() {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wb-cli-bench-stable-{}", std::process::id()));
+    let dir = base.join("bench");
+    std::fs::create_dir_all(&dir).expect("create the bench directory");
+    if !writeback::io::supports_direct(&dir) {
+        let _ = std::fs::remove_dir_all(&base);
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", dir.display()));
+        return;
+    }
+    let data_dir = base.join("wb-data");
+    let out = wb(&[
+        "bench",
+        "stable",
+        "--seconds",
+        "1",
+        "--repeat",
+        "1",
+        "--json",
+        "--dir",
+        dir.to_str().expect("UTF-8 path"),
+        "--data-dir",
+        data_dir.to_str().expect("UTF-8 path"),
+    ]);
+    let v = json(&out);
+    let configs = v["configs"].as_array().expect("configs is an array");
+    let names: Vec<&str> = configs.iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["wait", "none", "snapshot"], "{v}");
+    for c in configs {
+        for p in ["p50", "p99", "p99_9", "max"] {
+            let x = c["write_lat_us"][p].as_f64().unwrap_or(f64::NAN);
+            assert!(x.is_finite() && x > 0.0, "{p} = {x} in {c}");
+        }
+        assert!(c["mib_s"].as_f64().unwrap_or(0.0) > 0.0, "{c}");
+    }
+    // Only snapshot copies pages, and only wait waits for them.
+    assert_eq!(configs[0]["snapshot_pages"], 0);
+    assert_eq!(configs[1]["snapshot_pages"], 0);
+    assert_eq!(configs[1]["stable_waits"], 0);
+    assert_eq!(configs[2]["stable_waits"], 0);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("read the bench directory")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn bench_stable_refuses_bad_arguments() {
+    let out = wb(&["bench", "stable", "--clients", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'0' is not a number of clients from 1 to 64"),
+        "{err}"
+    );
+    let out = wb(&["bench", "stable", "--memory", "lots", "--seconds", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

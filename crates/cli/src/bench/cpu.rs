@@ -301,15 +301,21 @@ fn run_child(args: &CpuArgs, setup: Setup, dir: &Path) -> Result<(Run, ChildRepo
 
 /// User and system seconds of all reaped children of this process so far.
 fn children_cpu() -> Result<(f64, f64), BenchError> {
+    rusage_cpu(libc::RUSAGE_CHILDREN, "getrusage(RUSAGE_CHILDREN)")
+}
+
+/// User and system seconds of this process (all its threads) so far.
+pub(crate) fn own_cpu() -> Result<(f64, f64), BenchError> {
+    rusage_cpu(libc::RUSAGE_SELF, "getrusage(RUSAGE_SELF)")
+}
+
+fn rusage_cpu(who: libc::c_int, what: &str) -> Result<(f64, f64), BenchError> {
     // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage only writes into the struct we pass, which outlives the call.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let rc = unsafe { libc::getrusage(who, &mut usage) };
     if rc != 0 {
-        return Err(BenchError::failed(
-            "getrusage(RUSAGE_CHILDREN)",
-            std::io::Error::last_os_error(),
-        ));
+        return Err(BenchError::failed(what, std::io::Error::last_os_error()));
     }
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok((seconds(usage.ru_utime), seconds(usage.ru_stime)))

@@ -30,6 +30,7 @@ pub mod interference;
 pub mod kernel_write;
 pub mod mount;
 pub mod scheduler;
+pub mod stable;
 pub mod sysctl;
 pub mod table;
 pub mod throughput;
@@ -58,6 +59,8 @@ pub enum BenchCommand {
     Cpu(cpu::CpuArgs),
     /// Uncached (RWF_DONTCACHE) sequential writes: kernel vs engine, next to buffered and O_DIRECT.
     Dontcache(dontcache::DontcacheArgs),
+    /// Rewrites of pages under writeback: writers' latency and CPU per GiB with stable_writes wait, none, snapshot.
+    Stable(stable::StableArgs),
 }
 
 /// Why a benchmark could not run or finish.
@@ -101,6 +104,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchCommand::Throughput(a) => throughput::run(a),
         BenchCommand::Cpu(a) => cpu::run(a),
         BenchCommand::Dontcache(a) => dontcache::run(a),
+        BenchCommand::Stable(a) => stable::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
