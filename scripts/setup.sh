@@ -9,10 +9,11 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 # Debian packages for tests and benchmarks: fio (kernel comparisons, the
-# mount's verify test), dbench (the mount's benchmarks).
+# mount's verify test), dbench (the mount's benchmarks), e2fsprogs (ext4
+# on zram0 for the stable-pages mount test, scripts/zram-ext4.sh).
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
-  for pkg in fio dbench; do
+  for pkg in fio dbench e2fsprogs; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then

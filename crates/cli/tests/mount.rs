@@ -90,6 +90,8 @@ struct Mount {
     backing: PathBuf,
     mnt: PathBuf,
     stderr: Receiver<String>,
+    /// The mount's first line ("wb: serving ...").
+    serving: String,
 }
 
 impl Mount {
@@ -122,11 +124,12 @@ impl Mount {
                 let _ = tx.send(line);
             }
         });
-        let mount = Mount {
+        let mut mount = Mount {
             child: Some(child),
             backing: backing.to_path_buf(),
             mnt: mnt.to_path_buf(),
             stderr: err_rx,
+            serving: String::new(),
         };
         let line = rx.recv_timeout(MOUNT_TIMEOUT).unwrap_or_else(|_| {
             let err = mount.drain_stderr();
@@ -136,6 +139,7 @@ impl Mount {
             line.starts_with("wb: serving "),
             "unexpected first line: {line}"
         );
+        mount.serving = line;
         assert!(
             is_mounted(mnt),
             "{} is not in /proc/self/mountinfo",
@@ -398,6 +402,40 @@ fn knob_files_and_stats() {
     assert!(status.success(), "{status}: {err}");
 }
 
+/// Runs fio's crc32c verify workload (4 sequential and 4 random writers of
+/// 32 MiB each) in `mnt`, with `extra` options; fails on any fio error.
+fn fio_verify(state: &Path, mnt: &Path, extra: &[&str]) {
+    let out = run(Command::new("fio")
+        .current_dir(state)
+        .arg(format!("--directory={}", mnt.display()))
+        .args([
+            "--size=32m",
+            "--numjobs=4",
+            "--ioengine=psync",
+            "--verify=crc32c",
+            "--verify_fatal=1",
+            "--randrepeat=1",
+            "--output-format=json",
+        ])
+        .args(extra)
+        .args([
+            "--name=seq",
+            "--rw=write",
+            "--bs=128k",
+            "--name=rand",
+            "--rw=randwrite",
+            "--bs=16k",
+        ]));
+    let errors: Vec<_> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("\"error\""))
+        .filter(|l| !l.contains(": 0"))
+        .map(str::to_string)
+        .collect();
+    assert!(errors.is_empty(), "fio reported errors: {errors:?}\n{out}");
+    assert_eq!(out.matches("\"jobname\"").count(), 8, "{out}");
+}
+
 #[test]
 fn fio_verify_crc32c() {
     require!(true);
@@ -406,51 +444,102 @@ fn fio_verify_crc32c() {
     let backing = root.dir("backing");
     let mnt = root.dir("mnt");
     let state = root.dir("fio-state");
-    let fio = |mnt: &Path, extra: &[&str]| {
-        let out = run(Command::new("fio")
-            .current_dir(&state)
-            .arg(format!("--directory={}", mnt.display()))
-            .args([
-                "--size=32m",
-                "--numjobs=4",
-                "--ioengine=psync",
-                "--verify=crc32c",
-                "--verify_fatal=1",
-                "--randrepeat=1",
-                "--output-format=json",
-            ])
-            .args(extra)
-            .args([
-                "--name=seq",
-                "--rw=write",
-                "--bs=128k",
-                "--name=rand",
-                "--rw=randwrite",
-                "--bs=16k",
-            ]));
-        let errors: Vec<_> = out
-            .lines()
-            .filter(|l| l.trim_start().starts_with("\"error\""))
-            .filter(|l| !l.contains(": 0"))
-            .map(str::to_string)
-            .collect();
-        assert!(errors.is_empty(), "fio reported errors: {errors:?}\n{out}");
-        assert_eq!(out.matches("\"jobname\"").count(), 8, "{out}");
-    };
     let mount = Mount::start(&backing, &mnt, &[]);
     // Write with fsync every 8 writes, verifying as it goes.
-    fio(&mount.mnt, &["--fsync=8"]);
+    fio_verify(&state, &mount.mnt, &["--fsync=8"]);
     // O_DIRECT writers write uncached; the data must be as good.
-    fio(&mount.mnt, &["--direct=1"]);
+    fio_verify(&state, &mount.mnt, &["--direct=1"]);
     // A verify pass on the same mount (from the cache) ...
-    fio(&mount.mnt, &["--verify_only"]);
+    fio_verify(&state, &mount.mnt, &["--verify_only"]);
     let (status, err) = mount.stop();
     assert!(status.success(), "{status}: {err}");
     // ... and one on a new mount: everything came back from BACKING_DIR.
     let mount = Mount::start(&backing, &mnt, &[]);
-    fio(&mount.mnt, &["--verify_only"]);
+    fio_verify(&state, &mount.mnt, &["--verify_only"]);
     let (status, err) = mount.stop();
     assert!(status.success(), "{status}: {err}");
+}
+
+/// ext4 on zram0, set up by scripts/zram-ext4.sh; taken down on drop.
+struct ZramExt4 {
+    mnt: PathBuf,
+}
+
+const ZRAM_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/zram-ext4.sh");
+
+impl ZramExt4 {
+    /// Err with the reason where zram0 cannot be had.
+    fn up(mnt: &Path) -> Result<ZramExt4, String> {
+        if !Path::new("/sys/block/zram0").exists() {
+            return Err("no /sys/block/zram0 (zram module not loaded)".into());
+        }
+        let out = Command::new(ZRAM_SCRIPT)
+            .args(["up", mnt.to_str().expect("UTF-8 path"), "512M"])
+            .output()
+            .expect("run scripts/zram-ext4.sh");
+        match out.status.code() {
+            Some(0) => Ok(ZramExt4 {
+                mnt: mnt.to_path_buf(),
+            }),
+            Some(3) => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+            _ => panic!(
+                "scripts/zram-ext4.sh up failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+    }
+}
+
+impl Drop for ZramExt4 {
+    fn drop(&mut self) {
+        let _ = Command::new(ZRAM_SCRIPT)
+            .arg("down")
+            .arg(&self.mnt)
+            .status();
+    }
+}
+
+#[test]
+fn on_zram_auto_snapshots_and_fio_verifies() {
+    require!(true);
+    let _serial = serial();
+    let root = TempRoot::new("zram");
+    let zram = match ZramExt4::up(&root.0.join("zram")) {
+        Ok(z) => z,
+        Err(reason) => {
+            wb_testkit::skip(&reason);
+            return;
+        }
+    };
+    let backing = zram.mnt.join("backing");
+    fs::create_dir_all(&backing).expect("create the backing directory");
+    let mnt = root.dir("mnt");
+    let state = root.dir("fio-state");
+    let mount = Mount::start(&backing, &mnt, &[]);
+    // zram declares stable_writes = 1: auto picks snapshot, and says so.
+    assert!(
+        mount
+            .serving
+            .contains("device zram0, stable_writes snapshot (auto)"),
+        "{}",
+        mount.serving
+    );
+    let stats = fs::read_to_string(mnt.join(".writeback/stats")).expect("read the stats");
+    assert!(
+        stats.contains("zram0.stable_writes_snapshot 1\n"),
+        "{stats}"
+    );
+    assert!(stats.contains("zram0.stable_writes_auto 1\n"), "{stats}");
+    fio_verify(&state, &mount.mnt, &["--fsync=8"]);
+    fio_verify(&state, &mount.mnt, &["--verify_only"]);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    let mount = Mount::start(&backing, &mnt, &[]);
+    fio_verify(&state, &mount.mnt, &["--verify_only"]);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    drop(zram);
 }
 
 /// A file of `mib` MiB of `pattern` data at `path`.
