@@ -121,13 +121,14 @@ impl Engine {
         device: DeviceId,
         reads: u64,
         latency_ns: u64,
-    ) {
-        if reads == 0 {
-            return;
+    ) -> Result<(), EngineError> {
+        let dev = self
+            .devices
+            .get_mut(device.index())
+            .ok_or(EngineError::BadDevice(device))?;
+        if reads > 0 && dev.wbt.enabled() {
+            dev.wbt.on_foreign_reads(now, reads, latency_ns / reads);
         }
-        let wbt = &mut self.devices[device.index()].wbt;
-        if wbt.enabled() {
-            wbt.on_foreign_reads(now, reads, latency_ns / reads);
-        }
+        Ok(())
     }
 }

@@ -148,8 +148,9 @@ impl Engine {
         &self.config
     }
 
-    pub fn device_config(&self, device: DeviceId) -> &DeviceConfig {
-        &self.devices[device.index()].config
+    /// A device's knobs; None for an unknown device.
+    pub fn device_config(&self, device: DeviceId) -> Option<&DeviceConfig> {
+        self.devices.get(device.index()).map(|d| &d.config)
     }
 
     /// Adds a device. `idle_read_latency_ns` is its median 4 KiB read
@@ -238,25 +239,33 @@ impl Engine {
     }
 
     /// Makes a file known to the cache: `size` bytes already on the device.
+    /// An unknown device or domain is an error.
     pub fn add_file(
         &mut self,
         now: Instant,
         device: DeviceId,
         domain: DomainId,
         size: u64,
-    ) -> FileId {
-        assert!(device.index() < self.devices.len() && domain.index() < self.domains.len());
+    ) -> Result<FileId, EngineError> {
+        if device.index() >= self.devices.len() {
+            return Err(EngineError::BadDevice(device));
+        }
+        if domain.index() >= self.domains.len() {
+            return Err(EngineError::BadDomain(domain));
+        }
         let wb = self.wb_for(device, domain, now);
         self.files.push(CachedFile::new(device, wb, size));
         let file = FileId((self.files.len() - 1) as u32);
         self.eviction.live += 1;
         self.touch_file(file);
         self.make_room_for_files(file);
-        file
+        Ok(file)
     }
 
-    pub fn file_size(&self, file: FileId) -> u64 {
-        self.files[file.index()].size
+    /// A file's size in bytes, including extensions not yet written back;
+    /// None for an unknown file.
+    pub fn file_size(&self, file: FileId) -> Option<u64> {
+        self.files.get(file.index()).map(|f| f.size)
     }
 
     pub fn poll_action(&mut self) -> Option<Action> {

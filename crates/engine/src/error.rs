@@ -1,7 +1,7 @@
 //! Errors returned to callers of the engine.
 
 use crate::action::IoErrorKind;
-use crate::ids::{DeviceId, FileId, HandleId, TaskId};
+use crate::ids::{DeviceId, DomainId, FileId, HandleId, TaskId};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,6 +15,8 @@ pub enum EngineError {
     BadFile(FileId),
     /// The device does not exist.
     BadDevice(DeviceId),
+    /// The writeback domain does not exist.
+    BadDomain(DomainId),
     /// The file is in use (open, dirty or with I/O in flight).
     FileBusy(FileId),
     /// The task already has an operation in progress; finish it with `resume`.
@@ -46,6 +48,7 @@ impl fmt::Display for EngineError {
             EngineError::BadTask(t) => write!(f, "no task {}", t.0),
             EngineError::BadFile(file) => write!(f, "no file {}", file.0),
             EngineError::BadDevice(d) => write!(f, "no device {}", d.0),
+            EngineError::BadDomain(d) => write!(f, "no writeback domain {}", d.0),
             EngineError::FileBusy(file) => {
                 write!(
                     f,

@@ -140,6 +140,9 @@ impl Engine {
     /// are left as they are. The file's unsynced changes, if any, are the
     /// caller's business (`release_file` flushes first).
     pub fn evict_file(&mut self, file: FileId) -> Result<(), EngineError> {
+        if self.files.get(file.index()).is_none_or(|f| f.evicted) {
+            return Err(EngineError::BadFile(file));
+        }
         if !self.file_idle(file) {
             return Err(EngineError::FileBusy(file));
         }

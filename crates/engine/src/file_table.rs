@@ -15,9 +15,13 @@ pub(crate) struct Handle {
 
 impl Engine {
     /// Opens a handle on a file; it will see write-back errors from now on.
-    pub fn open(&mut self, file: FileId) -> HandleId {
-        let f = &mut self.files[file.index()];
-        assert!(!f.evicted, "file {} opened after eviction", file.0);
+    /// An unknown or evicted file (its id is retired) is an error.
+    pub fn open(&mut self, file: FileId) -> Result<HandleId, EngineError> {
+        let f = self
+            .files
+            .get_mut(file.index())
+            .filter(|f| !f.evicted)
+            .ok_or(EngineError::BadFile(file))?;
         f.open_handles += 1;
         let handle = Some(Handle {
             file,
@@ -29,10 +33,10 @@ impl Engine {
         if let Some(slot) = self.free_handles.pop() {
             assert!(self.handles[slot as usize].is_none());
             self.handles[slot as usize] = handle;
-            return HandleId(slot);
+            return Ok(HandleId(slot));
         }
         self.handles.push(handle);
-        HandleId((self.handles.len() - 1) as u32)
+        Ok(HandleId((self.handles.len() - 1) as u32))
     }
 
     pub fn close(&mut self, handle: HandleId) -> Result<(), EngineError> {

@@ -15,7 +15,13 @@ impl Engine {
         knob: &str,
         value: &str,
     ) -> Result<(), crate::config::KnobError> {
-        let dev = &mut self.devices[device.index()];
+        let Some(dev) = self.devices.get_mut(device.index()) else {
+            return Err(crate::config::KnobError::Invalid {
+                knob: knob.to_string(),
+                value: value.to_string(),
+                reason: format!("no device {}", device.0),
+            });
+        };
         let mut config = dev.config.clone();
         config.set(knob, value)?;
         let sum_min: u32 = self

@@ -18,8 +18,8 @@ fn setup_with(device: DeviceConfig) -> (Harness, HandleId, TaskId) {
     let mut e = Engine::new(config, Instant(0));
     let dev = e.add_device("d", device, 100_000);
     let task = e.add_task();
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     (Harness::new(e, 10_000), h, task)
 }
 
@@ -58,7 +58,7 @@ fn a_direct_write_goes_around_the_cache_and_waits_for_the_device() {
         (0, 0, 0)
     );
     assert_eq!(s.devices[0].pages_written, 512);
-    assert_eq!(hs.engine.file_size(FileId(0)), 2 * MIB);
+    assert_eq!(hs.engine.file_size(FileId(0)), Some(2 * MIB));
     hs.engine.check_invariants();
 }
 
@@ -97,7 +97,7 @@ fn a_failed_direct_request_fails_the_write() {
     hs.fail_writes = Some(IoErrorKind::Io);
     let r = hs.run(task, |e, now| e.write_direct(now, task, h, 0, MIB));
     assert_eq!(r, Err(EngineError::WriteBack(IoErrorKind::Io)));
-    assert_eq!(hs.engine.file_size(FileId(0)), 0, "nothing grew");
+    assert_eq!(hs.engine.file_size(FileId(0)), Some(0), "nothing grew");
 }
 
 #[test]

@@ -26,8 +26,8 @@ fn setup(knobs: &[(&str, &str)], nr_requests: u32) -> (Harness, DeviceId, TaskId
 }
 
 fn new_handle(hs: &mut Harness, dev: DeviceId, domain: DomainId) -> HandleId {
-    let file = hs.engine.add_file(hs.now, dev, domain, 0);
-    hs.engine.open(file)
+    let file = hs.engine.add_file(hs.now, dev, domain, 0).unwrap();
+    hs.engine.open(file).unwrap()
 }
 
 fn write(hs: &mut Harness, task: TaskId, h: HandleId, offset: u64, len: u64, flags: WriteFlags) {

@@ -14,8 +14,8 @@ fn setup() -> (Harness, FileId, HandleId, TaskId) {
     config.set("memory", "64MiB").unwrap();
     let mut e = Engine::new(config, Instant(0));
     let dev = e.add_device("d", DeviceConfig::default(), 100_000);
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     (Harness::new(e, 10_000), file, h, task)
 }

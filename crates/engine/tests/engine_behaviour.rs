@@ -18,14 +18,14 @@ fn engine(memory: &str, device: DeviceConfig) -> (Engine, DeviceId) {
 #[test]
 fn fsync_cleans_everything_dirtied_before_it() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     hs.run(task, |e, now| e.write(now, task, h, 0, 3 * MIB + 100))
         .unwrap();
     assert_eq!(hs.engine.stats().dirty_pages, 769);
-    assert_eq!(hs.engine.file_size(file), 3 * MIB + 100);
+    assert_eq!(hs.engine.file_size(file), Some(3 * MIB + 100));
     hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
     let s = hs.engine.stats();
     assert_eq!((s.dirty_pages, s.writeback_pages), (0, 0));
@@ -41,8 +41,8 @@ fn fsync_cleans_everything_dirtied_before_it() {
 #[test]
 fn sync_is_not_livelocked_by_a_writer_that_keeps_dirtying() {
     let (mut e, dev) = engine("256MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let writer = e.add_task();
     let syncer = e.add_task();
     let mut hs = Harness::new(e, 50_000);
@@ -65,9 +65,9 @@ fn sync_is_not_livelocked_by_a_writer_that_keeps_dirtying() {
 #[test]
 fn writeback_error_is_reported_once_per_handle_and_data_stays_dirty() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h1 = e.open(file);
-    let h2 = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h1 = e.open(file).unwrap();
+    let h2 = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     hs.run(task, |e, now| e.write(now, task, h1, 0, 64 * 1024))
@@ -98,8 +98,8 @@ fn memory_never_exceeds_budget_and_writers_wait_for_reclaim() {
     config.set("dirty_background_ratio", "90").unwrap();
     let mut e = Engine::new(config, Instant(0));
     let dev = e.add_device("d", DeviceConfig::default(), 100_000);
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 20_000);
     for i in 0..8 {
@@ -118,8 +118,8 @@ fn memory_never_exceeds_budget_and_writers_wait_for_reclaim() {
 #[test]
 fn throttle_pauses_are_bounded_and_counted() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     // A slow device: 1 ms per page (4 MB/s).
     let mut hs = Harness::new(e, 1_000_000);
@@ -149,8 +149,8 @@ fn throttle_pauses_are_bounded_and_counted() {
 #[test]
 fn periodic_writeback_writes_expired_data() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     // Some writeout history, so the device's share of the thresholds is all of them
@@ -172,8 +172,8 @@ fn periodic_writeback_writes_expired_data() {
 #[test]
 fn background_writeback_starts_above_threshold_and_stops_below() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     // Background threshold: 10% of 16384 pages = 1638 pages.
@@ -197,8 +197,8 @@ fn background_writeback_starts_above_threshold_and_stops_below() {
 #[test]
 fn partial_write_to_a_page_on_disk_reads_it_first() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 8192);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 8192).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     hs.run(task, |e, now| e.write(now, task, h, 100, 10))
@@ -218,8 +218,8 @@ fn partial_write_to_a_page_on_disk_reads_it_first() {
 #[test]
 fn bad_calls_are_errors_not_panics() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     assert!(matches!(
         e.write(Instant(0), task, h, u64::MAX - 1, 10),
@@ -242,8 +242,8 @@ fn bad_calls_are_errors_not_panics() {
 #[test]
 fn sync_with_nothing_to_write_returns_at_once() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     assert_eq!(e.sync(Instant(0), task), Ok(Step::Done));
     assert_eq!(e.fsync(Instant(0), task, h), Ok(Step::Done));
@@ -252,8 +252,8 @@ fn sync_with_nothing_to_write_returns_at_once() {
 #[test]
 fn set_len_drops_pages_past_the_end_without_writing_them() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     hs.run(task, |e, now| e.write(now, task, h, 0, 64 * 1024))
@@ -266,13 +266,13 @@ fn set_len_drops_pages_past_the_end_without_writing_them() {
         "pages 0 and 1 stay; 14 are dropped unwritten"
     );
     assert_eq!(s.cached_pages, 2);
-    assert_eq!(hs.engine.file_size(file), 5000);
+    assert_eq!(hs.engine.file_size(file), Some(5000));
     hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
     assert_eq!(hs.engine.stats().written_pages, 2);
     // Growing only changes the length.
     hs.run(task, |e, now| e.set_len(now, task, h, 1 << 20))
         .unwrap();
-    assert_eq!(hs.engine.file_size(file), 1 << 20);
+    assert_eq!(hs.engine.file_size(file), Some(1 << 20));
     hs.engine.check_invariants();
 }
 
@@ -281,8 +281,8 @@ fn set_len_drops_pages_past_the_end_without_writing_them() {
 /// page 32: whether page 40 got cached shows whether it counted as sequential.
 fn page_40_cached_after(note: bool) -> bool {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 1 << 20);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 1 << 20).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     hs.run(task, |e, now| e.read(now, task, h, 0, 8192))
@@ -302,7 +302,7 @@ fn cached_reads_noted_by_a_runtime_keep_readahead_sequential() {
     assert!(page_40_cached_after(true), "noted: a sequential reader");
     assert!(!page_40_cached_after(false), "not noted: a random read");
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
     let task = e.add_task();
     assert_eq!(
         e.note_cached_read(task, FileId(7), 0, 1),
@@ -318,8 +318,8 @@ fn cached_reads_noted_by_a_runtime_keep_readahead_sequential() {
 #[test]
 fn pages_leaving_the_cache_are_reported_in_order() {
     let (mut e, dev) = engine("64MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     hs.run(task, |e, now| e.write(now, task, h, 0, 5 * 4096))
@@ -338,8 +338,8 @@ fn pages_leaving_the_cache_are_reported_in_order() {
 fn only_idle_files_are_evicted_and_they_leave_nothing() {
     let (e, dev) = engine("64MiB", DeviceConfig::default());
     let mut e = e;
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     hs.run(task, |e, now| e.write(now, task, h, 0, 3 * 4096))
@@ -357,8 +357,8 @@ fn only_idle_files_are_evicted_and_they_leave_nothing() {
     assert_eq!(hs.engine.stats().cached_pages, 0);
     assert!(!hs.engine.file_idle(file), "evicted once");
     // A closed handle's slot serves the next open.
-    let other = hs.engine.add_file(Instant(0), dev, DomainId(0), 0);
-    assert_eq!(hs.engine.open(other), h);
+    let other = hs.engine.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    assert_eq!(hs.engine.open(other).unwrap(), h);
     hs.engine.check_invariants();
 }
 
@@ -367,9 +367,9 @@ fn frames_noted_referenced_get_a_second_chance_in_reclaim() {
     const NOTED: std::ops::Range<u64> = 300..316;
     let survivors = |note: bool| {
         let (mut e, dev) = engine("4MiB", DeviceConfig::default());
-        let a = e.add_file(Instant(0), dev, DomainId(0), 8 << 20);
-        let b = e.add_file(Instant(0), dev, DomainId(0), 8 << 20);
-        let (ha, hb) = (e.open(a), e.open(b));
+        let a = e.add_file(Instant(0), dev, DomainId(0), 8 << 20).unwrap();
+        let b = e.add_file(Instant(0), dev, DomainId(0), 8 << 20).unwrap();
+        let (ha, hb) = (e.open(a).unwrap(), e.open(b).unwrap());
         let task = e.add_task();
         let mut hs = Harness::new(e, 10_000);
         let read = |hs: &mut Harness, h, pages: std::ops::Range<u64>| {
@@ -412,8 +412,8 @@ fn copy_in_covers_the_written_bytes_in_order_before_any_write_of_them() {
     // A small cache, so the writer is throttled and its pages are written
     // back while it writes.
     let (mut e, dev) = engine("8MiB", DeviceConfig::default());
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 20_000);
     let (offset, len) = (50, 6 * MIB + 100);
@@ -448,4 +448,50 @@ fn copy_in_covers_the_written_bytes_in_order_before_any_write_of_them() {
     }
     assert_eq!(next, offset + len, "every byte is copied once");
     hs.engine.check_invariants();
+}
+
+#[test]
+fn unknown_ids_are_errors_not_panics() {
+    let mut e = Engine::new(Config::default(), Instant(0));
+    let dev = e.add_device("d", DeviceConfig::default(), 100_000);
+    let now = Instant(0);
+    assert_eq!(
+        e.add_file(now, DeviceId(5), DomainId(0), 0),
+        Err(EngineError::BadDevice(DeviceId(5)))
+    );
+    assert_eq!(
+        e.add_file(now, dev, DomainId(9), 0),
+        Err(EngineError::BadDomain(DomainId(9)))
+    );
+    assert_eq!(e.open(FileId(7)), Err(EngineError::BadFile(FileId(7))));
+    assert_eq!(e.file_size(FileId(7)), None);
+    assert_eq!(e.page_frame(FileId(7), 0), None);
+    assert!(!e.file_idle(FileId(7)));
+    assert!(!e.release_file(FileId(7)));
+    assert_eq!(
+        e.evict_file(FileId(7)),
+        Err(EngineError::BadFile(FileId(7)))
+    );
+    assert!(e.device_config(DeviceId(3)).is_none());
+    assert_eq!(
+        e.note_foreign_reads(now, DeviceId(3), 10, 1_000_000),
+        Err(EngineError::BadDevice(DeviceId(3)))
+    );
+    assert_eq!(
+        e.set_stable_writes_required(DeviceId(3), true),
+        Err(EngineError::BadDevice(DeviceId(3)))
+    );
+    let err = e
+        .set_device_knob(DeviceId(3), "wbt_lat_usec", "0")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid value '0' for wbt_lat_usec: no device 3"
+    );
+    // An evicted file's id is retired: opening it again is an error.
+    let file = e.add_file(now, dev, DomainId(0), 0).unwrap();
+    e.evict_file(file).unwrap();
+    assert_eq!(e.open(file), Err(EngineError::BadFile(file)));
+    assert_eq!(e.evict_file(file), Err(EngineError::BadFile(file)));
+    e.check_invariants();
 }

@@ -28,8 +28,8 @@ fn evicted(hs: &Harness) -> Vec<FileId> {
 
 /// Adds a file, opens it, reads a page of it (a use) and closes it.
 fn use_new_file(hs: &mut Harness, dev: DeviceId, task: TaskId) -> FileId {
-    let file = hs.engine.add_file(hs.now, dev, DomainId(0), 8192);
-    let h = hs.engine.open(file);
+    let file = hs.engine.add_file(hs.now, dev, DomainId(0), 8192).unwrap();
+    let h = hs.engine.open(file).unwrap();
     hs.run(task, |e, now| e.read(now, task, h, 0, 4096))
         .unwrap();
     hs.engine.close(h).unwrap();
@@ -43,7 +43,7 @@ fn idle_files_go_least_recently_used_first_down_to_three_quarters() {
     let files: Vec<FileId> = (0..8).map(|_| use_new_file(&mut hs, dev, task)).collect();
     assert!(evicted(&hs).is_empty(), "at the limit, nothing goes");
     // Use file 0 again: it is now the most recently used.
-    let h = hs.engine.open(files[0]);
+    let h = hs.engine.open(files[0]).unwrap();
     hs.engine.close(h).unwrap();
     let ninth = use_new_file(&mut hs, dev, task);
     // 9 live, keep 6: the three least recently used go, 1, 2, 3.
@@ -63,11 +63,11 @@ fn busy_files_stay_and_a_fruitless_scan_is_not_repeated_at_once() {
     let mut handles = Vec::new();
     let mut files = Vec::new();
     for _ in 0..8 {
-        let file = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+        let file = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
         files.push(file);
-        handles.push(hs.engine.open(file));
+        handles.push(hs.engine.open(file).unwrap());
     }
-    let extra = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    let extra = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
     hs.drain();
     assert!(evicted(&hs).is_empty(), "every file is open: none goes");
     assert_eq!(hs.engine.live_files(), 9);
@@ -76,10 +76,10 @@ fn busy_files_stay_and_a_fruitless_scan_is_not_repeated_at_once() {
     for h in handles {
         hs.engine.close(h).unwrap();
     }
-    hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
     hs.drain();
     assert!(evicted(&hs).is_empty(), "skipped after a fruitless scan");
-    hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
     hs.drain();
     // 11 live, keep 6: the extra file (last used before the closes), then
     // the first four closed.
@@ -94,8 +94,8 @@ fn busy_files_stay_and_a_fruitless_scan_is_not_repeated_at_once() {
 /// A file whose write landed (periodic writeback) but was not flushed,
 /// with no handle left: idle and unsynced.
 fn landed_unsynced_and_closed(hs: &mut Harness, dev: DeviceId, task: TaskId) -> FileId {
-    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
-    let h = hs.engine.open(a);
+    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    let h = hs.engine.open(a).unwrap();
     hs.run(task, |e, now| e.write(now, task, h, 0, 4096))
         .unwrap();
     hs.idle_until(Instant(40_000_000_000));
@@ -109,7 +109,7 @@ fn landed_writes_are_flushed_before_their_file_goes() {
     let (mut hs, dev, task) = setup(1);
     let a = landed_unsynced_and_closed(&mut hs, dev, task);
     hs.held_flushes = Some(Vec::new());
-    let b = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    let b = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
     hs.drain();
     let held = hs.held_flushes.take().unwrap();
     assert_eq!(held.len(), 1, "a flush first");
@@ -126,7 +126,7 @@ fn a_failed_flush_keeps_the_file() {
     let (mut hs, dev, task) = setup(1);
     let a = landed_unsynced_and_closed(&mut hs, dev, task);
     hs.fail_flushes = Some(IoErrorKind::Io);
-    hs.engine.add_file(hs.now, dev, DomainId(0), 0);
+    hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
     hs.drain();
     assert_eq!(hs.flushes, 1);
     assert!(evicted(&hs).is_empty());
@@ -143,8 +143,8 @@ fn a_failed_flush_keeps_the_file() {
 #[test]
 fn release_lets_one_idle_file_go_at_once() {
     let (mut hs, dev, _) = setup(100);
-    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0);
-    let h = hs.engine.open(a);
+    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    let h = hs.engine.open(a).unwrap();
     assert!(!hs.engine.release_file(a), "open: busy");
     hs.engine.close(h).unwrap();
     assert!(hs.engine.release_file(a));

@@ -20,8 +20,8 @@ fn busy_engine(wbt_lat_usec: &str) -> (Harness, DeviceId, TaskId, HandleId) {
     device.set("wbt_lat_usec", wbt_lat_usec).unwrap();
     let mut e = Engine::new(config, Instant(0));
     let dev = e.add_device("d", device, 100_000);
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let task = e.add_task();
     (Harness::new(e, 200_000), dev, task, h)
 }

@@ -22,8 +22,8 @@ fn pages_under_writeback(mode: &str) -> (Harness, TaskId, HandleId) {
     let dev = e.add_device("d", dc, 100_000);
     let writer = e.add_task();
     let syncer = e.add_task();
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0);
-    let h = e.open(file);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
     let mut hs = Harness::new(e, 10_000);
     hs.run(writer, |e, now| e.write(now, writer, h, 0, MIB))
         .unwrap();

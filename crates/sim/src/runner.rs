@@ -148,10 +148,13 @@ impl Sim {
                     .ok_or_else(|| SimError::DeviceFull {
                         device: scenario.devices[spec.device].name.clone(),
                     })?;
-                let file = engine.add_file(now, DeviceId(spec.device as u32), domain, size);
+                // The scenario's device and the domain just made exist.
+                let file = engine
+                    .add_file(now, DeviceId(spec.device as u32), domain, size)
+                    .expect("the job's device and domain exist");
                 assert_eq!(file.index(), file_base.len());
                 file_base.push(base);
-                handles.push(engine.open(file));
+                handles.push(engine.open(file).expect("a file just added opens"));
             }
             let task = engine.add_task();
             jobs.push(Job {

