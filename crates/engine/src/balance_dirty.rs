@@ -17,7 +17,7 @@
 use crate::action::{Stall, StallReason, Step};
 use crate::config::DirtyThrottle;
 use crate::dirty_limits::{dirty_freerun_ceiling, dirty_poll_interval, wb_calc_thresh};
-use crate::dirty_throttle_2007::{RATELIMIT_EXCEEDED_2007, RATELIMIT_PAGES_2007};
+use crate::dirty_throttle_2007::{ratelimit_pages_2007, RATELIMIT_EXCEEDED_2007};
 use crate::engine::Engine;
 use crate::ids::{FileId, TaskId, WbId};
 use crate::position_ratio::{wb_position_ratio, Dtc};
@@ -255,7 +255,7 @@ impl Engine {
                 let limit = if self.dirty_exceeded_2007 {
                     RATELIMIT_EXCEEDED_2007
                 } else {
-                    RATELIMIT_PAGES_2007
+                    ratelimit_pages_2007(self.memory_pages)
                 };
                 (t.ratelimit_2007, limit)
             }

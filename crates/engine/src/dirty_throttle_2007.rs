@@ -1,10 +1,10 @@
 //! The 2007 global dirty limit (Linux before 2.6.24), kept to show the
 //! pathology Sekiyama reported (`dirty_throttle = "global-2007"`).
 //!
-//! - One global threshold; every RATELIMIT_PAGES_2007 pages dirtied a
-//!   writer looks at it.
+//! - One global threshold; every `ratelimit_pages_2007` pages dirtied
+//!   (memory / 32, within [16, 1024]) a writer looks at it.
 //! - Over it, the writer queues writeback of its own device and waits
-//!   until that device has written WRITE_CHUNK_2007 pages or the global
+//!   until that device has written 1.5 × that many pages or the global
 //!   count is under the threshold, looking again every congestion_wait.
 //! - A writer to an idle fast device therefore waits for a slow device
 //!   that holds most of the dirty memory: the bug the per-device limits of
@@ -17,14 +17,26 @@ use crate::ids::{FileId, TaskId};
 use crate::task::{Op, WaitKey};
 use crate::time::{Instant, NS_PER_MS};
 
-/// After this many pages dirtied by anyone, a 2007-style writer checks the
-/// limit (Linux 2.6.22's ratelimit_pages on a large machine)...
+/// At most this many pages dirtied between a 2007-style writer's looks at
+/// the limit (Linux 2.6.22's ratelimit_pages cap: 4 MiB)...
 pub const RATELIMIT_PAGES_2007: u64 = 1024;
+/// ...and at least this many.
+pub const RATELIMIT_PAGES_MIN_2007: u64 = 16;
 /// ...or after this many once the limit was exceeded.
 pub const RATELIMIT_EXCEEDED_2007: u64 = 8;
+
+/// Linux 2.6.22's writeback_set_ratelimit for one CPU: memory / 32 pages
+/// between looks at the limit, within [16, 1024], so a small cache does
+/// not run past its threshold by a fixed 4 MiB.
+pub fn ratelimit_pages_2007(memory_pages: u64) -> u64 {
+    (memory_pages / 32).clamp(RATELIMIT_PAGES_MIN_2007, RATELIMIT_PAGES_2007)
+}
+
 /// A 2007-style throttled writer is released once its own device wrote
 /// this many pages (1.5 × ratelimit_pages: "we've done our duty").
-pub const WRITE_CHUNK_2007: u64 = RATELIMIT_PAGES_2007 * 3 / 2;
+pub fn write_chunk_2007(memory_pages: u64) -> u64 {
+    ratelimit_pages_2007(memory_pages) * 3 / 2
+}
 /// ...and otherwise looks again after congestion_wait(HZ/10).
 pub const CONGESTION_WAIT_NS: u64 = 100 * NS_PER_MS;
 impl Engine {
@@ -49,7 +61,7 @@ impl Engine {
             unreachable!("2007 throttle outside a write");
         };
         let baseline = *wait_2007.get_or_insert(written);
-        if !over || written - baseline >= WRITE_CHUNK_2007 {
+        if !over || written - baseline >= write_chunk_2007(self.memory_pages) {
             *wait_2007 = None;
             self.dirty_exceeded_2007 = over;
             return None;
@@ -59,7 +71,7 @@ impl Engine {
         if wb.dirty > 0 && wb.flusher.current.is_none() && !wb.flusher.has_queued() {
             wb.flusher.queue(Work {
                 reason: WbReason::BalanceDirty,
-                nr_pages: WRITE_CHUNK_2007,
+                nr_pages: write_chunk_2007(self.memory_pages),
                 for_background: false,
                 older_than: None,
             });

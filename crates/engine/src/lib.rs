@@ -123,7 +123,7 @@ pub use balance_dirty::MAX_PAUSE_NS;
 pub use config::{
     Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush, KnobError, StableWrites,
 };
-pub use dirty_throttle_2007::CONGESTION_WAIT_NS;
+pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
 pub use dontcache::DontcacheStats;
 pub use drive::{NextEvent, VirtualRuntime};
 pub use engine::Engine;

@@ -495,3 +495,31 @@ fn unknown_ids_are_errors_not_panics() {
     assert_eq!(e.evict_file(file), Err(EngineError::BadFile(file)));
     e.check_invariants();
 }
+
+#[test]
+fn the_2007_limit_holds_a_small_cache_near_its_threshold() {
+    // 16 MiB: threshold 819 pages; a fixed 1024-page rate limit let the
+    // writer run a whole 4 MiB past it between looks.
+    let mut config = Config::default();
+    config.set("memory", "16MiB").unwrap();
+    config.set("dirty_throttle", "global-2007").unwrap();
+    let mut e = Engine::new(config, Instant(0));
+    let dev = e.add_device("d", DeviceConfig::default(), 100_000);
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 200_000);
+    let thresh = hs.engine.stats().thresh_pages;
+    let slack = ratelimit_pages_2007(hs.engine.memory_pages());
+    assert_eq!(slack, 128, "memory / 32");
+    let mut peak = 0;
+    for i in 0..32 {
+        hs.run(task, |e, now| e.write(now, task, h, i * MIB, MIB))
+            .unwrap();
+        peak = peak.max(hs.engine.dirty_and_writeback_pages());
+    }
+    assert!(
+        peak <= thresh + slack,
+        "dirty + writeback peaked at {peak} pages, threshold {thresh} + rate limit {slack}"
+    );
+}
