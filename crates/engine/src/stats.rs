@@ -99,6 +99,11 @@ impl Stats {
     pub fn stall(&self, reason: StallReason) -> StallStats {
         self.stalls[reason.index()]
     }
+
+    /// Pages written back for `reason`.
+    pub fn written_by(&self, reason: WbReason) -> u64 {
+        self.written_by_reason[reason.index()]
+    }
 }
 
 impl crate::engine::Engine {

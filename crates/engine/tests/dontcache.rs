@@ -66,7 +66,7 @@ fn written_back_uncached_pages_leave_the_cache() {
     let s = hs.engine.stats();
     assert_eq!(s.cached_pages, 0);
     assert_eq!(s.dirty_pages, 0);
-    assert_eq!(s.written_by_reason[WbReason::Dontcache.index()], 256);
+    assert_eq!(s.written_by(WbReason::Dontcache), 256);
     assert_eq!(domain(&hs, 0).dontcache.dropped_pages, 256);
     let unmapped: u64 = hs.unmapped.iter().map(|&(_, a, b)| b - a).sum();
     assert_eq!(unmapped, 256, "the runtime is told every page left");
@@ -187,7 +187,7 @@ fn inline_flush_makes_the_writer_submit_its_range() {
     );
     settle(&mut hs);
     let s = hs.engine.stats();
-    assert_eq!(s.written_by_reason[WbReason::Dontcache.index()], 256);
+    assert_eq!(s.written_by(WbReason::Dontcache), 256);
     assert_eq!(s.cached_pages, 0);
 }
 
