@@ -158,16 +158,9 @@ fn human_report_shows_jobs_and_engine() {
 
 #[test]
 fn bench_cpu_json_reports_child_cpu_time() {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("wb-cli-bench-cpu-{}", std::process::id()));
-    let dir = base.join("bench");
-    std::fs::create_dir_all(&dir).expect("create the bench directory");
-    if !writeback::io::supports_direct(&dir) {
-        let _ = std::fs::remove_dir_all(&base);
-        wb_testkit::skip(&format!("{} does not support O_DIRECT", dir.display()));
+    let Some((base, dir, data_dir)) = common::bench_dirs("cpu") else {
         return;
-    }
-    let data_dir = base.join("wb-data");
+    };
     let out = wb(&[
         "bench",
         "cpu",
@@ -402,16 +395,9 @@ fn direct_mode_is_simulated_and_refused_by_wb_run() {
 
 #[test]
 fn bench_stable_json_reports_each_mode_and_removes_its_files() {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("wb-cli-bench-stable-{}", std::process::id()));
-    let dir = base.join("bench");
-    std::fs::create_dir_all(&dir).expect("create the bench directory");
-    if !writeback::io::supports_direct(&dir) {
-        let _ = std::fs::remove_dir_all(&base);
-        wb_testkit::skip(&format!("{} does not support O_DIRECT", dir.display()));
+    let Some((base, dir, data_dir)) = common::bench_dirs("stable") else {
         return;
-    }
-    let data_dir = base.join("wb-data");
+    };
     let out = wb(&[
         "bench",
         "stable",

@@ -296,18 +296,25 @@ fn writer(table: &TableView<'_>) -> Res<JobKind> {
     })
 }
 
-fn reader(table: &TableView<'_>) -> Res<JobKind> {
+/// `file_size` and a `block_size` (default 4 KiB) that fits in it, for a
+/// job (`whose`: "a reader's") whose operations stay inside one file.
+fn block_within_file(table: &TableView<'_>, whose: &str) -> Res<(u64, u64)> {
     let file_size_field = table.require("file_size")?;
     let file_size = file_size(table)?;
     let block_size = block_size(table, KIB4)?;
     if block_size > file_size {
-        // A read must fit in the file it reads: point at the block size if
-        // given, else at the file size that is too small for the default.
+        // Point at the block size if given, else at the file size that is
+        // too small for the default.
         let at = table.get("block_size").unwrap_or(file_size_field);
         return Err(at.error(format!(
-            "a reader's block_size ({block_size} bytes) must not exceed its file_size ({file_size} bytes)"
+            "{whose} block_size ({block_size} bytes) must not exceed its file_size ({file_size} bytes)"
         )));
     }
+    Ok((file_size, block_size))
+}
+
+fn reader(table: &TableView<'_>) -> Res<JobKind> {
+    let (file_size, block_size) = block_within_file(table, "a reader's")?;
     let random = optional(table, "pattern", pattern)?;
     Ok(JobKind::Reader {
         file_size,
@@ -334,15 +341,7 @@ fn fsync_loop(table: &TableView<'_>) -> Res<JobKind> {
 }
 
 fn dbench(table: &TableView<'_>) -> Res<JobKind> {
-    let file_size_field = table.require("file_size")?;
-    let file_size = file_size(table)?;
-    let block_size = block_size(table, KIB4)?;
-    if block_size > file_size {
-        let at = table.get("block_size").unwrap_or(file_size_field);
-        return Err(at.error(format!(
-            "a dbench job's block_size ({block_size} bytes) must not exceed its file_size ({file_size} bytes)"
-        )));
-    }
+    let (file_size, block_size) = block_within_file(table, "a dbench job's")?;
     let every = |key: &str| -> Res<u64> {
         Ok(optional(table, key, |f| f.int_in(0, 1_000_000))?.unwrap_or(0) as u64)
     };

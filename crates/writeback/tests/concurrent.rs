@@ -5,7 +5,8 @@
 //! and the end result equals the model. Readers racing truncation never
 //! see data from before it once they have seen data from after it.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use writeback::{Cache, OpenOptions};
@@ -24,21 +25,9 @@ fn byte(writer: usize, version: u8) -> u8 {
     (writer as u8) << 4 | version
 }
 
-/// A fresh directory for a test, or None where O_DIRECT does not work.
-fn test_dir(name: &str) -> Option<PathBuf> {
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    if !writeback::io::supports_direct(&dir) {
-        wb_testkit::skip(&format!("{} does not support O_DIRECT", dir.display()));
-        return None;
-    }
-    Some(dir)
-}
-
 #[test]
 fn concurrent_writers_and_readers_match_the_model() {
-    let Some(dir) = test_dir("concurrent") else {
+    let Some(dir) = common::direct_test_dir("concurrent") else {
         return;
     };
     // A small cache, so writeback and reclaim run while the threads work.
@@ -127,7 +116,7 @@ fn concurrent_writers_and_readers_match_the_model() {
 fn readers_racing_truncation_see_holes_not_old_data() {
     const ROUNDS: u8 = 40;
     const SIZE: usize = 256 * 1024;
-    let Some(dir) = test_dir("truncate-race") else {
+    let Some(dir) = common::direct_test_dir("truncate-race") else {
         return;
     };
     let cache = Cache::builder()

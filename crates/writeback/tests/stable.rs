@@ -3,7 +3,8 @@
 //! mode changes while they write: after a sync the cache and the disk
 //! equal the model.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use writeback::{Cache, OpenOptions};
 
@@ -11,17 +12,6 @@ const PAGE: usize = 4096;
 /// A small hot set: rewrites keep landing on pages being written back.
 const PAGES: usize = 64;
 const WRITES: usize = 20_000;
-
-fn test_dir(name: &str) -> Option<PathBuf> {
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    if !writeback::io::supports_direct(&dir) {
-        wb_testkit::skip(&format!("{} does not support O_DIRECT", dir.display()));
-        return None;
-    }
-    Some(dir)
-}
 
 /// The byte write `n` puts at its offsets: changes with every write.
 fn stamp(n: usize) -> u8 {
@@ -44,7 +34,7 @@ fn extent(n: usize) -> (usize, usize) {
 /// the device's stable_writes through them. Returns pages snapshotted
 /// (None where the test cannot run here).
 fn rewrite_and_check(name: &str, initial: &str, modes: &[&str]) -> Option<u64> {
-    let dir = test_dir(name)?;
+    let dir = common::direct_test_dir(name)?;
     let cache = Cache::builder()
         .knob("memory", "16MiB")
         .unwrap()

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs the `wb` binary with `args` from the crate's directory.
@@ -44,4 +44,21 @@ pub fn dirty_knobs() -> Vec<String> {
     .iter()
     .map(|k| std::fs::read_to_string(format!("/proc/sys/vm/{k}")).unwrap_or_default())
     .collect()
+}
+
+/// A fresh base directory for a bench test with `bench` and `wb-data`
+/// inside: (base, bench dir, data dir); None (after skipping, with the
+/// reason) where the bench directory has no O_DIRECT.
+pub fn bench_dirs(name: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wb-cli-bench-{name}-{}", std::process::id()));
+    let dir = base.join("bench");
+    std::fs::create_dir_all(&dir).expect("create the bench directory");
+    if !writeback::io::supports_direct(&dir) {
+        let _ = std::fs::remove_dir_all(&base);
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", dir.display()));
+        return None;
+    }
+    let data_dir = base.join("wb-data");
+    Some((base, dir, data_dir))
 }
