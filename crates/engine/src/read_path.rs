@@ -26,6 +26,9 @@ impl Engine {
             return Err(EngineError::ReadTooLarge { len, max });
         }
         self.touch_file(file);
+        if self.read_hit(task, file, offset, len) {
+            return Ok(Step::Done);
+        }
         self.begin(
             task,
             Op::Read {
@@ -35,6 +38,35 @@ impl Engine {
             },
         )?;
         self.continue_read(now, task)
+    }
+
+    /// The common read: an idle task reads pages of one valid run that is
+    /// referenced already and not marked drop-behind (or past the end of
+    /// the file). Nothing changes but the task's readahead position, so it
+    /// is done without an operation in progress. False: take the full path.
+    fn read_hit(&mut self, task: TaskId, file: FileId, offset: u64, len: u64) -> bool {
+        if self
+            .tasks
+            .get(task.index())
+            .is_none_or(|t| t.op != Op::Idle)
+        {
+            return false;
+        }
+        let f = &self.files[file.index()];
+        let end = (offset + len).min(f.size);
+        if offset >= end {
+            return true;
+        }
+        let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        let Some((start, run)) = f.run_at(first) else {
+            return false;
+        };
+        let settled = run.flags & (PG_READING | PG_REFERENCED | PG_DROPBEHIND) == PG_REFERENCED;
+        if start + run.len < last || !settled {
+            return false;
+        }
+        self.tasks[task.index()].last_read = Some((file, last));
+        true
     }
 
     /// Accounts a cached read that a runtime served from a page index of
