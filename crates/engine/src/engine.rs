@@ -254,8 +254,17 @@ impl Engine {
             return Err(EngineError::BadDomain(domain));
         }
         let wb = self.wb_for(device, domain, now);
-        self.files.push(CachedFile::new(device, wb, size));
-        let file = FileId((self.files.len() - 1) as u32);
+        let record = CachedFile::new(device, wb, size);
+        let file = match self.reusable_file_id() {
+            Some(id) => {
+                self.files[id.index()] = record;
+                id
+            }
+            None => {
+                self.files.push(record);
+                FileId((self.files.len() - 1) as u32)
+            }
+        };
         self.eviction.live += 1;
         self.touch_file(file);
         self.make_room_for_files(file);
@@ -269,7 +278,13 @@ impl Engine {
     }
 
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        let action = self.actions.pop_front();
+        if action.is_none() && !self.eviction.retiring.is_empty() {
+            // Every Evict queued so far was taken: those ids may be reused.
+            let retired = std::mem::take(&mut self.eviction.retiring);
+            self.eviction.free.extend(retired);
+        }
+        action
     }
 
     /// Pages dirty or under writeback, globally.

@@ -17,6 +17,13 @@
 //!   flush keeps the file (still unsynced): the next sync reports it.
 //! - `release_file` lets one file go at once, as soon as it is idle (a
 //!   front end's unlinked file with no handle left).
+//! - An evicted file's id is used again for a file added later, so the
+//!   file table (and the runtime's tables beside it) stays as large as the
+//!   most files live at once. Not before the runtime has taken every
+//!   action queued when the file went (its `Evict` among them:
+//!   `poll_action` came back empty), and not while an fsync or sync in
+//!   progress still names it; the reclaim queue's leftover entries for the
+//!   old file are dropped then.
 
 use crate::action::Action;
 use crate::durability::FlushFor;
@@ -38,6 +45,10 @@ pub(crate) struct Eviction {
     skip_scans: usize,
     /// Files waiting for their flush before they go.
     pub flushing: BTreeSet<FileId>,
+    /// Evicted files whose `Evict` the runtime may not have taken yet.
+    pub retiring: Vec<FileId>,
+    /// Evicted files whose ids may be used again.
+    pub free: Vec<FileId>,
 }
 
 impl Engine {
@@ -153,6 +164,24 @@ impl Engine {
         f.read_error = None;
         self.eviction.live -= 1;
         self.actions.push_back(Action::Evict { file });
+        self.eviction.retiring.push(file);
         Ok(())
+    }
+
+    /// An evicted file's id that a new file may take, if any: none named
+    /// by a sync in progress. Drops the reclaim queue's entries for it.
+    pub(crate) fn reusable_file_id(&mut self) -> Option<FileId> {
+        let named = |id: FileId, engine: &Engine| {
+            engine
+                .syncs
+                .ops
+                .values()
+                .any(|op| op.files.iter().any(|sf| sf.file == id))
+        };
+        let pos = self.eviction.free.iter().position(|&id| !named(id, self))?;
+        let id = self.eviction.free.swap_remove(pos);
+        debug_assert!(self.files[id.index()].evicted);
+        self.reclaim.retain(|&(file, _, _)| file != id);
+        Some(id)
     }
 }

@@ -152,3 +152,58 @@ fn release_lets_one_idle_file_go_at_once() {
     assert_eq!(evicted(&hs), vec![a]);
     hs.engine.check_invariants();
 }
+
+#[test]
+fn evicted_ids_are_reused_so_the_file_table_stays_small() {
+    let (mut hs, dev, task) = setup(4);
+    let ids: Vec<FileId> = (0..40).map(|_| use_new_file(&mut hs, dev, task)).collect();
+    let largest = ids.iter().map(|f| f.index()).max().unwrap_or(0);
+    assert!(largest < 6, "ids up to {largest} for at most 5 live files");
+    assert!(hs.engine.live_files() <= 5);
+    hs.engine.check_invariants();
+}
+
+#[test]
+fn an_evicted_id_waits_until_the_runtime_took_its_evict() {
+    let (mut hs, dev, task) = setup(2);
+    let first = use_new_file(&mut hs, dev, task);
+    use_new_file(&mut hs, dev, task);
+    // The third passes the limit: idle files go, their Evict queued.
+    let third = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    let gone: Vec<FileId> = std::iter::from_fn(|| hs.engine.poll_action())
+        .filter_map(|a| match a {
+            Action::Evict { file } => Some(file),
+            _ => None,
+        })
+        .collect();
+    assert!(gone.contains(&first), "{gone:?}");
+    // poll_action came back empty: now the ids may be used again.
+    let fourth = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    assert!(
+        gone.contains(&fourth),
+        "fourth {fourth:?} reuses one of {gone:?}"
+    );
+    assert_ne!(fourth, third);
+    assert_eq!(hs.engine.file_size(fourth), Some(0), "a fresh record");
+    let h = hs.engine.open(fourth).expect("the reused id opens");
+    hs.engine.close(h).unwrap();
+    hs.engine.check_invariants();
+}
+
+#[test]
+fn an_id_is_not_reused_before_its_evict_was_taken() {
+    let (mut hs, dev, task) = setup(2);
+    let ids = [
+        use_new_file(&mut hs, dev, task),
+        use_new_file(&mut hs, dev, task),
+    ];
+    // Passing the limit evicts; nothing is drained before the next add.
+    let third = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    let fourth = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    assert!(
+        !ids.contains(&third) && !ids.contains(&fourth),
+        "{third:?} {fourth:?}"
+    );
+    hs.drain();
+    hs.engine.check_invariants();
+}

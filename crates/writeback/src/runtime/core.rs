@@ -260,11 +260,22 @@ impl Core {
     }
 
     /// Adds a file the engine does not know yet.
+    /// The engine may give a new file the id of one it evicted (evict.rs):
+    /// its slots are then taken over, after its Evict was carried out.
     pub fn add_file(&mut self, file: FileId, backing: StdFile, key: (u64, u64), size: u64) {
-        assert_eq!(file.index(), self.backing.len(), "files are added in order");
-        self.backing.push(Some(Arc::new(backing)));
-        self.keys.push(key);
-        self.sizes.push(Arc::new(AtomicU64::new(size)));
+        let (backing, size) = (Some(Arc::new(backing)), Arc::new(AtomicU64::new(size)));
+        let i = file.index();
+        if i < self.backing.len() {
+            assert!(self.backing[i].is_none(), "a reused id was evicted first");
+            self.backing[i] = backing;
+            self.keys[i] = key;
+            self.sizes[i] = size;
+        } else {
+            assert_eq!(i, self.backing.len(), "new ids come in order");
+            self.backing.push(backing);
+            self.keys.push(key);
+            self.sizes.push(size);
+        }
         self.by_inode.insert(key, file);
     }
 
