@@ -452,3 +452,66 @@ fn bench_stable_refuses_bad_arguments() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+const DBENCH_RUN: &str = r#"
+name = "dbench-run"
+seed = 3
+duration = "10s"
+
+[cache]
+memory = "64MiB"
+
+[[device]]
+name = "disk"
+model = "hdd"
+stable_writes = "snapshot"
+
+[[job]]
+name = "c"
+kind = "dbench"
+device = "disk"
+files = 2
+file_size = "64KiB"
+block_size = "4KiB"
+read_every = 4
+flush_every = 10
+count = 200
+"#;
+
+#[test]
+fn run_reports_each_kind_of_a_dbench_job() {
+    let Some((base, dir, _)) = common::bench_dirs("run-dbench") else {
+        return;
+    };
+    let path = write_temp("dbench-run.toml", DBENCH_RUN);
+    let out = wb(&[
+        "run",
+        path.to_str().expect("UTF-8 path"),
+        "--json",
+        "--no-calibrate",
+        "--dir",
+        dir.to_str().expect("UTF-8 path"),
+    ]);
+    let v = json(&out);
+    let _ = std::fs::remove_dir_all(&base);
+    let job = &v["jobs"][0];
+    assert_eq!(job["errors"], 0, "{v}");
+    // 200 operations: every 10th a flush (20), every 4th that is not one
+    // a read (50 multiples of 4, 10 of them multiples of 20), the rest writes.
+    let kinds: Vec<(&str, u64)> = job["op_kinds"]
+        .as_array()
+        .expect("op_kinds is an array")
+        .iter()
+        .map(|k| {
+            (
+                k["kind"].as_str().unwrap_or("?"),
+                k["count"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(kinds, [("write", 140), ("read", 40), ("flush", 20)], "{v}");
+    assert_eq!(
+        v["engine"]["devices"][0]["stable_writes"], "snapshot",
+        "{v}"
+    );
+}
