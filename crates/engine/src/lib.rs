@@ -19,7 +19,9 @@
 //!    over clean runs) and frames (`frame_space.rs`) and become one run
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
 //!    is on disk is read first (`dispatch.rs`, `submit_read`; stall
-//!    `read_io`).
+//!    `read_io`). A page under writeback is modified in place, waited for
+//!    (stall `stable_page`) or copied first (`stable.rs`,
+//!    `Action::CopyFrames`), as the device's `stable_writes` says.
 //! 3. `dirty_pages` (`write_path.rs`) marks the stretch dirty and accounts it
 //!    to the file's writeback context (`wb.rs`) and to the task, and
 //!    `copy_in` emits `Action::CopyIn`: the runtime copies the caller's
