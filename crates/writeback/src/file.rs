@@ -69,16 +69,63 @@ impl File {
     /// ```
     pub fn write_at_with(&self, data: &[u8], offset: u64, flags: WriteFlags) -> Result<(), Error> {
         let len = data.len() as u64;
-        let handle = self.handle;
         offset
             .checked_add(len)
             .ok_or(Error::OutOfRange { offset, len })?;
+        // Bytes of pages that are dirty already need nothing of the engine.
+        let done = if flags == WriteFlags::default() {
+            self.overwrite_dirty(data, offset)?
+        } else {
+            0
+        };
+        if done == data.len() {
+            return Ok(());
+        }
+        let (data, offset) = (&data[done..], offset + done as u64);
+        let len = data.len() as u64;
+        let handle = self.handle;
         let write = WriteData { offset, data };
         self.shared.run_op(
             |e, now, task| e.write_with(now, task, handle, offset, len, flags),
             Some(write),
             |_, _, _| {},
         )
+    }
+
+    /// Copies the leading bytes of a write that fall in pages the cache
+    /// holds dirty and not yet copied for writeback, without the engine's
+    /// lock (as cached reads are served): their state does not change, and
+    /// their next write request copies them (`Frames::clear_overwritable`
+    /// is cleared under the frame's lock before it does). Stops at the
+    /// first page that is not so, or if the write would extend the file;
+    /// returns the bytes copied.
+    fn overwrite_dirty(&self, data: &[u8], offset: u64) -> Result<usize, Error> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let size = self.size.load(Ordering::Acquire);
+        if offset + data.len() as u64 > size {
+            return Ok(0);
+        }
+        let mut done = 0;
+        while done < data.len() {
+            let pos = offset + done as u64;
+            let in_page = (pos % PAGE_SIZE) as usize;
+            let n = (PAGE_SIZE as usize - in_page).min(data.len() - done);
+            let Some(mut frame) =
+                self.shared
+                    .index
+                    .write(&self.shared.frames, self.file, pos / PAGE_SIZE)
+            else {
+                break;
+            };
+            if !frame.overwritable() {
+                break;
+            }
+            frame.bytes()[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
+        Ok(done)
     }
 
     /// Reads into `buf` at `offset`; returns the bytes read (short at end of file).
@@ -227,7 +274,11 @@ impl File {
                 if len % PAGE_SIZE != 0 {
                     if let Some(frame) = core.engine.page_frame(file, len / PAGE_SIZE) {
                         let from = (len % PAGE_SIZE) as usize;
-                        core.frames.write(frame).bytes()[from..].fill(0);
+                        let mut w = core.frames.write(frame);
+                        w.bytes()[from..].fill(0);
+                        // A write past the new end must extend the file:
+                        // through the engine.
+                        w.set_overwritable(false);
                     }
                 }
                 core.publish_size(file);

@@ -223,3 +223,34 @@ fn evict_lets_go_of_idle_files_only() {
     drop(cache);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn overwrites_of_dirty_pages_and_writes_past_a_cut_end_keep_length_and_data() {
+    let Some(d) = dir("overwrite") else {
+        return;
+    };
+    let cache = cache("16MiB");
+    let path = d.join("f");
+    let f = cache.open(&path, CREATE).unwrap();
+    // Dirty pages, then overwritten in place (no engine call needed).
+    f.write_at(&[1u8; 8192], 0).unwrap();
+    f.write_at(&[2u8; 100], 4000).unwrap();
+    // Cut into the first page; a write past the new end must extend the
+    // file again, even though its page is still cached and dirty.
+    f.set_len(1000).unwrap();
+    f.write_at(&[3u8; 10], 2000).unwrap();
+    assert_eq!(f.len(), 2010);
+    let mut got = vec![9u8; 2010];
+    assert_eq!(f.read_at(&mut got, 0).unwrap(), 2010);
+    assert!(got[..1000].iter().all(|&b| b == 1));
+    assert!(
+        got[1000..2000].iter().all(|&b| b == 0),
+        "zeros past the cut"
+    );
+    assert!(got[2000..].iter().all(|&b| b == 3));
+    f.sync_data().unwrap();
+    drop(f);
+    drop(cache);
+    assert_eq!(std::fs::read(&path).unwrap(), got, "the disk agrees");
+    let _ = std::fs::remove_dir_all(&d);
+}

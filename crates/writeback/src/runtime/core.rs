@@ -139,7 +139,10 @@ impl Core {
             match action {
                 Action::Unmapped { file, first, end } => {
                     for page in first..end {
-                        self.index.remove(file, page);
+                        if let Some(frame) = self.index.remove(file, page) {
+                            // Gone: later writes of the page take the engine.
+                            self.frames.write(frame).set_overwritable(false);
+                        }
                     }
                 }
                 Action::CopyFrames { from, to, count } => {
@@ -153,7 +156,9 @@ impl Core {
                 }
                 Action::ZeroFrames { first, count } => {
                     for frame in first..first + count {
-                        self.frames.write(frame).bytes().fill(0);
+                        let mut w = self.frames.write(frame);
+                        w.bytes().fill(0);
+                        w.set_overwritable(false);
                     }
                 }
                 Action::CopyIn {
@@ -218,6 +223,9 @@ impl Core {
                 })
                 .collect();
             let frames = self.frames.read(&page_frames);
+            // What is copied now is written back; later writes of these
+            // pages go through the engine, which dirties them again.
+            self.frames.clear_overwritable(&page_frames);
             for (i, &frame) in page_frames.iter().enumerate() {
                 buf.as_mut_slice()[i * PAGE..(i + 1) * PAGE].copy_from_slice(frames.frame(frame));
             }
@@ -300,8 +308,11 @@ impl Core {
             let at = pos + done as u64;
             let in_page = (at % PAGE_SIZE) as usize;
             let n = (PAGE - in_page).min(data.len() - done);
-            self.frames.write(frame).bytes()[in_page..in_page + n]
-                .copy_from_slice(&data[done..done + n]);
+            let mut w = self.frames.write(frame);
+            w.bytes()[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            // The page is dirty and no request has copied it since.
+            w.set_overwritable(true);
+            drop(w);
             self.index.insert(file, at / PAGE_SIZE, frame);
             done += n;
             frame += 1;

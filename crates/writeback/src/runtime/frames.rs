@@ -3,14 +3,19 @@
 //! `f % SHARDS`, so copies of different frames never contend.
 //!
 //! Lock order: the engine's lock first, then frame locks. Writers (filling,
-//! zeroing, copying caller data in) take a frame's lock only while holding
-//! the engine's lock, one frame at a time, and no other frame lock. Readers
-//! take the read locks of the frames they need either while holding the
-//! engine's lock (a cache miss) or while holding the shard of the page
-//! index that maps the page (a hit; see page_index.rs), then let that lock
-//! go and copy: the frames cannot be reused under them.
+//! zeroing, copying caller data in) take a frame's lock while holding the
+//! engine's lock, one frame at a time, and no other frame lock; a write to
+//! a page that is dirty already takes it instead while holding the page
+//! index's shard (as a cached read does) and copies only if the frame is
+//! marked overwritable (its dirty data not yet copied for writeback; the
+//! mark is cleared under the frame's lock before a request copies it).
+//! Readers take the read locks of the frames they need either while
+//! holding the engine's lock (a cache miss) or while holding the shard of
+//! the page index that maps the page (a hit; see page_index.rs), then let
+//! that lock go and copy: the frames cannot be reused under them.
 
 use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use wb_engine::PAGE_SIZE;
 
@@ -21,6 +26,10 @@ pub(crate) const SHARDS: usize = 64;
 pub(crate) struct Frames {
     data: Box<[UnsafeCell<u8>]>,
     shards: Vec<RwLock<()>>,
+    /// Per frame: it holds a dirty page whose data no write request has
+    /// copied yet, so bytes written into it now will be written back
+    /// without telling the engine (see `FrameWrite::overwritable`).
+    overwritable: Vec<AtomicBool>,
 }
 
 // SAFETY: the bytes of frame f are only read while holding shards[f % SHARDS]
@@ -73,7 +82,12 @@ impl Frames {
             ))
         };
         let shards = (0..SHARDS).map(|_| RwLock::new(())).collect();
-        Frames { data, shards }
+        let overwritable = (0..pages).map(|_| AtomicBool::new(false)).collect();
+        Frames {
+            data,
+            shards,
+            overwritable,
+        }
     }
 
     fn lock_read(&self, shard: usize) -> RwLockReadGuard<'_, ()> {
@@ -124,6 +138,19 @@ impl Frames {
     }
 }
 
+impl Frames {
+    /// No write may go into `frames` without the engine from now on: a
+    /// write request is about to copy them, or their pages left. Call
+    /// holding each frame's lock (read or write): a lockless writer checks
+    /// the mark under the frame's write lock, so it either finished before
+    /// or sees the mark gone.
+    pub fn clear_overwritable(&self, frames: &[u32]) {
+        for &f in frames {
+            self.overwritable[f as usize].store(false, Ordering::Release);
+        }
+    }
+}
+
 impl FramesRead<'_> {
     pub fn frame(&self, frame: u32) -> &[u8] {
         let held = self
@@ -154,6 +181,16 @@ impl FrameRead<'_> {
 }
 
 impl FrameWrite<'_> {
+    /// Whether the frame holds a dirty page no write request has copied
+    /// yet: bytes written now will be written back.
+    pub fn overwritable(&self) -> bool {
+        self.frames.overwritable[self.frame as usize].load(Ordering::Acquire)
+    }
+
+    pub fn set_overwritable(&mut self, on: bool) {
+        self.frames.overwritable[self.frame as usize].store(on, Ordering::Release);
+    }
+
     pub fn bytes(&mut self) -> &mut [u8] {
         let start = self.frames.start(self.frame);
         // SAFETY: we hold the frame's shard lock for writing for as long as

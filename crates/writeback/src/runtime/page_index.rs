@@ -14,7 +14,7 @@
 //! the page cannot leave the index, nor its frame be reused, before the
 //! reader holds the frame.
 
-use super::frames::{FrameRead, Frames};
+use super::frames::{FrameRead, FrameWrite, Frames};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -86,9 +86,23 @@ impl PageIndex {
     }
 
     /// The page left the cache (call with the engine's lock held, before
-    /// any frame is written).
-    pub fn remove(&self, file: FileId, page: Page) {
-        self.write_shard(shard(file, page)).remove(&(file.0, page));
+    /// any frame is written); returns the frame it was in.
+    pub fn remove(&self, file: FileId, page: Page) -> Option<u32> {
+        self.write_shard(shard(file, page)).remove(&(file.0, page))
+    }
+
+    /// Write access to the page's frame, if the page is indexed (for a
+    /// write that bypasses the engine: see `FrameWrite::overwritable`).
+    pub fn write<'f>(
+        &self,
+        frames: &'f Frames,
+        file: FileId,
+        page: Page,
+    ) -> Option<FrameWrite<'f>> {
+        let shard = self.read_shard(shard(file, page));
+        let &frame = shard.get(&(file.0, page))?;
+        // Taken while the shard is held: see the lock order above.
+        Some(frames.write(frame))
     }
 
     /// Read access to the page's frame, if the page is indexed.
