@@ -26,7 +26,14 @@ impl Engine {
             return Err(EngineError::ReadTooLarge { len, max });
         }
         self.touch_file(file);
-        if self.read_hit(task, file, offset, len) {
+        // Most reads hit one valid run: done at once, with no operation in
+        // progress to keep (a busy or unknown task takes the full path,
+        // whose `begin` reports it).
+        let idle = self
+            .tasks
+            .get(task.index())
+            .is_some_and(|t| t.op == Op::Idle);
+        if idle && self.read_from_one_run(task, file, offset, len) {
             return Ok(Step::Done);
         }
         self.begin(
@@ -40,18 +47,12 @@ impl Engine {
         self.continue_read(now, task)
     }
 
-    /// The common read: an idle task reads pages of one valid run that is
-    /// referenced already and not marked drop-behind (or past the end of
-    /// the file). Nothing changes but the task's readahead position, so it
-    /// is done without an operation in progress. False: take the full path.
-    fn read_hit(&mut self, task: TaskId, file: FileId, offset: u64, len: u64) -> bool {
-        if self
-            .tasks
-            .get(task.index())
-            .is_none_or(|t| t.op != Op::Idle)
-        {
-            return false;
-        }
+    /// Serves a read whose pages (up to the end of the file) lie in one
+    /// valid run, or that starts at or past the end: marks the run
+    /// referenced and takes an ordinary read's drop-behind mark off, as
+    /// Linux does, and moves the task's readahead position. False: pages
+    /// are missing or being read, take the full path.
+    fn read_from_one_run(&mut self, task: TaskId, file: FileId, offset: u64, len: u64) -> bool {
         let f = &self.files[file.index()];
         let end = (offset + len).min(f.size);
         if offset >= end {
@@ -61,9 +62,14 @@ impl Engine {
         let Some((start, run)) = f.run_at(first) else {
             return false;
         };
-        let settled = run.flags & (PG_READING | PG_REFERENCED | PG_DROPBEHIND) == PG_REFERENCED;
-        if start + run.len < last || !settled {
+        if start + run.len < last || run.flags & PG_READING != 0 {
             return false;
+        }
+        if run.flags & PG_REFERENCED == 0 {
+            self.files[file.index()].reference(first, last);
+        }
+        if run.flags & PG_DROPBEHIND != 0 {
+            self.clear_dropbehind(file, first, last);
         }
         self.tasks[task.index()].last_read = Some((file, last));
         true
@@ -120,26 +126,11 @@ impl Engine {
             unreachable!("continue_read on a task that is not reading");
         };
         let file = self.handle(handle)?.file;
-        let end = (offset + len).min(self.files[file.index()].size);
-        if offset >= end {
+        if self.read_from_one_run(task, file, offset, len) {
             return self.finish(task, Ok(Step::Done));
         }
+        let end = (offset + len).min(self.files[file.index()].size);
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
-        // Most reads hit one valid run: one look-up, no change if it is
-        // referenced already.
-        let f = &mut self.files[file.index()];
-        if let Some((start, run)) = f.run_at(first) {
-            if start + run.len >= last && run.flags & PG_READING == 0 {
-                if run.flags & PG_REFERENCED == 0 {
-                    f.reference(first, last);
-                }
-                if run.flags & PG_DROPBEHIND != 0 {
-                    self.clear_dropbehind(file, first, last);
-                }
-                self.tasks[task.index()].last_read = Some((file, last));
-                return self.finish(task, Ok(Step::Done));
-            }
-        }
         let f = &self.files[file.index()];
         if f.run_at(first).is_none() {
             // A miss at the first page (a sequential reader past its

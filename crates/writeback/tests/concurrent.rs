@@ -94,17 +94,8 @@ fn concurrent_writers_and_readers_match_the_model() {
         }
         done.store(true, Ordering::Release);
     });
-    file.sync_data().unwrap();
     let expect: Vec<u8> = (0..LEN).map(|p| byte(owner(p), VERSIONS)).collect();
-    let mut got = vec![0u8; LEN];
-    assert_eq!(file.read_at(&mut got, 0).unwrap(), LEN);
-    assert!(got == expect, "cache content equals the model");
-    drop(file);
-    drop(cache);
-    assert!(
-        std::fs::read(&path).unwrap() == expect,
-        "disk content equals the model"
-    );
+    common::sync_and_check_model("concurrent", cache, file, &path, &expect);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -77,17 +77,8 @@ fn rewrite_and_check(name: &str, initial: &str, modes: &[&str]) -> Option<u64> {
         }
         done.store(true, Ordering::Release);
     });
-    file.sync_data().unwrap();
-    let mut got = vec![0u8; PAGES * PAGE];
-    assert_eq!(file.read_at(&mut got, 0).unwrap(), got.len());
-    assert!(got == model, "{name}: cache content equals the model");
     let snapshots = cache.stats().devices[0].snapshot_pages;
-    drop(file);
-    drop(cache);
-    assert!(
-        std::fs::read(&path).unwrap() == model,
-        "{name}: disk content equals the model"
-    );
+    common::sync_and_check_model(name, cache, file, &path, &model);
     let _ = std::fs::remove_dir_all(&dir);
     Some(snapshots)
 }

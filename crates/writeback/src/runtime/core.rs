@@ -65,7 +65,10 @@ pub(crate) struct Core {
 pub(crate) struct Flush {
     pub id: u64,
     pub backing: Arc<StdFile>,
-    pub len: u64,
+    /// The file's length, to cut the backing file to; None (never for a
+    /// file the engine knows) leaves the backing file's length alone
+    /// rather than cutting it to a guess.
+    pub len: Option<u64>,
     pub metadata: bool,
 }
 
@@ -122,8 +125,9 @@ impl Core {
     /// call after the data it covers is in the frames.
     pub fn publish_size(&self, file: FileId) {
         // The file is the runtime's own, known to the engine.
-        let size = self.engine.file_size(file).unwrap_or(0);
-        self.sizes[file.index()].store(size, Ordering::Release);
+        if let Some(size) = self.engine.file_size(file) {
+            self.sizes[file.index()].store(size, Ordering::Release);
+        }
     }
 
     /// Carries out the engine's actions in the order it emitted them:
@@ -192,8 +196,7 @@ impl Core {
                 Action::MakeDurable { id, file, metadata } => out.flushes.push(Flush {
                     id,
                     backing: self.backing(file),
-                    // A file the engine asks to flush is one it knows.
-                    len: self.engine.file_size(file).unwrap_or(0),
+                    len: self.engine.file_size(file),
                     metadata,
                 }),
             }

@@ -177,8 +177,10 @@ impl Shared {
     /// O_DIRECT writes whole pages, which can leave the backing file longer
     /// than the file: cut it to the file's length, then flush it.
     fn flush(flush: &Flush) -> std::io::Result<()> {
-        if flush.backing.metadata()?.len() != flush.len {
-            flush.backing.set_len(flush.len)?;
+        if let Some(len) = flush.len {
+            if flush.backing.metadata()?.len() != len {
+                flush.backing.set_len(len)?;
+            }
         }
         if flush.metadata {
             flush.backing.sync_all()

@@ -1,6 +1,7 @@
 //! Shared by the library's integration tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use writeback::{Cache, File};
 
 /// A fresh directory for a test under the target's temporary directory, or
 /// None (after skipping, with the reason) where O_DIRECT does not work.
@@ -13,4 +14,20 @@ pub fn direct_test_dir(name: &str) -> Option<PathBuf> {
         return None;
     }
     Some(dir)
+}
+
+/// Syncs `file`, checks that the cache reads back `model` from its start,
+/// closes it and `cache`, and checks that the backing file at `path`
+/// holds `model` too. `what` names the case in failures.
+pub fn sync_and_check_model(what: &str, cache: Cache, file: File, path: &Path, model: &[u8]) {
+    file.sync_data().unwrap();
+    let mut got = vec![0u8; model.len()];
+    assert_eq!(file.read_at(&mut got, 0).unwrap(), model.len());
+    assert!(got == model, "{what}: cache content equals the model");
+    drop(file);
+    drop(cache);
+    assert!(
+        std::fs::read(path).unwrap() == model,
+        "{what}: disk content equals the model"
+    );
 }
