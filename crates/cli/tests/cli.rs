@@ -414,7 +414,7 @@ fn bench_stable_json_reports_each_mode_and_removes_its_files() {
     let v = json(&out);
     let configs = v["configs"].as_array().expect("configs is an array");
     let names: Vec<&str> = configs.iter().filter_map(|c| c["name"].as_str()).collect();
-    assert_eq!(names, ["wait", "none", "snapshot"], "{v}");
+    assert_eq!(names, ["wait", "none", "snapshot", "always-copy"], "{v}");
     for c in configs {
         for p in ["p50", "p99", "p99_9", "max"] {
             let x = c["write_lat_us"][p].as_f64().unwrap_or(f64::NAN);
@@ -427,6 +427,9 @@ fn bench_stable_json_reports_each_mode_and_removes_its_files() {
     assert_eq!(configs[1]["snapshot_pages"], 0);
     assert_eq!(configs[1]["stable_waits"], 0);
     assert_eq!(configs[2]["stable_waits"], 0);
+    // always-copy is none with copies in writeback, not in the engine.
+    assert_eq!(configs[3]["snapshot_pages"], 0);
+    assert_eq!(configs[3]["stable_waits"], 0);
     let left: Vec<_> = std::fs::read_dir(&dir)
         .expect("read the bench directory")
         .filter_map(|e| e.ok().map(|e| e.file_name()))

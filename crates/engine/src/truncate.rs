@@ -1,7 +1,7 @@
 //! Changing a file's length (ftruncate): pages past the new end are
 //! dropped, dirty ones without being written; writes already in flight
-//! past the end are waited for, so they cannot land after the runtime
-//! shortens the backing file.
+//! past the end, and of a page the new end cuts, are waited for, so they
+//! cannot land after the runtime shortens the backing file.
 
 use crate::action::{StallReason, Step};
 use crate::engine::Engine;
@@ -46,9 +46,18 @@ impl Engine {
             if run.flags & (PG_WRITEBACK | PG_READING) != 0 {
                 busy = true;
             } else {
-                let start = start.max(first_gone);
-                self.remove_pages(file, start, start + run.len);
+                // A run that starts before the new end loses only its tail.
+                self.remove_pages(file, start.max(first_gone), start + run.len);
             }
+        }
+        // A now partial last page under writeback: its tail is zeroed once
+        // this returns (by the runtime, in the page's frame, which a write
+        // in flight may be reading), and its write must not land after
+        // the backing file is cut. Wait for it too.
+        if len % PAGE_SIZE != 0 {
+            busy |= self.files[file.index()]
+                .run_at(len / PAGE_SIZE)
+                .is_some_and(|(_, run)| run.flags & PG_WRITEBACK != 0);
         }
         if busy {
             // I/O in flight past the new end: wait for it, then drop the pages.

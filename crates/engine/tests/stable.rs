@@ -155,3 +155,27 @@ fn stable_writes_accepts_four_modes_and_refuses_others() {
     );
     assert_eq!(dc.stable_writes, StableWrites::Auto, "nothing changed");
 }
+
+/// A truncation that cuts a page under writeback waits for that write, in
+/// every mode: the runtime zeroes the page's tail in its frame (which the
+/// write in flight may be reading), and the write must not land after the
+/// backing file is cut.
+#[test]
+fn truncating_into_a_page_under_writeback_waits_for_its_write() {
+    for mode in ["none", "wait", "snapshot"] {
+        let (mut hs, writer, h) = pages_under_writeback(mode);
+        let start = hs.now;
+        hs.run(writer, |e, now| e.set_len(now, writer, h, PAGE_SIZE / 2))
+            .unwrap();
+        assert!(hs.now > start, "{mode}: the truncation waited");
+        // Once per write request that completes (two of 128 pages).
+        assert_eq!(
+            hs.stalls.iter().map(|s| s.reason).collect::<Vec<_>>(),
+            [StallReason::Sync, StallReason::Sync],
+            "{mode}"
+        );
+        assert_eq!(hs.engine.stats().writeback_pages, 0, "{mode}");
+        assert_eq!(hs.engine.file_size(FileId(0)), Some(PAGE_SIZE / 2));
+        hs.engine.check_invariants();
+    }
+}

@@ -41,6 +41,21 @@ pub struct CacheBuilder {
     io_backend: Option<String>,
     io_workers: usize,
     max_files: Option<usize>,
+    writeout: Writeout,
+}
+
+/// How writeback hands pages to the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Writeout {
+    /// From the cache's own frames (O_DIRECT from the aligned frames, no
+    /// copy). What a writer may do with a page under writeback is the
+    /// device's `stable_writes`.
+    #[default]
+    ZeroCopy,
+    /// Each page copied into an I/O buffer first (a snapshot of every page
+    /// written, whatever the device needs): the path of before zero-copy,
+    /// kept to measure zero-copy against (`wb bench stable`).
+    Copy,
 }
 
 impl CacheBuilder {
@@ -89,6 +104,13 @@ impl CacheBuilder {
         self
     }
 
+    /// How writeback hands pages to the device (default
+    /// [`Writeout::ZeroCopy`]).
+    pub fn writeout(mut self, writeout: Writeout) -> Self {
+        self.writeout = writeout;
+        self
+    }
+
     pub fn build(self) -> Result<Cache, Error> {
         let (tx, rx) = std::sync::mpsc::channel();
         let backend = match &self.io_backend {
@@ -103,7 +125,7 @@ impl CacheBuilder {
             .max_files
             .unwrap_or_else(crate::runtime::evict::backing_files_max);
         engine.set_max_files(Some(max_files));
-        let shared = Arc::new(Shared::new(engine, backend));
+        let shared = Arc::new(Shared::new(engine, backend, self.writeout));
         let completion = {
             let s = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -164,6 +186,7 @@ impl Cache {
             data_dir: PathBuf::from("wb-data"),
             calibrate: true,
             io_backend: None,
+            writeout: Writeout::default(),
             io_workers: 4,
             max_files: None,
         }

@@ -31,7 +31,8 @@ pub mod io;
 mod runtime;
 
 pub use cache::{
-    Cache, CacheBuilder, Domain, OpenOptions, CALIBRATION_BUDGET, UNCALIBRATED_READ_LATENCY_NS,
+    Cache, CacheBuilder, Domain, OpenOptions, Writeout, CALIBRATION_BUDGET,
+    UNCALIBRATED_READ_LATENCY_NS,
 };
 pub use error::Error;
 pub use file::File;

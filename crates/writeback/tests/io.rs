@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use writeback::io::calibrate::{calibrate, device_id, CALIBRATION_FILE};
+use writeback::io::pages::MAX_SEGMENTS;
 use writeback::io::{
-    backend_by_name, open_backend, open_direct, supports_direct, AlignedBuf, IoBackend, IoDone,
-    IoOp, PAGE_SIZE,
+    backend_by_name, open_backend, open_direct, supports_direct, AlignedBuf, IoBackend, IoBuf,
+    IoDone, IoOp, IoPages, PAGE_SIZE,
 };
 
 const BACKENDS: [&str; 2] = ["threads", "io_uring"];
@@ -76,13 +77,18 @@ fn pattern(offset: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The bytes of an op's own buffer, handed back in its completion.
+fn bytes(buf: &IoBuf) -> &[u8] {
+    buf.owned().expect("an owned buffer comes back").as_slice()
+}
+
 fn op(id: u64, file: &Arc<File>, write: bool, offset: u64, buf: AlignedBuf) -> IoOp {
     IoOp {
         id,
         file: Arc::clone(file),
         write,
         offset,
-        buf,
+        buf: buf.into(),
     }
 }
 
@@ -123,12 +129,86 @@ fn roundtrip_4mib_each_backend() {
             let off = (id - 1000) * rchunk as u64;
             assert_eq!(d.result.unwrap(), rchunk, "{name} read {id}");
             assert!(
-                d.buf.as_slice() == pattern(off, rchunk).as_slice(),
+                bytes(&d.buf) == pattern(off, rchunk).as_slice(),
                 "{name}: data mismatch at offset {off}"
             );
         }
         // And through plain std I/O, to be sure it reached the file.
         assert!(std::fs::read(&path).unwrap() == pattern(0, TOTAL), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Pages lent by their owner are written in the order given, joined where
+/// adjacent, across more segments than one vectored call takes; a read
+/// into lent pages is refused.
+#[test]
+fn lent_pages_are_written_in_order_each_backend() {
+    let Some(dir) = test_dir("lent") else {
+        return;
+    };
+    // 1100 single pages from every other page of the memory, then 3
+    // adjacent ones: more runs than MAX_SEGMENTS (1024).
+    let runs = MAX_SEGMENTS + 76;
+    let mut memory = AlignedBuf::new((2 * runs + 3) * PAGE_SIZE);
+    for (i, page) in memory.as_mut_slice().chunks_mut(PAGE_SIZE).enumerate() {
+        page.fill(i as u8 ^ 0xA5);
+        page[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    }
+    let memory = Arc::new(memory);
+    let mut order: Vec<usize> = (0..runs).map(|i| 2 * (runs - 1 - i)).collect();
+    order.extend([2 * runs, 2 * runs + 1, 2 * runs + 2]);
+    let base = memory.as_ptr();
+    let lend = || {
+        let owner: Arc<dyn Send + Sync> = memory.clone();
+        let pages = order
+            .iter()
+            .map(|&p| (base.wrapping_add(p * PAGE_SIZE), PAGE_SIZE));
+        // SAFETY: every page lies inside `memory`, which `owner` keeps alive
+        // and nothing writes to any more.
+        unsafe { IoPages::new(owner, pages) }.expect("whole aligned pages")
+    };
+    assert_eq!(lend().segments(), runs + 1, "the adjacent three join");
+    for name in BACKENDS {
+        let Some((b, rx)) = backend(name, 2) else {
+            continue;
+        };
+        let path = dir.join(format!("lent-{name}"));
+        let file = Arc::new(open_direct(&path, true).unwrap());
+        let at = 3 * PAGE_SIZE as u64;
+        b.submit(IoOp {
+            id: 1,
+            file: Arc::clone(&file),
+            write: true,
+            offset: at,
+            buf: IoBuf::Lent(lend()),
+        });
+        let d = rx.recv_timeout(WAIT).expect("completion");
+        assert_eq!(d.result.unwrap(), order.len() * PAGE_SIZE, "{name}");
+        assert!(
+            matches!(d.buf, IoBuf::Lent(_)),
+            "{name}: the pages come back"
+        );
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(back.len(), at as usize + order.len() * PAGE_SIZE);
+        for (k, &p) in order.iter().enumerate() {
+            let got = &back[at as usize + k * PAGE_SIZE..][..PAGE_SIZE];
+            assert!(
+                got == &memory.as_slice()[p * PAGE_SIZE..][..PAGE_SIZE],
+                "{name}: page {k} of the write holds memory page {p}"
+            );
+        }
+        b.submit(IoOp {
+            id: 2,
+            file: Arc::clone(&file),
+            write: false,
+            offset: 0,
+            buf: IoBuf::Lent(lend()),
+        });
+        let d = rx.recv_timeout(WAIT).expect("completion");
+        let e = d.result.expect_err("a read into lent pages is refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{name}: {e}");
+        assert!(e.to_string().contains("only writes may lend pages"), "{e}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -163,17 +243,17 @@ fn short_read_at_eof_zero_fills() {
 
         let d = &done[&1];
         assert_eq!(*d.result.as_ref().unwrap(), size, "{name}");
-        assert_eq!(&d.buf.as_slice()[..size], &data[..], "{name}");
-        assert!(d.buf.as_slice()[size..].iter().all(|&x| x == 0), "{name}");
+        assert_eq!(&bytes(&d.buf)[..size], &data[..], "{name}");
+        assert!(bytes(&d.buf)[size..].iter().all(|&x| x == 0), "{name}");
 
         let d = &done[&2];
         assert_eq!(*d.result.as_ref().unwrap(), 100, "{name}");
-        assert_eq!(&d.buf.as_slice()[..100], &data[PAGE_SIZE..], "{name}");
-        assert!(d.buf.as_slice()[100..].iter().all(|&x| x == 0), "{name}");
+        assert_eq!(&bytes(&d.buf)[..100], &data[PAGE_SIZE..], "{name}");
+        assert!(bytes(&d.buf)[100..].iter().all(|&x| x == 0), "{name}");
 
         let d = &done[&3];
         assert_eq!(*d.result.as_ref().unwrap(), 0, "{name}");
-        assert!(d.buf.as_slice().iter().all(|&x| x == 0), "{name}");
+        assert!(bytes(&d.buf).iter().all(|&x| x == 0), "{name}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -205,7 +285,7 @@ fn write_to_read_only_file_fails_on_completion() {
         b.submit(op(10, &file, false, 0, AlignedBuf::new(PAGE_SIZE)));
         let d = rx.recv_timeout(WAIT).unwrap();
         assert_eq!(d.result.unwrap(), PAGE_SIZE, "{name}");
-        assert!(d.buf.as_slice().iter().all(|&x| x == 1));
+        assert!(bytes(&d.buf).iter().all(|&x| x == 1));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

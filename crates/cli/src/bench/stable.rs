@@ -2,7 +2,7 @@
 //! library in each `stable_writes` mode (wait, none, snapshot), on real
 //! files: Wong 2013's dbench experiment, for real.
 //!
-//! Each run builds a [`Cache`] in one mode and lets `--clients` threads
+//! Each run builds a [`Cache`] in one configuration and lets `--clients` threads
 //! run a dbench-like load for `--seconds`: each rewrites random 4 KiB
 //! blocks of eight shared 256 KiB files, reads back the block it wrote
 //! last every fourth operation and fsyncs (sync_data) the file it wrote
@@ -14,8 +14,9 @@
 //! every 0.5 s. Every
 //! write call is timed; the process's CPU time (user + sys, all threads:
 //! getrusage RUSAGE_SELF) is divided by the bytes the cache wrote back
-//! during the run. Writeback today copies every page into an I/O buffer
-//! (the "always-copy" path) in every mode.
+//! during the run. Writeback lends the cache's frames to the device
+//! (zero-copy); the "always-copy" configuration copies every page into an
+//! I/O buffer first, as writeback did before, to measure that against.
 
 use super::cleanup::TempFile;
 use super::cpu::own_cpu;
@@ -28,9 +29,15 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use writeback::{Cache, File, OpenOptions};
+use writeback::{Cache, File, OpenOptions, Writeout};
 
-const MODES: [&str; 3] = ["wait", "none", "snapshot"];
+/// (name, stable_writes, writeout) of each configuration.
+const CONFIGS: [(&str, &str, Writeout); 4] = [
+    ("wait", "wait", Writeout::ZeroCopy),
+    ("none", "none", Writeout::ZeroCopy),
+    ("snapshot", "snapshot", Writeout::ZeroCopy),
+    ("always-copy", "none", Writeout::Copy),
+];
 const FILES: usize = 8;
 const FILE_BYTES: usize = 256 << 10;
 const BLOCK: usize = 4096;
@@ -46,6 +53,9 @@ Configurations, each run once per round (--repeat rounds, medians reported):
   wait      a writer of a page under writeback waits for that writeback (Linux 3.0-3.8)
   none      it modifies the page in place; the page is written again
   snapshot  it gets a copy of the page; the write in flight keeps the old one
+  always-copy  as none, but writeback copies each page into an I/O buffer first (the
+            path before zero-copy writeout; every page snapshotted, whatever the device)
+The first three write back from the cache's own memory (zero-copy).
 The load (per client thread): random 4 KiB rewrites of eight 256 KiB files shared by the
 clients, a read of the block written last every 4th operation, sync_data of the file
 written last every 50th, for --seconds (shared files: one client's flush puts under
@@ -55,7 +65,7 @@ so rewrites meet pages under writeback.
 Reported per configuration: write-call latency (p50, p99, p99.9, max, microseconds); MiB/s
 written by the clients; CPU seconds (user + sys of this whole process) per GiB the cache
 wrote back during the run; the writers' waits for stable pages and the pages copied.
-Writeback copies every page into an I/O buffer in every mode today (the always-copy path).
+Ratios: each mode against wait (latency, MiB/s); CPU per GiB of none against always-copy.
 
 Quick run: wb bench stable --seconds 3 --repeat 1
 
@@ -107,6 +117,9 @@ struct RunResult {
     mib_s: f64,
     /// None when nothing was written back during the run.
     cpu_s_per_gib: Option<f64>,
+    /// CPU seconds of the process during the run, and MiB written back.
+    cpu_s: f64,
+    back_mib: f64,
     stable_waits: u64,
     snapshot_pages: u64,
 }
@@ -117,21 +130,24 @@ pub fn run(args: StableArgs) -> Result<(), BenchError> {
         .set("memory", &args.memory)
         .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?;
     let dir = prepare_dir(&args.dir)?;
-    let mut runs: Vec<Vec<RunResult>> = vec![Vec::new(); MODES.len()];
+    let mut runs: Vec<Vec<RunResult>> = vec![Vec::new(); CONFIGS.len()];
     for round in 0..args.repeat {
-        for (m, mode) in MODES.iter().enumerate() {
+        for (m, config) in CONFIGS.iter().enumerate() {
             progress!(
-                "round {}/{}: {mode}, {} s",
+                "round {}/{}: {}, {} s",
                 round + 1,
                 args.repeat,
+                config.0,
                 args.seconds
             );
-            let r = run_one(&args, &dir, mode)?;
+            let r = run_one(&args, &dir, config)?;
             progress!(
-                "  write p99.9 {:.0} us, max {:.0} us, {:.1} MiB/s",
+                "  write p99.9 {:.0} us, max {:.0} us, {:.1} MiB/s; {:.0} MiB written back, {:.2} CPU s",
                 r.p99_9_us,
                 r.max_us,
-                r.mib_s
+                r.mib_s,
+                r.back_mib,
+                r.cpu_s
             );
             runs[m].push(r);
         }
@@ -155,12 +171,14 @@ fn medians(runs: &[RunResult]) -> RunResult {
         max_us: m(|r| r.max_us),
         mib_s: m(|r| r.mib_s),
         cpu_s_per_gib: (!cpu.is_empty()).then(|| median(&cpu)),
+        cpu_s: m(|r| r.cpu_s),
+        back_mib: m(|r| r.back_mib),
         stable_waits: m(|r| r.stable_waits as f64) as u64,
         snapshot_pages: m(|r| r.snapshot_pages as f64) as u64,
     }
 }
 
-fn build_cache(args: &StableArgs, mode: &str) -> Result<Cache, BenchError> {
+fn build_cache(args: &StableArgs, mode: &str, writeout: Writeout) -> Result<Cache, BenchError> {
     let bad = |e: writeback::Error| BenchError::BadInput(e.to_string());
     Cache::builder()
         .knob("memory", &args.memory)
@@ -173,6 +191,7 @@ fn build_cache(args: &StableArgs, mode: &str) -> Result<Cache, BenchError> {
         .map_err(bad)?
         .data_dir(&args.data_dir)
         .calibrate(!args.no_calibrate)
+        .writeout(writeout)
         .build()
         .map_err(|e| BenchError::failed("building the cache", e))
 }
@@ -242,8 +261,12 @@ fn client(files: &[File], seed: u64, deadline: Instant) -> Result<(Histogram<u64
     Ok((hist, written))
 }
 
-fn run_one(args: &StableArgs, dir: &Path, mode: &str) -> Result<RunResult, BenchError> {
-    let cache = build_cache(args, mode)?;
+fn run_one(
+    args: &StableArgs,
+    dir: &Path,
+    &(name, mode, writeout): &(&str, &str, Writeout),
+) -> Result<RunResult, BenchError> {
+    let cache = build_cache(args, mode, writeout)?;
     let (_guards, files) = create_files(&cache, dir, args.clients)?;
     let written_back =
         |c: &Cache| -> u64 { c.stats().devices.iter().map(|d| d.pages_written).sum() };
@@ -274,7 +297,7 @@ fn run_one(args: &StableArgs, dir: &Path, mode: &str) -> Result<RunResult, Bench
         .map_err(|e| BenchError::failed("latency histogram", e))?;
     let mut bytes = 0;
     for outcome in outcomes {
-        let (h, b) = outcome.map_err(|e| BenchError::failed(format!("{mode} client"), e))?;
+        let (h, b) = outcome.map_err(|e| BenchError::failed(format!("{name} client"), e))?;
         hist.add(&h)
             .map_err(|e| BenchError::failed("latency histogram", e))?;
         bytes += b;
@@ -290,6 +313,8 @@ fn run_one(args: &StableArgs, dir: &Path, mode: &str) -> Result<RunResult, Bench
         max_us: us(hist.max()),
         mib_s: bytes as f64 / MIB / elapsed,
         cpu_s_per_gib: (back_gib > 0.0).then(|| cpu_s / back_gib),
+        cpu_s,
+        back_mib: back_gib * 1024.0,
         stable_waits: stats.stall(stable).count - stats0.stall(stable).count,
         snapshot_pages: stats.devices.iter().map(|d| d.snapshot_pages).sum::<u64>()
             - stats0.devices.iter().map(|d| d.snapshot_pages).sum::<u64>(),
@@ -307,7 +332,7 @@ fn ratio(a: f64, b: f64) -> String {
 fn print_table(args: &StableArgs, results: &[RunResult]) {
     println!(
         "dbench-like rewrites: {} clients sharing {} files of 256 KiB, 4 KiB writes, {} s per run, \
-         cache {}, medians of {} rounds; writeback copies pages (always-copy)\n",
+         cache {}, medians of {} rounds; zero-copy writeout but for always-copy\n",
         args.clients, FILES, args.seconds, args.memory, args.repeat
     );
     let mut t = Table::new(&[
@@ -321,9 +346,9 @@ fn print_table(args: &StableArgs, results: &[RunResult]) {
         "stable waits",
         "pages copied",
     ]);
-    for (mode, r) in MODES.iter().zip(results) {
+    for ((name, _, _), r) in CONFIGS.iter().zip(results) {
         t.row(vec![
-            mode.to_string(),
+            name.to_string(),
             format!("{:.1}", r.p50_us),
             format!("{:.1}", r.p99_us),
             format!("{:.1}", r.p99_9_us),
@@ -336,23 +361,28 @@ fn print_table(args: &StableArgs, results: &[RunResult]) {
     }
     print!("{}", t.render());
     let wait = results[0];
-    for (mode, r) in MODES.iter().zip(results).skip(1) {
+    for ((name, _, _), r) in CONFIGS.iter().zip(results).skip(1) {
         println!(
-            "{mode} / wait: p99.9 {}, max {}, MiB/s {}",
+            "{name} / wait: p99.9 {}, max {}, MiB/s {}",
             ratio(r.p99_9_us, wait.p99_9_us),
             ratio(r.max_us, wait.max_us),
             ratio(r.mib_s, wait.mib_s)
         );
     }
+    let cpu = |i: usize| results[i].cpu_s_per_gib.unwrap_or(0.0);
+    println!(
+        "none (zero-copy) / always-copy: CPU per GiB written back {}",
+        ratio(cpu(1), cpu(3))
+    );
 }
 
 fn print_json(args: &StableArgs, results: &[RunResult]) {
-    let configs: Vec<_> = MODES
+    let configs: Vec<_> = CONFIGS
         .iter()
         .zip(results)
-        .map(|(mode, r)| {
+        .map(|((name, _, _), r)| {
             json!({
-                "name": mode,
+                "name": name,
                 "write_lat_us": {"p50": r.p50_us, "p99": r.p99_us, "p99_9": r.p99_9_us, "max": r.max_us},
                 "mib_s": r.mib_s,
                 "cpu_s_per_gib": r.cpu_s_per_gib,
@@ -366,7 +396,6 @@ fn print_json(args: &StableArgs, results: &[RunResult]) {
         "seconds": args.seconds,
         "repeat": args.repeat,
         "memory": args.memory,
-        "writeout": "copy",
         "configs": configs,
     });
     println!("{out}");

@@ -1,5 +1,6 @@
 //! The I/O backend abstraction: asynchronous positional reads and writes of
-//! [`AlignedBuf`]s, with completions delivered on a channel.
+//! [`IoBuf`]s (a buffer of the op's own, or pages lent for a write), with
+//! completions delivered on a channel.
 //!
 //! Two implementations exist: [`crate::io::uring`] (one thread owning an
 //! io_uring) and [`crate::io::threads`] (a pool of threads doing
@@ -20,7 +21,10 @@
 //!   the buffer is zeroed. A read that starts at or past end of file returns
 //!   `Ok(0)` with an all-zero buffer.
 //! - Writes: a short write is continued until the whole buffer is written or
-//!   an error occurs; `result` is then `Ok(buf.len())`.
+//!   an error occurs; `result` is then `Ok(buf.len())`. Lent pages
+//!   ([`IoBuf::Lent`]) are written with vectored writes, in their order.
+//! - A read into lent pages fails at once with `InvalidInput`: only writes
+//!   may lend pages.
 //! - Errors are the raw OS error (`EIO`, `ENOSPC`, `EBADF`, ...) as
 //!   [`std::io::Error`]. After an error, bytes already transferred by the op
 //!   are unspecified (for a write, part of it may have reached the file).
@@ -37,14 +41,14 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
-use super::aligned::AlignedBuf;
+use super::pages::IoBuf;
 use super::{threads, uring};
 
 /// Capacity of each backend's queue of submitted-but-not-started ops. A
 /// submitter finding it full blocks until the backend takes one.
 pub const QUEUE_DEPTH: usize = 1024;
 
-/// One positional read or write of a whole [`AlignedBuf`] at `offset`.
+/// One positional read or write of a whole [`IoBuf`] at `offset`.
 #[derive(Debug)]
 pub struct IoOp {
     /// Caller's tag, echoed in [`IoDone::id`].
@@ -57,7 +61,7 @@ pub struct IoOp {
     /// O_DIRECT files).
     pub offset: u64,
     /// Data to write, or destination of the read (its whole length is used).
-    pub buf: AlignedBuf,
+    pub buf: IoBuf,
 }
 
 /// The completion of an [`IoOp`].
@@ -66,7 +70,7 @@ pub struct IoDone {
     /// The op's `id`.
     pub id: u64,
     /// The op's buffer, handed back (holds the data for a read).
-    pub buf: AlignedBuf,
+    pub buf: IoBuf,
     /// Bytes transferred, or the OS error.
     pub result: io::Result<usize>,
 }
@@ -130,6 +134,14 @@ pub fn default_backend_name() -> &'static str {
 /// end of file? (Then the read is complete; otherwise it must be continued.)
 pub(crate) fn at_eof(file: &File, pos: u64) -> io::Result<bool> {
     Ok(pos >= file.metadata()?.size())
+}
+
+/// The error of a read asked to fill lent pages.
+pub(crate) fn lent_read_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "a read needs a buffer of its own: only writes may lend pages",
+    )
 }
 
 /// Sends a completion, ignoring a dropped receiver (nobody wants it then).

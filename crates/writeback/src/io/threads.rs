@@ -1,14 +1,18 @@
 //! Thread-pool backend: `workers` threads doing blocking `pread`/`pwrite`
-//! from one bounded queue of [`QUEUE_DEPTH`] ops.
+//! (`pwritev` for lent pages) from one bounded queue of [`QUEUE_DEPTH`] ops.
 
 use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::backend::{at_eof, enqueue, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
+use super::backend::{
+    at_eof, enqueue, lent_read_error, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH,
+};
+use super::pages::{IoBuf, IoPages};
 
 /// Blocking-syscall backend, named `"threads"`.
 pub struct ThreadBackend {
@@ -55,10 +59,11 @@ fn worker(rx: &Mutex<Receiver<IoOp>>, done: &Sender<IoDone>) {
         let Ok(mut op) = next else {
             return; // sender dropped and queue drained: shutdown
         };
-        let result = if op.write {
-            write_all_at(&op.file, op.buf.as_slice(), op.offset)
-        } else {
-            read_at_eof_ok(&op.file, op.buf.as_mut_slice(), op.offset)
+        let result = match (&mut op.buf, op.write) {
+            (IoBuf::Owned(buf), true) => write_all_at(&op.file, buf.as_slice(), op.offset),
+            (IoBuf::Owned(buf), false) => read_at_eof_ok(&op.file, buf.as_mut_slice(), op.offset),
+            (IoBuf::Lent(pages), true) => write_lent_at(&op.file, pages, op.offset),
+            (IoBuf::Lent(_), false) => Err(lent_read_error()),
         };
         send_done(
             done,
@@ -85,6 +90,38 @@ pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<u
             Ok(n) => done += n,
             Err(e) if retryable(&e) => {}
             Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Writes all of the lent `pages` at `offset` with `pwritev`, continuing
+/// after short writes.
+fn write_lent_at(file: &File, pages: &IoPages, offset: u64) -> io::Result<usize> {
+    let mut done = 0usize;
+    while done < pages.len() {
+        let iov = pages.iovecs_from(done, usize::MAX);
+        let at = libc::off_t::try_from(offset + done as u64)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        // SAFETY: `iov` holds `iov.len()` (<= UIO_MAXIOV) iovecs, each
+        // inside memory that `pages` keeps allocated and readable while it
+        // lives (IoPages::new), and `pages` outlives the call; pwritev only
+        // reads that memory. The fd is open: `file` is borrowed.
+        let n = unsafe { libc::pwritev(file.as_raw_fd(), iov.as_ptr(), iov.len() as i32, at) };
+        match n {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "write returned 0 bytes",
+                ))
+            }
+            n if n > 0 => done += n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                if !retryable(&e) {
+                    return Err(e);
+                }
+            }
         }
     }
     Ok(done)

@@ -29,7 +29,10 @@ use std::thread::JoinHandle;
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
 use super::aligned::AlignedBuf;
-use super::backend::{at_eof, enqueue, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
+use super::backend::{
+    at_eof, enqueue, lent_read_error, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH,
+};
+use super::pages::IoBuf;
 
 /// Submission-queue size of the ring.
 pub const RING_ENTRIES: u32 = 256;
@@ -54,6 +57,7 @@ fn setup_ring() -> io::Result<IoUring> {
     for (code, name) in [
         (opcode::Read::CODE, "READ"),
         (opcode::Write::CODE, "WRITE"),
+        (opcode::Writev::CODE, "WRITEV"),
         (opcode::PollAdd::CODE, "POLL_ADD"),
     ] {
         if !probe.is_supported(code) {
@@ -151,6 +155,8 @@ impl Drop for UringBackend {
 struct InFlight {
     op: IoOp,
     done: usize,
+    /// For lent pages: the iovecs of the SQE in flight (kept until its CQE).
+    iovecs: Vec<libc::iovec>,
     retries: u32,
     /// The file (st_dev, st_ino) if this is the extending write [`Serial`]
     /// lets through on it.
@@ -344,6 +350,18 @@ impl RingThread {
             );
             return;
         }
+        if let (IoBuf::Lent(_), false) = (&op.buf, op.write) {
+            let result = Err(lent_read_error());
+            send_done(
+                &self.done_tx,
+                IoDone {
+                    id,
+                    buf: op.buf,
+                    result,
+                },
+            );
+            return;
+        }
         let serial = if op.write { self.extends(&op) } else { None };
         if let Some(key) = serial {
             if let Some(waiting) = self.serial.busy.get_mut(&key) {
@@ -390,6 +408,7 @@ impl RingThread {
         slot.insert(InFlight {
             op,
             done: 0,
+            iovecs: Vec::new(),
             retries: 0,
             serial,
         });
@@ -428,16 +447,27 @@ impl RingThread {
         let len = (fl.op.buf.len() - fl.done).min(MAX_CHUNK_BYTES);
         let offset = fl.op.offset + fl.done as u64;
         let fd = types::Fd(fl.op.file.as_raw_fd());
-        // `fl.done < buf.len()` here, so the pointer stays inside the block.
-        let ptr = fl.op.buf.as_mut_ptr().wrapping_add(fl.done);
-        let sqe = if fl.op.write {
-            opcode::Write::new(fd, ptr.cast_const(), len as u32)
-                .offset(offset)
-                .build()
-        } else {
-            opcode::Read::new(fd, ptr, len as u32)
-                .offset(offset)
-                .build()
+        let sqe = match (&mut fl.op.buf, fl.op.write) {
+            (IoBuf::Lent(pages), _) => {
+                // Reads into lent pages were refused in `start`.
+                fl.iovecs = pages.iovecs_from(fl.done, len);
+                opcode::Writev::new(fd, fl.iovecs.as_ptr(), fl.iovecs.len() as u32)
+                    .offset(offset)
+                    .build()
+            }
+            (IoBuf::Owned(buf), write) => {
+                // `fl.done < buf.len()` here, so the pointer stays inside the block.
+                let ptr = buf.as_mut_ptr().wrapping_add(fl.done);
+                if write {
+                    opcode::Write::new(fd, ptr.cast_const(), len as u32)
+                        .offset(offset)
+                        .build()
+                } else {
+                    opcode::Read::new(fd, ptr, len as u32)
+                        .offset(offset)
+                        .build()
+                }
+            }
         }
         .user_data(id);
         // An extending write on a serialising filesystem always ends up on
@@ -447,16 +477,19 @@ impl RingThread {
         } else {
             sqe
         };
-        // SAFETY: `ptr..ptr+len` lies inside the heap block of
-        // `fl.op.buf` (done + len <= buf.len()). That `AlignedBuf` is owned
-        // by the `InFlight` entry in `self.in_flight`, which is removed (and
+        // SAFETY: for an owned buffer, `ptr..ptr+len` lies inside the heap
+        // block of `fl.op.buf` (done + len <= buf.len()); for lent pages,
+        // the iovecs (in `fl.iovecs`, not touched again before this SQE's
+        // CQE) point into memory the `IoPages` keeps allocated and readable
+        // (IoPages::new), and the kernel only reads it. Both are owned by
+        // the `InFlight` entry in `self.in_flight`, which is removed (and
         // the buffer handed back) only in `finish`, called when the CQE for
         // this SQE has been reaped or when the push below fails (then the
-        // kernel never saw the SQE). Moving the `AlignedBuf` inside the map
-        // does not move its heap block. Nothing else touches the buffer
-        // meanwhile. If the thread unwinds, `InFlightMap::drop` leaks the
-        // buffers instead of freeing them. The fd stays open because the
-        // entry also holds the `Arc<File>`.
+        // kernel never saw the SQE). Moving the `AlignedBuf` or the Vec
+        // inside the map does not move their heap blocks. Nothing else
+        // touches an owned buffer meanwhile. If the thread unwinds,
+        // `InFlightMap::drop` leaks the buffers instead of freeing them.
+        // The fd stays open because the entry also holds the `Arc<File>`.
         if let Err(e) = unsafe { self.push(&sqe) } {
             self.finish(id, Err(e));
         }
@@ -514,8 +547,8 @@ impl RingThread {
         let Some(InFlight { mut op, serial, .. }) = self.in_flight.0.remove(&id) else {
             return;
         };
-        if let (false, Ok(n)) = (op.write, &result) {
-            op.buf.as_mut_slice()[*n..].fill(0);
+        if let (IoBuf::Owned(buf), false, Ok(n)) = (&mut op.buf, op.write, &result) {
+            buf.as_mut_slice()[*n..].fill(0);
         }
         send_done(
             &self.done_tx,
@@ -537,7 +570,11 @@ impl RingThread {
         eprintln!("writeback: io_uring ring failed ({cause}); failing all I/O");
         let err = || io::Error::other(format!("io_uring ring failed: {cause}"));
         for (id, fl) in self.in_flight.0.drain() {
-            let buf = AlignedBuf::new(fl.op.buf.len());
+            let buf = match &fl.op.buf {
+                IoBuf::Owned(b) => IoBuf::Owned(AlignedBuf::new(b.len())),
+                // The leaked original keeps the pages' owner alive.
+                IoBuf::Lent(pages) => IoBuf::Lent(pages.clone()),
+            };
             std::mem::forget(fl);
             send_done(
                 &self.done_tx,
@@ -600,7 +637,7 @@ mod tests {
             file: Arc::clone(file),
             write: true,
             offset,
-            buf,
+            buf: buf.into(),
         }
     }
 

@@ -5,7 +5,8 @@
 
 use super::frames::Frames;
 use super::page_index::PageIndex;
-use crate::io::{BufPool, IoDone, IoOp};
+use crate::io::{BufPool, IoBuf, IoDone, IoOp};
+use crate::Writeout;
 use std::collections::BTreeMap;
 use std::fs::File as StdFile;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +48,8 @@ pub(crate) struct Core {
     pub sizes: Vec<Arc<AtomicU64>>,
     /// Finished I/O buffers for the next ops (see SPARE_BUF_BYTES_MAX).
     spare_bufs: BufPool,
+    /// Whether write requests lend their frames or copy them.
+    writeout: Writeout,
     /// Engine files by (st_dev, st_ino), so every handle of a file shares its pages.
     pub by_inode: BTreeMap<(u64, u64), FileId>,
     /// Engine devices by st_dev.
@@ -93,7 +96,12 @@ pub(crate) struct WriteData<'a> {
 }
 
 impl Core {
-    pub fn new(engine: Engine, frames: Arc<Frames>, index: Arc<PageIndex>) -> Core {
+    pub fn new(
+        engine: Engine,
+        frames: Arc<Frames>,
+        index: Arc<PageIndex>,
+        writeout: Writeout,
+    ) -> Core {
         Core {
             engine,
             frames,
@@ -102,6 +110,7 @@ impl Core {
             keys: Vec::new(),
             sizes: Vec::new(),
             spare_bufs: BufPool::new(SPARE_BUF_BYTES_MAX, SPARE_BUFS_MAX),
+            writeout,
             by_inode: BTreeMap::new(),
             devices: BTreeMap::new(),
             inflight: BTreeMap::new(),
@@ -209,30 +218,15 @@ impl Core {
     }
 
     fn build_op(&mut self, req: IoRequest) -> IoOp {
-        let len = req.pages as usize * PAGE;
-        // A reused buffer holds old data: a write overwrites all of its
-        // length (below), a read is filled by the device (the backends zero
-        // a short read's tail). Its capacity may be larger: only `len` bytes
-        // are transferred.
-        let mut buf = self.spare_bufs.take(len);
-        debug_assert_eq!(buf.len(), len);
         let write = req.dir == IoDir::Write;
-        if write {
-            let page_frames: Vec<u32> = (0..req.pages as u64)
-                .map(|i| {
-                    self.engine
-                        .page_frame(req.file, req.first_page + i)
-                        .expect("page under writeback is cached")
-                })
-                .collect();
-            let frames = self.frames.read(&page_frames);
-            // What is copied now is written back; later writes of these
-            // pages go through the engine, which dirties them again.
-            self.frames.clear_overwritable(&page_frames);
-            for (i, &frame) in page_frames.iter().enumerate() {
-                buf.as_mut_slice()[i * PAGE..(i + 1) * PAGE].copy_from_slice(frames.frame(frame));
-            }
-        }
+        let buf = if write {
+            self.write_buf(&req)
+        } else {
+            // A reused buffer holds old data: a read is filled by the
+            // device (the backends zero a short read's tail). Its capacity
+            // may be larger: only its length is transferred.
+            IoBuf::Owned(self.spare_bufs.take(req.pages as usize * PAGE))
+        };
         let op = IoOp {
             id: req.id.0,
             file: self.backing(req.file),
@@ -242,6 +236,40 @@ impl Core {
         };
         self.inflight.insert(req.id.0, req);
         op
+    }
+
+    /// The memory a write request is written from: its pages' frames,
+    /// lent as they are (zero-copy), or copied into a buffer
+    /// (`Writeout::Copy`).
+    fn write_buf(&mut self, req: &IoRequest) -> IoBuf {
+        let page_frames: Vec<u32> = (0..req.pages as u64)
+            .map(|i| {
+                self.engine
+                    .page_frame(req.file, req.first_page + i)
+                    .expect("page under writeback is cached")
+            })
+            .collect();
+        let frames = self.frames.read(&page_frames);
+        // What the request carries is what is written back; later writes
+        // of these pages go through the engine, which dirties them again
+        // (and, per stable_writes, waits or gives them a copy).
+        self.frames.clear_overwritable(&page_frames);
+        match self.writeout {
+            Writeout::ZeroCopy => {
+                drop(frames);
+                IoBuf::Lent(self.frames.lend(&page_frames))
+            }
+            Writeout::Copy => {
+                // A reused buffer holds old data: all of its length is
+                // overwritten here.
+                let mut buf = self.spare_bufs.take(page_frames.len() * PAGE);
+                for (i, &frame) in page_frames.iter().enumerate() {
+                    buf.as_mut_slice()[i * PAGE..(i + 1) * PAGE]
+                        .copy_from_slice(frames.frame(frame));
+                }
+                IoBuf::Owned(buf)
+            }
+        }
     }
 
     /// A backend op finished: fill the frames of a read, tell the engine.
@@ -254,20 +282,23 @@ impl Core {
             Err(e) => Err(crate::error::io_error_kind(e)),
         };
         // A finished read fills its frames before the engine calls them valid.
-        if req.dir == IoDir::Read && result.is_ok() {
+        if let (IoDir::Read, Ok(()), Some(buf)) = (req.dir, &result, done.buf.owned()) {
             for i in 0..req.pages as u64 {
                 if let Some(frame) = self.engine.page_frame(req.file, req.first_page + i) {
                     let at = i as usize * PAGE;
                     self.frames
                         .write(frame)
                         .bytes()
-                        .copy_from_slice(&done.buf.as_slice()[at..at + PAGE]);
+                        .copy_from_slice(&buf.as_slice()[at..at + PAGE]);
                 }
             }
         }
         self.engine.io_complete(now, IoId(done.id), result);
-        // The backend has handed the buffer back: no op uses it any more.
-        self.spare_bufs.give(done.buf);
+        // The backend has handed the buffer back: no op uses it any more
+        // (lent frames are the engine's again once it knows the write ended).
+        if let Some(buf) = done.buf.into_owned() {
+            self.spare_bufs.give(buf);
+        }
     }
 
     /// Adds a file the engine does not know yet.

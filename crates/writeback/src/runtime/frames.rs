@@ -2,6 +2,14 @@
 //! are guarded by a fixed number of reader-writer locks, frame `f` by lock
 //! `f % SHARDS`, so copies of different frames never contend.
 //!
+//! The frames are one page-aligned allocation, so writeback can lend them
+//! to the kernel as they are (`Frames::lend`, O_DIRECT from the cache's
+//! own memory): the kernel reads a lent frame without any lock while the
+//! write is in flight. The engine keeps such a frame from being reused or
+//! zeroed until the write completes; only where the device does not need
+//! stable pages (stable_writes = none) does it let a writer modify the
+//! frame meanwhile, dirtying the page again so it is written once more.
+//!
 //! Lock order: the engine's lock first, then frame locks. Writers (filling,
 //! zeroing, copying caller data in) take a frame's lock while holding the
 //! engine's lock, one frame at a time, and no other frame lock; a write to
@@ -14,17 +22,28 @@
 //! the page index that maps the page (a hit; see page_index.rs), then let
 //! that lock go and copy: the frames cannot be reused under them.
 
-use std::cell::UnsafeCell;
+use crate::io::IoPages;
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use wb_engine::PAGE_SIZE;
 
 const PAGE: usize = PAGE_SIZE as usize;
 /// Number of frame locks.
 pub(crate) const SHARDS: usize = 64;
 
+/// Alignment of the frames' memory: a huge page, so THP can back it (see
+/// `advise_huge_pages`); a multiple of PAGE_SIZE, as O_DIRECT needs.
+const FRAMES_ALIGN: usize = 2 << 20;
+
 pub(crate) struct Frames {
-    data: Box<[UnsafeCell<u8>]>,
+    /// `len` bytes, FRAMES_ALIGN-aligned, from `alloc_zeroed(layout)`;
+    /// only accessed through raw pointers (under the frame locks, or by
+    /// the kernel for lent frames).
+    data: NonNull<u8>,
+    len: usize,
+    layout: Layout,
     shards: Vec<RwLock<()>>,
     /// Per frame: it holds a dirty page whose data no write request has
     /// copied yet, so bytes written into it now will be written back
@@ -32,11 +51,15 @@ pub(crate) struct Frames {
     overwritable: Vec<AtomicBool>,
 }
 
-// SAFETY: the bytes of frame f are only read while holding shards[f % SHARDS]
-// for reading (FramesRead) and only written while holding it for writing
-// (FrameWrite); the shards partition the frames, so no byte is ever written
-// while another thread reads or writes it.
+// SAFETY: the bytes of frame f are only read by this process while holding
+// shards[f % SHARDS] for reading (FramesRead) and only written while holding
+// it for writing (FrameWrite); the shards partition the frames, so no byte
+// is ever written while another of our threads reads or writes it. (The
+// kernel reads lent frames without a lock: see `Frames::lend`.) The
+// allocation is owned by `Frames` alone and freed once, in Drop.
 unsafe impl Sync for Frames {}
+// SAFETY: as for Sync; the raw pointer is an owned allocation, like a Box.
+unsafe impl Send for Frames {}
 
 /// Read access to a set of frames.
 pub(crate) struct FramesRead<'a> {
@@ -67,24 +90,20 @@ impl Frames {
     pub fn new(pages: u64) -> Frames {
         // Zeroed memory from the allocator is mapped lazily by the OS: the
         // budget is reserved, not touched.
-        let bytes = vec![0u8; pages as usize * PAGE].into_boxed_slice();
-        advise_huge_pages(&bytes);
-        let len = bytes.len();
-        let raw = Box::into_raw(bytes) as *mut u8;
-        // SAFETY: UnsafeCell<u8> has the same layout as u8
-        // (repr(transparent)), and the pointer and length come from a boxed
-        // slice of exactly `len` u8s that we now own; rebuilding it as a box
-        // of `len` UnsafeCell<u8> hands that ownership over unchanged.
-        let data = unsafe {
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                raw as *mut UnsafeCell<u8>,
-                len,
-            ))
+        let len = (pages as usize).max(1) * PAGE;
+        let layout = Layout::from_size_align(len, FRAMES_ALIGN).expect("cache size fits memory");
+        // SAFETY: `layout` has a non-zero size (at least one page).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(data) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
         };
+        advise_huge_pages(data.as_ptr(), len);
         let shards = (0..SHARDS).map(|_| RwLock::new(())).collect();
         let overwritable = (0..pages).map(|_| AtomicBool::new(false)).collect();
         Frames {
             data,
+            len,
+            layout,
             shards,
             overwritable,
         }
@@ -128,13 +147,36 @@ impl Frames {
         }
     }
 
-    fn start(&self, frame: u32) -> usize {
+    /// The first byte of `frame`.
+    fn start(&self, frame: u32) -> *mut u8 {
         let start = frame as usize * PAGE;
-        assert!(
-            start + PAGE <= self.data.len(),
-            "frame {frame} beyond the cache"
-        );
-        start
+        assert!(start + PAGE <= self.len, "frame {frame} beyond the cache");
+        // In bounds (checked): within the allocation.
+        self.data.as_ptr().wrapping_add(start)
+    }
+
+    /// Lends `frames`, in order, to a write op: the kernel reads them
+    /// while it is in flight, without any lock. The caller (the engine's
+    /// writeback) keeps them from being reused, zeroed or copied into
+    /// until the write completes, except where a torn write is harmless
+    /// and the page is written again (stable_writes = none).
+    pub fn lend(self: &Arc<Self>, frames: &[u32]) -> IoPages {
+        let owner: Arc<dyn Send + Sync> = self.clone();
+        let segments = frames.iter().map(|&f| (self.start(f).cast_const(), PAGE));
+        // SAFETY: each segment is one whole frame inside the allocation
+        // (`start` checks the bound), page-aligned as the allocation is;
+        // `owner` keeps the allocation alive (it is freed only when the
+        // last Arc<Frames> goes), and the memory is always readable.
+        let pages = unsafe { IoPages::new(owner, segments) };
+        pages.expect("frames are whole, page-aligned pages, at least one")
+    }
+}
+
+impl Drop for Frames {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly `self.layout`, freed only
+        // here; no lent frame is in flight any more: an op holds an Arc.
+        unsafe { alloc::dealloc(self.data.as_ptr(), self.layout) }
     }
 }
 
@@ -160,9 +202,10 @@ impl FramesRead<'_> {
         assert!(held, "frame {frame} read without its lock");
         let start = self.frames.start(frame);
         // SAFETY: we hold the frame's shard lock for reading (checked above)
-        // for as long as `self`, which the returned slice borrows, so no
-        // writer can touch these bytes meanwhile; the range is in bounds.
-        unsafe { std::slice::from_raw_parts(self.frames.data[start].get() as *const u8, PAGE) }
+        // for as long as `self`, which the returned slice borrows, so none
+        // of our writers can touch these bytes meanwhile; the range is in
+        // bounds (`start` checks).
+        unsafe { std::slice::from_raw_parts(start, PAGE) }
     }
 }
 
@@ -174,9 +217,9 @@ impl FrameRead<'_> {
     pub fn bytes(&self) -> &[u8] {
         let start = self.frames.start(self.frame);
         // SAFETY: we hold the frame's shard lock for reading for as long as
-        // `self`, which the returned slice borrows, so no writer can touch
-        // these bytes meanwhile; the range is in bounds.
-        unsafe { std::slice::from_raw_parts(self.frames.data[start].get() as *const u8, PAGE) }
+        // `self`, which the returned slice borrows, so none of our writers
+        // can touch these bytes meanwhile; the range is in bounds.
+        unsafe { std::slice::from_raw_parts(start, PAGE) }
     }
 }
 
@@ -194,9 +237,10 @@ impl FrameWrite<'_> {
     pub fn bytes(&mut self) -> &mut [u8] {
         let start = self.frames.start(self.frame);
         // SAFETY: we hold the frame's shard lock for writing for as long as
-        // `self`, which the returned slice borrows mutably, so nobody else
-        // reads or writes these bytes meanwhile; the range is in bounds.
-        unsafe { std::slice::from_raw_parts_mut(self.frames.data[start].get(), PAGE) }
+        // `self`, which the returned slice borrows mutably, so none of our
+        // threads reads or writes these bytes meanwhile (the kernel may be
+        // reading a lent frame: it only reads); the range is in bounds.
+        unsafe { std::slice::from_raw_parts_mut(start, PAGE) }
     }
 }
 
@@ -204,22 +248,16 @@ impl FrameWrite<'_> {
 /// random frames, and with 4 KiB pages each copy pays a TLB miss (costly
 /// under virtualisation, where the kernel's own page cache is mapped huge).
 /// Only advice: without THP the cache works the same, a little slower.
-fn advise_huge_pages(data: &[u8]) {
-    const HUGE: usize = 2 << 20;
-    let start = data.as_ptr() as usize;
-    let aligned = start.next_multiple_of(HUGE);
-    let end = start + data.len();
-    if aligned >= end {
-        return;
-    }
-    let len = (end - aligned) / HUGE * HUGE;
+fn advise_huge_pages(data: *mut u8, len: usize) {
+    // The allocation starts on a huge page (FRAMES_ALIGN).
+    let len = len / FRAMES_ALIGN * FRAMES_ALIGN;
     if len == 0 {
         return;
     }
     // SAFETY: madvise only changes how the kernel backs the range; the range
-    // [aligned, aligned + len) lies inside the allocation, which outlives the
+    // [data, data + len) lies inside the allocation, which outlives the
     // call, and MADV_HUGEPAGE never changes its contents.
-    let rc = unsafe { libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+    let rc = unsafe { libc::madvise(data.cast(), len, libc::MADV_HUGEPAGE) };
     let _ = rc; // EINVAL where THP is unsupported: nothing to do.
 }
 

@@ -6,6 +6,7 @@ use super::core::{Core, Flush, Out, WriteData};
 use super::page_index::PageIndex;
 use crate::error::{from_engine, Error};
 use crate::io::{IoBackend, IoDone};
+use crate::Writeout;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
@@ -58,13 +59,18 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(engine: Engine, backend: Box<dyn IoBackend>) -> Shared {
+    pub fn new(engine: Engine, backend: Box<dyn IoBackend>, writeout: Writeout) -> Shared {
         let backend_name = backend.name();
         let frames = Arc::new(super::frames::Frames::new(engine.memory_pages()));
         let index = Arc::new(PageIndex::new());
         Shared {
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
-            core: Mutex::new(Core::new(engine, Arc::clone(&frames), Arc::clone(&index))),
+            core: Mutex::new(Core::new(
+                engine,
+                Arc::clone(&frames),
+                Arc::clone(&index),
+                writeout,
+            )),
             frames,
             index,
             closed: AtomicBool::new(false),
