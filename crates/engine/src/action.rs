@@ -103,10 +103,13 @@ pub enum StallReason {
     DontcacheFlush,
     /// A direct (O_DIRECT) write waiting for its requests (direct.rs).
     DirectIo,
+    /// A read or truncation waiting for a writer to finish copying into a
+    /// page outside the runtime's lock (page_lock.rs): one memcpy.
+    PageLocked,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 7] = [
+    pub const ALL: [StallReason; 8] = [
         StallReason::DirtyThrottle,
         StallReason::StablePage,
         StallReason::Memory,
@@ -114,6 +117,7 @@ impl StallReason {
         StallReason::Sync,
         StallReason::DontcacheFlush,
         StallReason::DirectIo,
+        StallReason::PageLocked,
     ];
 
     pub fn name(self) -> &'static str {
@@ -125,6 +129,7 @@ impl StallReason {
             StallReason::Sync => "sync",
             StallReason::DontcacheFlush => "dontcache_flush",
             StallReason::DirectIo => "direct_io",
+            StallReason::PageLocked => "page_locked",
         }
     }
 

@@ -89,6 +89,9 @@ pub struct Engine {
     pub(crate) eviction: crate::evict::Eviction,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
+    /// Pages writers are copying into outside the runtime's lock
+    /// (page_lock.rs); a handful at most: one entry per CopyIn.
+    pub(crate) page_locks: Vec<crate::page_lock::PageLock>,
     pub(crate) dirty_exceeded_2007: bool,
     /// The engine's clocks (timers.rs).
     pub(crate) timers: Timers,
@@ -134,6 +137,7 @@ impl Engine {
             eviction: Default::default(),
             waiting: Vec::new(),
             actions: VecDeque::new(),
+            page_locks: Vec::new(),
             dirty_exceeded_2007: false,
             timers,
             stats: Stats::default(),

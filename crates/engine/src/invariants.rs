@@ -19,6 +19,7 @@ impl Engine {
             self.nr_cached,
             self.memory_pages
         );
+        self.check_page_locks();
         let limit = self.hard_limit_pages() + self.dirty_slack_pages();
         let dirty_total = self.nr_dirty + self.nr_writeback;
         assert!(

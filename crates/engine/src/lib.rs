@@ -102,6 +102,7 @@ mod ids;
 mod invariants;
 mod knobs;
 mod page_cache;
+mod page_lock;
 mod position_ratio;
 mod proportions;
 mod ratelimit;

@@ -5,7 +5,7 @@ use crate::action::{StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{PG_DROPBEHIND, PG_READING, PG_REFERENCED};
+use crate::page_cache::{PG_DROPBEHIND, PG_LOCKED, PG_READING, PG_REFERENCED};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
@@ -62,7 +62,7 @@ impl Engine {
         let Some((start, run)) = f.run_at(first) else {
             return false;
         };
-        if start + run.len < last || run.flags & PG_READING != 0 {
+        if start + run.len < last || run.flags & (PG_READING | PG_LOCKED) != 0 {
             return false;
         }
         if run.flags & PG_REFERENCED == 0 {
@@ -146,6 +146,11 @@ impl Engine {
         self.clear_dropbehind(file, first, cached_end);
         if reading {
             return Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
+        }
+        if self.any_locked(file, first, cached_end) {
+            // A writer is copying into a page: its frame may not hold the
+            // page's data yet (page_lock.rs).
+            return Ok(self.wait_for(now, task, StallReason::PageLocked, WaitKey::FileIo(file)));
         }
         let Some(p) = missing else {
             self.tasks[task.index()].last_read = Some((file, last));

@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::flusher::WbReason;
 use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
-use crate::page_cache::{CachedFile, PG_DIRTY, PG_WRITEBACK};
+use crate::page_cache::{CachedFile, PG_DIRTY, PG_LOCKED, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 use std::collections::BTreeMap;
@@ -452,6 +452,10 @@ impl Engine {
             }
             if f.flags(start).is_some_and(|fl| fl & PG_WRITEBACK != 0) {
                 // Dirty again while under writeback: wait for that write first.
+                return SyncNext::Blocked;
+            }
+            if f.flags(start).is_some_and(|fl| fl & PG_LOCKED != 0) {
+                // A writer is copying into it: write_end pumps the device.
                 return SyncNext::Blocked;
             }
             let tagged_end = sf.ranges[sf.range].1;

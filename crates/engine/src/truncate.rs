@@ -7,7 +7,7 @@ use crate::action::{StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{MAX_FILE_PAGES, PG_DIRTY, PG_READING, PG_WRITEBACK};
+use crate::page_cache::{MAX_FILE_PAGES, PG_DIRTY, PG_LOCKED, PG_READING, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
@@ -43,7 +43,7 @@ impl Engine {
             .runs_over(first_gone, MAX_FILE_PAGES)
             .collect();
         for (start, run) in runs {
-            if run.flags & (PG_WRITEBACK | PG_READING) != 0 {
+            if run.flags & (PG_WRITEBACK | PG_READING | PG_LOCKED) != 0 {
                 busy = true;
             } else {
                 // A run that starts before the new end loses only its tail.
@@ -57,11 +57,17 @@ impl Engine {
         if len % PAGE_SIZE != 0 {
             busy |= self.files[file.index()]
                 .run_at(len / PAGE_SIZE)
-                .is_some_and(|(_, run)| run.flags & PG_WRITEBACK != 0);
+                .is_some_and(|(_, run)| run.flags & (PG_WRITEBACK | PG_LOCKED) != 0);
         }
         if busy {
-            // I/O in flight past the new end: wait for it, then drop the pages.
-            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
+            // I/O in flight past the new end, or a copy into a page there:
+            // wait for it, then drop the pages.
+            let reason = if self.any_locked(file, len / PAGE_SIZE, MAX_FILE_PAGES) {
+                StallReason::PageLocked
+            } else {
+                StallReason::Sync
+            };
+            return Ok(self.wait_for(now, task, reason, WaitKey::FileIo(file)));
         }
         let f = &mut self.files[file.index()];
         f.size = len;

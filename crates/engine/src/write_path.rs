@@ -16,10 +16,23 @@ pub struct WriteFlags {
     /// Uncached (Linux's RWF_DONTCACHE): the pages leave the cache once
     /// written back (`dontcache.rs`).
     pub dontcache: bool,
+    /// The runtime copies the bytes of this call's `CopyIn` actions after
+    /// releasing its lock, then calls `write_end`; the pages stay locked
+    /// meanwhile (page_lock.rs). Ignored for uncached writes, whose inline
+    /// flush writes the pages back within the call.
+    pub deferred_copy: bool,
 }
 
 impl WriteFlags {
-    pub const DONTCACHE: WriteFlags = WriteFlags { dontcache: true };
+    pub const DONTCACHE: WriteFlags = WriteFlags {
+        dontcache: true,
+        deferred_copy: false,
+    };
+    /// An ordinary write whose bytes the runtime copies outside its lock.
+    pub const DEFERRED_COPY: WriteFlags = WriteFlags {
+        dontcache: false,
+        deferred_copy: true,
+    };
 }
 
 /// Pages `first..want_end` of `file` a write is about to fill.
@@ -135,6 +148,9 @@ impl Engine {
             let copied = pos;
             pos = end.min(ready_end * PAGE_SIZE);
             self.copy_in(task, file, copied, pos);
+            if flags.deferred_copy && !flags.dontcache {
+                self.lock_pages(task, file, page, ready_end);
+            }
             let f = &mut self.files[file.index()];
             f.size = f.size.max(pos);
             if let Op::Write { pos: p, .. } = &mut self.tasks[task.index()].op {

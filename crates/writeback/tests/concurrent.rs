@@ -12,24 +12,38 @@ use std::time::{Duration, Instant};
 use writeback::{Cache, OpenOptions};
 
 const WRITERS: usize = 3;
-const STRIPE: usize = 1000; // not a divisor of 4096: stripes share pages
-const STRIPES_PER_WRITER: usize = 4000; // 12 MB: more than the cache holds
 const VERSIONS: u8 = 8;
-const LEN: usize = WRITERS * STRIPE * STRIPES_PER_WRITER;
+/// Bytes of the file: more than the cache holds.
+const LEN_MIN: usize = 12_000_000;
 
-fn owner(pos: usize) -> usize {
-    (pos / STRIPE) % WRITERS
+fn owner(pos: usize, stripe: usize) -> usize {
+    (pos / stripe) % WRITERS
 }
 
 fn byte(writer: usize, version: u8) -> u8 {
     (writer as u8) << 4 | version
 }
 
+/// Stripes of 1000 bytes (not a divisor of 4096: stripes share pages),
+/// copied under the engine's lock.
 #[test]
 fn concurrent_writers_and_readers_match_the_model() {
-    let Some(dir) = common::direct_test_dir("concurrent") else {
+    writers_and_readers("concurrent", 1000);
+}
+
+/// Stripes of 70,000 bytes: copied outside the engine's lock (page locks),
+/// still sharing pages with their neighbours.
+#[test]
+fn concurrent_long_writers_and_readers_match_the_model() {
+    writers_and_readers("concurrent-long", 70_000);
+}
+
+fn writers_and_readers(name: &str, stripe: usize) {
+    let Some(dir) = common::direct_test_dir(name) else {
         return;
     };
+    let stripes_per_writer = LEN_MIN.div_ceil(WRITERS * stripe);
+    let len = WRITERS * stripe * stripes_per_writer;
     // A small cache, so writeback and reclaim run while the threads work.
     let cache = Cache::builder()
         .knob("memory", "8MiB")
@@ -41,7 +55,7 @@ fn concurrent_writers_and_readers_match_the_model() {
         .unwrap();
     let path = dir.join("f");
     let file = cache.open(&path, OpenOptions { create: true }).unwrap();
-    file.set_len(LEN as u64).unwrap();
+    file.set_len(len as u64).unwrap();
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let mut writers = Vec::new();
@@ -49,9 +63,9 @@ fn concurrent_writers_and_readers_match_the_model() {
             let file = cache.open(&path, OpenOptions::default()).unwrap();
             writers.push(s.spawn(move || {
                 for version in 1..=VERSIONS {
-                    let data = vec![byte(w, version); STRIPE];
-                    for k in 0..STRIPES_PER_WRITER {
-                        let at = (k * WRITERS + w) * STRIPE;
+                    let data = vec![byte(w, version); stripe];
+                    for k in 0..stripes_per_writer {
+                        let at = (k * WRITERS + w) * stripe;
                         file.write_at(&data, at as u64).unwrap();
                     }
                 }
@@ -64,17 +78,18 @@ fn concurrent_writers_and_readers_match_the_model() {
                 let mut buf = vec![0u8; 10_000];
                 let mut at = r * 4321;
                 // The newest version seen of each byte.
-                let mut seen = vec![0u8; LEN];
+                let mut seen = vec![0u8; len];
                 while !done.load(Ordering::Acquire) {
                     let n = file.read_at(&mut buf, at as u64).unwrap();
                     for (i, &b) in buf[..n].iter().enumerate() {
                         let pos = at + i;
                         let ok = b == 0
-                            || (b >> 4 == owner(pos) as u8 && (1..=VERSIONS).contains(&(b & 15)));
+                            || (b >> 4 == owner(pos, stripe) as u8
+                                && (1..=VERSIONS).contains(&(b & 15)));
                         assert!(
                             ok,
                             "byte {pos} is {b:#x}: not written by its owner {}",
-                            owner(pos)
+                            owner(pos, stripe)
                         );
                         assert!(
                             b & 15 >= seen[pos],
@@ -84,7 +99,7 @@ fn concurrent_writers_and_readers_match_the_model() {
                         );
                         seen[pos] = b & 15;
                     }
-                    at = (at + 7919) % LEN;
+                    at = (at + 7919) % len;
                 }
             });
         }
@@ -94,8 +109,8 @@ fn concurrent_writers_and_readers_match_the_model() {
         }
         done.store(true, Ordering::Release);
     });
-    let expect: Vec<u8> = (0..LEN).map(|p| byte(owner(p), VERSIONS)).collect();
-    common::sync_and_check_model("concurrent", cache, file, &path, &expect);
+    let expect: Vec<u8> = (0..len).map(|p| byte(owner(p, stripe), VERSIONS)).collect();
+    common::sync_and_check_model(name, cache, file, &path, &expect);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

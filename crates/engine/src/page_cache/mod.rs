@@ -26,8 +26,8 @@ mod change;
 mod run;
 
 pub use run::{
-    PageCounts, Run, MAX_FILE_PAGES, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU, PG_READING, PG_REFERENCED,
-    PG_WRITEBACK,
+    PageCounts, Run, MAX_FILE_PAGES, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU, PG_LOCKED, PG_READING,
+    PG_REFERENCED, PG_WRITEBACK,
 };
 
 use crate::ids::{DeviceId, IoId, PageIndex, WbId};

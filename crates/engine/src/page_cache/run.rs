@@ -13,6 +13,10 @@ pub const PG_IN_LRU: u8 = 16;
 /// Written uncached (DONTCACHE): leaves the cache once written back and
 /// clean (Linux's PG_dropbehind). An ordinary access clears it.
 pub const PG_DROPBEHIND: u8 = 32;
+/// A writer is copying into the page outside the runtime's lock (Linux's
+/// PG_locked from write_begin to write_end; page_lock.rs): not written
+/// back, reclaimed, truncated or read through the engine until unlocked.
+pub const PG_LOCKED: u8 = 64;
 
 /// Largest file, in pages (16 TiB): ranges beyond it are rejected.
 pub const MAX_FILE_PAGES: u64 = 1 << 32;
@@ -29,7 +33,7 @@ pub struct Run {
 impl Run {
     /// Whether the run may be reclaimed: clean and valid.
     pub fn reclaimable(&self) -> bool {
-        self.flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) == 0
+        self.flags & (PG_DIRTY | PG_WRITEBACK | PG_READING | PG_LOCKED) == 0
     }
 
     /// Dirty and written uncached.
@@ -42,8 +46,9 @@ impl Run {
         self.flags & PG_DROPBEHIND != 0 && self.flags & (PG_DIRTY | PG_WRITEBACK) != 0
     }
 
+    /// Dirty, and neither under writeback nor being copied into.
     pub fn writable(&self) -> bool {
-        self.flags & (PG_DIRTY | PG_WRITEBACK) == PG_DIRTY
+        self.flags & (PG_DIRTY | PG_WRITEBACK | PG_LOCKED) == PG_DIRTY
     }
 
     /// Whether `next`, starting where this run ends, can join it. Runs

@@ -85,14 +85,56 @@ pub(crate) struct Out {
     pub refused: Vec<IoId>,
     pub flushes: Vec<Flush>,
     pub woke: bool,
+    /// The writer's CopyIn actions, when its write defers the copy: to be
+    /// carried out once the lock is released (`copy_in`), then reported
+    /// to the engine (`Engine::write_end`).
+    pub copies: Vec<CopyIn>,
+}
+
+/// Bytes of the caller's write from file offset `pos`, `len` long, to go
+/// into frames `frame, frame + 1, ...` (the engine's `Action::CopyIn`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CopyIn {
+    pub file: FileId,
+    pub pos: u64,
+    pub len: u64,
+    pub frame: u32,
 }
 
 /// The bytes of the caller's write, for the engine's `CopyIn` actions:
-/// the data and the file offset of its first byte.
+/// the data and the file offset of its first byte; `deferred` when the
+/// write asked the engine to let it copy outside the lock
+/// (`WriteFlags::deferred_copy`).
 #[derive(Clone, Copy)]
 pub(crate) struct WriteData<'a> {
     pub offset: u64,
     pub data: &'a [u8],
+    pub deferred: bool,
+}
+
+impl WriteData<'_> {
+    /// Copies the bytes of `c` into their frames and indexes their pages.
+    /// Holding the lock or not: the pages are the writer's until the
+    /// engine hears it is done (`Engine::write_end`), when deferred.
+    pub fn copy_in(&self, frames: &Frames, index: &PageIndex, c: CopyIn) {
+        let from = (c.pos - self.offset) as usize;
+        let data = &self.data[from..from + c.len as usize];
+        let mut done = 0;
+        let mut frame = c.frame;
+        while done < data.len() {
+            let at = c.pos + done as u64;
+            let in_page = (at % PAGE_SIZE) as usize;
+            let n = (PAGE - in_page).min(data.len() - done);
+            let mut w = frames.write(frame);
+            w.bytes()[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            // The page is dirty and no request has copied it since.
+            w.set_overwritable(true);
+            drop(w);
+            index.insert(c.file, at / PAGE_SIZE, frame);
+            done += n;
+            frame += 1;
+        }
+    }
 }
 
 impl Core {
@@ -187,9 +229,18 @@ impl Core {
                         debug_assert!(false, "CopyIn without the writer's data");
                         continue;
                     };
-                    let from = (pos - w.offset) as usize;
-                    self.copy_in(file, pos, frame, &w.data[from..from + len as usize]);
-                    copied = Some(file);
+                    let c = CopyIn {
+                        file,
+                        pos,
+                        len,
+                        frame,
+                    };
+                    if w.deferred {
+                        out.copies.push(c);
+                    } else {
+                        w.copy_in(&self.frames, &self.index, c);
+                        copied = Some(file);
+                    }
                 }
                 Action::Submit(req) if req.direct => out.refused.push(req.id),
                 Action::Submit(req) => out.ops.push(self.build_op(req)),
@@ -331,26 +382,6 @@ impl Core {
         let task = self.engine.add_task();
         self.woken.push(false);
         task
-    }
-
-    /// Copies the bytes for file offset `pos` on into frames `frame,
-    /// frame + 1, ...` (the engine's `CopyIn`) and indexes their pages.
-    fn copy_in(&mut self, file: FileId, pos: u64, frame: u32, data: &[u8]) {
-        let mut done = 0;
-        let mut frame = frame;
-        while done < data.len() {
-            let at = pos + done as u64;
-            let in_page = (at % PAGE_SIZE) as usize;
-            let n = (PAGE - in_page).min(data.len() - done);
-            let mut w = self.frames.write(frame);
-            w.bytes()[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
-            // The page is dirty and no request has copied it since.
-            w.set_overwritable(true);
-            drop(w);
-            self.index.insert(file, at / PAGE_SIZE, frame);
-            done += n;
-            frame += 1;
-        }
     }
 
     /// The frames of the cached bytes of `file` from `offset`, `len` long,

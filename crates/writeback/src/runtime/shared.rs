@@ -218,7 +218,12 @@ impl Shared {
         let now = self.clock.now();
         let mut step = start(&mut core.engine, now, task);
         loop {
-            let out = core.drain(write);
+            let mut out = core.drain(write);
+            if !out.copies.is_empty() {
+                core = self.copy_unlocked(core, task, write, out);
+                out = core.drain(write);
+                debug_assert!(out.copies.is_empty(), "write_end asks for no copy");
+            }
             progress(&mut core, task, matches!(step, Ok(Step::Done)));
             let stall = match step {
                 Ok(Step::Sleep(stall)) => stall,
@@ -239,6 +244,38 @@ impl Shared {
             core.woken[task.index()] = false;
             step = core.engine.resume(self.clock.now(), task);
         }
+    }
+
+    /// Carries out a deferred write's copies (`out.copies`) without the
+    /// lock: dispatches what the engine call left, copies the caller's
+    /// bytes into the frames the engine locked for them, then retakes the
+    /// lock and tells the engine (`write_end`), before the caller's
+    /// operation goes on or waits: pages stay locked for one copy.
+    fn copy_unlocked<'a>(
+        &'a self,
+        core: MutexGuard<'a, Core>,
+        task: TaskId,
+        write: Option<WriteData<'_>>,
+        mut out: Out,
+    ) -> MutexGuard<'a, Core> {
+        let copies = std::mem::take(&mut out.copies);
+        drop(core);
+        self.dispatch(out);
+        let w = write.expect("copies come from the writer's own calls");
+        for &c in &copies {
+            w.copy_in(&self.frames, &self.index, c);
+        }
+        let mut core = self.lock();
+        // The task is this thread's own, known to the engine.
+        let ended = core.engine.write_end(self.clock.now(), task);
+        debug_assert!(ended.is_ok(), "{ended:?}");
+        let mut files: Vec<FileId> = copies.iter().map(|c| c.file).collect();
+        files.dedup();
+        for file in files {
+            // After the data it covers is in the frames.
+            core.publish_size(file);
+        }
+        core
     }
 
     /// Sleeps until `deadline`, or until woken if `wakeable`. Bounded by
