@@ -25,7 +25,11 @@
 //! 3. `dirty_pages` (`write_path.rs`) marks the stretch dirty and accounts it
 //!    to the file's writeback context (`wb.rs`) and to the task, and
 //!    `copy_in` emits `Action::CopyIn`: the runtime copies the caller's
-//!    bytes into the stretch's frames before it acts on anything later.
+//!    bytes into the stretch's frames before it acts on anything later. A
+//!    write with `WriteFlags::deferred_copy` also locks the stretch's pages
+//!    (`page_lock.rs`): the runtime copies after releasing its own lock and
+//!    calls `write_end`; meanwhile the pages are not written back, read or
+//!    truncated away.
 //! 4. `maybe_throttle` (`balance_dirty.rs`): past the task's
 //!    `nr_dirtied_pause`, `balance_dirty_pages` compares the context's dirty
 //!    pages with its share of the limits (`dirty_limits.rs`,

@@ -28,7 +28,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-use writeback::{Cache, OpenOptions};
+use writeback::{Cache, OpenOptions, Writeout};
 
 const GIB: f64 = 1024.0 * MIB;
 /// The file each run writes (in --dir; removed after every run).
@@ -96,6 +96,11 @@ pub struct CpuArgs {
     #[arg(long)]
     pub no_calibrate: bool,
     /// Internal: be the child of a run, writing FILE (set by `wb bench cpu` itself).
+    /// How writeback hands pages to the device: zero-copy (from the
+    /// cache's frames) or copy (each page copied into an I/O buffer first,
+    /// the path before zero-copy writeout).
+    #[arg(long, default_value = "zero-copy", value_parser = parse_writeout)]
+    pub writeout: Writeout,
     #[arg(long, hide = true, value_name = "FILE")]
     pub child: Option<PathBuf>,
 }
@@ -198,9 +203,9 @@ pub fn run(args: CpuArgs) -> Result<(), BenchError> {
     }
 
     if args.json {
-        println!("{}", to_json(setup, &runs));
+        println!("{}", to_json(setup, &runs, args.writeout));
     } else {
-        print!("{}", render(setup, &runs, &backend));
+        print!("{}", render(setup, &runs, &backend, args.writeout));
     }
     Ok(())
 }
@@ -243,6 +248,21 @@ struct ChildReport {
 }
 
 /// One run: a child process writes the file; returns its measurement.
+fn parse_writeout(text: &str) -> Result<Writeout, String> {
+    match text {
+        "zero-copy" => Ok(Writeout::ZeroCopy),
+        "copy" => Ok(Writeout::Copy),
+        _ => Err(format!("'{text}' is not a writeout (zero-copy or copy)")),
+    }
+}
+
+fn writeout_name(writeout: Writeout) -> &'static str {
+    match writeout {
+        Writeout::ZeroCopy => "zero-copy",
+        Writeout::Copy => "copy",
+    }
+}
+
 fn run_child(args: &CpuArgs, setup: Setup, dir: &Path) -> Result<(Run, ChildReport), BenchError> {
     // Both files are removed when this returns, however it returns.
     let data = TempFile::new(dir.join(DATA_FILE));
@@ -269,6 +289,8 @@ fn run_child(args: &CpuArgs, setup: Setup, dir: &Path) -> Result<(Run, ChildRepo
         .arg(setup.memory.to_string())
         .arg("--data-dir")
         .arg(&args.data_dir)
+        .arg("--writeout")
+        .arg(writeout_name(args.writeout))
         .stdin(Stdio::null())
         .stdout(stdout);
     if args.no_calibrate {
@@ -347,6 +369,7 @@ fn child(args: &CpuArgs, setup: Setup, path: &Path) -> Result<(), BenchError> {
         .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?
         .data_dir(&args.data_dir)
         .calibrate(!args.no_calibrate)
+        .writeout(args.writeout)
         .build()
         .map_err(|e| BenchError::failed("starting the cache", e))?;
     let fail = |e: writeback::Error| BenchError::failed(path.display(), e);
@@ -381,7 +404,7 @@ fn child(args: &CpuArgs, setup: Setup, path: &Path) -> Result<(), BenchError> {
     Ok(())
 }
 
-fn to_json(setup: Setup, runs: &[Run]) -> serde_json::Value {
+fn to_json(setup: Setup, runs: &[Run], writeout: Writeout) -> serde_json::Value {
     let list: Vec<_> = runs
         .iter()
         .map(|r| {
@@ -399,6 +422,7 @@ fn to_json(setup: Setup, runs: &[Run]) -> serde_json::Value {
         "size_bytes": setup.size,
         "block_size": setup.block_size,
         "memory_bytes": setup.memory,
+        "writeout": writeout_name(writeout),
         "runs": list,
         "median_cpu_s_per_gib": median_of(runs, |r| r.cpu_s_per_gib(setup.size)),
         "median_mib_s": median_of(runs, |r| r.mib_s(setup.size)),
@@ -410,7 +434,7 @@ fn median_of(runs: &[Run], f: impl Fn(&Run) -> f64) -> f64 {
     median(&values)
 }
 
-fn render(setup: Setup, runs: &[Run], backend: &str) -> String {
+fn render(setup: Setup, runs: &[Run], backend: &str, writeout: Writeout) -> String {
     let mut t = Table::new(&[
         "run",
         "cpu s",
@@ -442,11 +466,12 @@ fn render(setup: Setup, runs: &[Run], backend: &str) -> String {
     ]);
     let mut out = format!(
         "Sequential write of {} in {} write_at calls into one new file, then sync_data, \
-         through a cache of {} ({backend} backend); CPU time (user + sys) of the child process \
+         through a cache of {} ({backend} backend, {} writeout); CPU time (user + sys) of the child process \
          doing it, {} run{} (medians of each column).\n\n",
         human_bytes(setup.size),
         exact_bytes(setup.block_size),
         exact_bytes(setup.memory),
+        writeout_name(writeout),
         runs.len(),
         if runs.len() == 1 { "" } else { "s" }
     );
@@ -511,7 +536,8 @@ mod tests {
                 wall_s: 2.0,
             },
         ];
-        let v = to_json(setup, &runs);
+        let v = to_json(setup, &runs, Writeout::ZeroCopy);
+        assert_eq!(v["writeout"], "zero-copy");
         assert_eq!(v["size_bytes"], 2 * GIB_U);
         assert_eq!(v["block_size"], 1 << 20);
         assert_eq!(v["memory_bytes"], GIB_U);
@@ -526,7 +552,8 @@ mod tests {
         // cpu s/GiB: 2.0, 1.0, 1.5; MiB/s: 512, 256, 1024.
         assert_eq!(v["median_cpu_s_per_gib"], 1.5);
         assert_eq!(v["median_mib_s"], 512.0);
-        let text = render(setup, &runs, "io_uring");
+        let text = render(setup, &runs, "io_uring", Writeout::Copy);
+        assert!(text.contains("(io_uring backend, copy writeout)"), "{text}");
         assert!(text.contains("median"), "{text}");
         assert!(text.contains("1.500"), "{text}");
     }
