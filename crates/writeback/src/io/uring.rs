@@ -333,33 +333,26 @@ impl RingThread {
 
     fn start(&mut self, op: IoOp) {
         let id = op.id;
-        if id == WAKE_TOKEN || self.in_flight.0.contains_key(&id) || self.serial.held.contains(&id)
-        {
-            let why = if id == WAKE_TOKEN {
-                "op id u64::MAX is reserved by the io_uring backend".to_string()
-            } else {
-                format!("op id {id} is already in flight")
+        let refusal = if id == WAKE_TOKEN {
+            Some(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "op id u64::MAX is reserved by the io_uring backend",
+            ))
+        } else if self.in_flight.0.contains_key(&id) || self.serial.held.contains(&id) {
+            let why = format!("op id {id} is already in flight");
+            Some(io::Error::new(io::ErrorKind::InvalidInput, why))
+        } else if let (IoBuf::Lent(_), false) = (&op.buf, op.write) {
+            Some(lent_read_error())
+        } else {
+            None
+        };
+        if let Some(e) = refusal {
+            let done = IoDone {
+                id,
+                buf: op.buf,
+                result: Err(e),
             };
-            send_done(
-                &self.done_tx,
-                IoDone {
-                    id,
-                    buf: op.buf,
-                    result: Err(io::Error::new(io::ErrorKind::InvalidInput, why)),
-                },
-            );
-            return;
-        }
-        if let (IoBuf::Lent(_), false) = (&op.buf, op.write) {
-            let result = Err(lent_read_error());
-            send_done(
-                &self.done_tx,
-                IoDone {
-                    id,
-                    buf: op.buf,
-                    result,
-                },
-            );
+            send_done(&self.done_tx, done);
             return;
         }
         let serial = if op.write { self.extends(&op) } else { None };
