@@ -168,6 +168,24 @@ pub fn render(r: &RunReport, real: bool) -> String {
             "    writers throttled: {} pauses, total {:.1}ms, max {:.1}ms",
             d.throttle_pauses, d.throttle_total_ms, d.throttle_max_ms
         );
+        let b = &d.backlog;
+        if b.items_done > 0 || b.max_items > 0 {
+            let _ = writeln!(
+                out,
+                "    backlog: {} files released in {} steps, {} throttles, peak {} items / {:.1}ms of work and {} large files parked (watermarks {:.0}/{:.0}ms), estimates {:.1}us a file + {:.1}us a MiB, {} errors",
+                b.items_done,
+                b.steps_done,
+                b.throttles,
+                b.max_items,
+                b.max_level_ms,
+                b.max_parked,
+                b.high_ms,
+                b.low_ms,
+                b.est_file_us,
+                b.est_mib_us,
+                b.errors
+            );
+        }
     }
     let _ = writeln!(out, "  cached at the end: {:.1}MiB", e.cached_end_mib);
     // Per writeback domain, when there is more than one or any wrote uncached.

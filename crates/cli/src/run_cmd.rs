@@ -112,6 +112,17 @@ pub fn run(args: RunArgs) -> ExitCode {
             job.name
         ));
     }
+    if let Some(job) = scenario
+        .jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Remover { .. }))
+    {
+        return bad_input(format!(
+            "job '{}': kind \"remover\" is simulated only for now (wb sim); the library's \
+             unlink does not yet defer the release of a file to the backlog",
+            job.name
+        ));
+    }
     let dirs = match device_dirs(&scenario, &args.dirs) {
         Ok(d) => d,
         Err(e) => return bad_input(e),
@@ -151,6 +162,8 @@ fn block_size(kind: &JobKind) -> u64 {
         | JobKind::OccasionalWriter { block_size, .. }
         | JobKind::FsyncLoop { block_size, .. }
         | JobKind::Dbench { block_size, .. } => block_size,
+        // Refused before anything runs (simulated only).
+        JobKind::Remover { .. } => 4096,
     }
 }
 
@@ -275,6 +288,8 @@ fn job_thread(
                         .map(|_| ()),
                     Op::Fsync { file } => files.files[file].sync_data(),
                     Op::Sync => cache.sync(),
+                    // Remover jobs are refused before the run starts.
+                    Op::Unlink { .. } => Ok(()),
                 };
                 job.end_op(since(run_start), result.is_ok());
             }

@@ -75,6 +75,13 @@ pub enum Action {
     /// `file` was evicted (evict.rs): its pages are gone (`Unmapped` came
     /// first) and its id is retired; close its backing file.
     Evict { file: FileId },
+    /// Carry out a step of releasing unlinked `file`'s backing file
+    /// (backlog.rs), then call `release_done(id, ..)`.
+    Release {
+        id: u64,
+        file: FileId,
+        step: crate::backlog::ReleaseStep,
+    },
     /// Pages `first..end` of `file` left the cache: a runtime that keeps a
     /// page index of its own (for reads without the engine) must drop them
     /// before it acts on any later action: their frames may be reused.
@@ -106,10 +113,13 @@ pub enum StallReason {
     /// A read or truncation waiting for a writer to finish copying into a
     /// page outside the runtime's lock (page_lock.rs): one memcpy.
     PageLocked,
+    /// An unlink held back by its device's full backlog of deferred
+    /// releases (backlog.rs): about `backlog_wait_ms` with watermarks.
+    Backlog,
 }
 
 impl StallReason {
-    pub const ALL: [StallReason; 8] = [
+    pub const ALL: [StallReason; 9] = [
         StallReason::DirtyThrottle,
         StallReason::StablePage,
         StallReason::Memory,
@@ -118,6 +128,7 @@ impl StallReason {
         StallReason::DontcacheFlush,
         StallReason::DirectIo,
         StallReason::PageLocked,
+        StallReason::Backlog,
     ];
 
     pub fn name(self) -> &'static str {
@@ -130,6 +141,7 @@ impl StallReason {
             StallReason::DontcacheFlush => "dontcache_flush",
             StallReason::DirectIo => "direct_io",
             StallReason::PageLocked => "page_locked",
+            StallReason::Backlog => "backlog",
         }
     }
 

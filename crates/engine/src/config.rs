@@ -82,6 +82,35 @@ impl DontcacheCounter {
     }
 }
 
+/// How a producer of deferred work (an unlink's release of a file) is
+/// held back when the device's backlog is long (backlog.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BacklogThrottle {
+    /// Chinner 2021: above the high watermark the producer sets the
+    /// throttle bit and sleeps until the worker brings the backlog under
+    /// the low one; the two are `backlog_wait_ms` of work apart.
+    Watermarks,
+    /// XFS 2021: past a count bound (256 items) the producer waits for the
+    /// whole backlog to be worked off (flush_work). Kept to show the
+    /// pathology: a stall as long as the backlog.
+    FlushAll,
+}
+
+impl BacklogThrottle {
+    pub fn name(self) -> &'static str {
+        match self {
+            BacklogThrottle::Watermarks => "watermarks",
+            BacklogThrottle::FlushAll => "flush-all",
+        }
+    }
+}
+
+/// Default `backlog_wait_ms`: how long a producer held back by the
+/// backlog waits, about (Chinner 2021's ~100 ms).
+pub const DEFAULT_BACKLOG_WAIT_MS: u32 = 100;
+/// Largest `backlog_wait_ms` accepted (one minute).
+pub const MAX_BACKLOG_WAIT_MS: u32 = 60_000;
+
 /// What to do when a page under writeback is modified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StableWrites {
@@ -205,6 +234,9 @@ pub struct Config {
     pub dirty_throttle: DirtyThrottle,
     pub dontcache_flush: DontcacheFlush,
     pub dontcache_counter: DontcacheCounter,
+    pub backlog_throttle: BacklogThrottle,
+    /// The gap between the backlog's watermarks, in milliseconds of work.
+    pub backlog_wait_ms: u32,
 }
 
 impl Default for Config {
@@ -220,6 +252,8 @@ impl Default for Config {
             dirty_throttle: DirtyThrottle::IoLess,
             dontcache_flush: DontcacheFlush::Kick,
             dontcache_counter: DontcacheCounter::PerDomain,
+            backlog_throttle: BacklogThrottle::Watermarks,
+            backlog_wait_ms: DEFAULT_BACKLOG_WAIT_MS,
         }
     }
 }
@@ -236,6 +270,8 @@ impl Config {
         "dirty_throttle",
         "dontcache_flush",
         "dontcache_counter",
+        "backlog_throttle",
+        "backlog_wait_ms",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -291,6 +327,16 @@ impl Config {
                     }
                 }
             }
+            "backlog_throttle" => {
+                self.backlog_throttle = match value.trim() {
+                    "watermarks" => BacklogThrottle::Watermarks,
+                    "flush-all" => BacklogThrottle::FlushAll,
+                    _ => return Err(invalid(knob, value, "expected 'watermarks' or 'flush-all'")),
+                }
+            }
+            "backlog_wait_ms" => {
+                self.backlog_wait_ms = parse_int(knob, value, 1, MAX_BACKLOG_WAIT_MS)?
+            }
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -314,6 +360,8 @@ impl Config {
             "dirty_throttle" => self.dirty_throttle.name().to_string(),
             "dontcache_flush" => self.dontcache_flush.name().to_string(),
             "dontcache_counter" => self.dontcache_counter.name().to_string(),
+            "backlog_throttle" => self.backlog_throttle.name().to_string(),
+            "backlog_wait_ms" => self.backlog_wait_ms.to_string(),
             _ => return None,
         })
     }

@@ -68,6 +68,8 @@ impl Engine {
     /// only need a tag), then integrity writes, then flusher writes in
     /// round robin over the device's contexts, each as wbt admits it.
     pub(crate) fn pump(&mut self, now: Instant, device: DeviceId) {
+        // An unlinked file's release may have waited for this I/O.
+        self.pump_backlog(now, device);
         loop {
             loop {
                 let dev = &mut self.devices[device.index()];

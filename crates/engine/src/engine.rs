@@ -189,6 +189,7 @@ impl Engine {
             wbs: Vec::new(),
             next_wb: 0,
             stable_required: false,
+            backlog: Default::default(),
             stats,
         });
         DeviceId((self.devices.len() - 1) as u32)

@@ -65,6 +65,12 @@ impl Engine {
             && f.counts().cached == f.counts().reclaimable
     }
 
+    /// Idle, and not unlinked: an unlinked file leaves through its
+    /// device's backlog (backlog.rs).
+    fn evictable(&self, file: FileId) -> bool {
+        self.file_idle(file) && !self.files[file.index()].unlinked
+    }
+
     /// Sets the most files the engine keeps at once (None: no limit).
     pub fn set_max_files(&mut self, max_files: Option<usize>) {
         self.eviction.max_files = max_files.map(|n| n.max(1));
@@ -100,7 +106,7 @@ impl Engine {
         let excess = self.live_files().saturating_sub(keep);
         let mut idle: Vec<(u64, FileId)> = (0..self.files.len() as u32)
             .map(FileId)
-            .filter(|&f| f != added && self.file_idle(f) && !self.eviction.flushing.contains(&f))
+            .filter(|&f| f != added && self.evictable(f) && !self.eviction.flushing.contains(&f))
             .map(|f| (self.files[f.index()].last_use, f))
             .collect();
         idle.sort_unstable();
@@ -117,7 +123,7 @@ impl Engine {
     /// Lets `file` go as soon as it is idle and its writes are durable.
     /// Returns false if it is busy (nothing happens) or unknown.
     pub fn release_file(&mut self, file: FileId) -> bool {
-        if !self.file_idle(file) {
+        if !self.evictable(file) {
             return false;
         }
         self.let_go(file);
@@ -139,7 +145,7 @@ impl Engine {
     /// A flush asked for by eviction was reported.
     pub(crate) fn eviction_flushed(&mut self, file: FileId) {
         self.eviction.flushing.remove(&file);
-        if self.file_idle(file) && self.files[file.index()].unsynced.is_none() {
+        if self.evictable(file) && self.files[file.index()].unsynced.is_none() {
             let evicted = self.evict_file(file);
             debug_assert!(evicted.is_ok(), "{evicted:?}");
         }
@@ -154,9 +160,16 @@ impl Engine {
         if self.files.get(file.index()).is_none_or(|f| f.evicted) {
             return Err(EngineError::BadFile(file));
         }
-        if !self.file_idle(file) {
+        if !self.file_idle(file) || self.files[file.index()].unlinked {
             return Err(EngineError::FileBusy(file));
         }
+        self.retire_file(file);
+        Ok(())
+    }
+
+    /// Drops an idle file's pages and retires its id (see `evict_file`).
+    pub(crate) fn retire_file(&mut self, file: FileId) {
+        debug_assert!(self.file_idle(file));
         self.remove_pages(file, 0, MAX_FILE_PAGES);
         let f = &mut self.files[file.index()];
         f.evicted = true;
@@ -165,7 +178,6 @@ impl Engine {
         self.eviction.live -= 1;
         self.actions.push_back(Action::Evict { file });
         self.eviction.retiring.push(file);
-        Ok(())
     }
 
     /// An evicted file's id that a new file may take, if any: none named

@@ -20,7 +20,7 @@ impl Engine {
         let f = self
             .files
             .get_mut(file.index())
-            .filter(|f| !f.evicted)
+            .filter(|f| !f.evicted && !f.unlinked)
             .ok_or(EngineError::BadFile(file))?;
         f.open_handles += 1;
         let handle = Some(Handle {

@@ -20,6 +20,7 @@ impl Engine {
             self.memory_pages
         );
         self.check_page_locks();
+        self.check_backlogs();
         let limit = self.hard_limit_pages() + self.dirty_slack_pages();
         let dirty_total = self.nr_dirty + self.nr_writeback;
         assert!(

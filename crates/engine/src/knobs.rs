@@ -78,7 +78,12 @@ impl Engine {
         if config.dirty_writeback_centisecs != self.config.dirty_writeback_centisecs {
             self.timers.next_kupdate = None;
         }
+        let backlog_changed = config.backlog_throttle != self.config.backlog_throttle
+            || config.backlog_wait_ms != self.config.backlog_wait_ms;
         self.config = config;
+        if backlog_changed {
+            self.backlog_recheck();
+        }
         Ok(())
     }
 }

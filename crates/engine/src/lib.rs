@@ -71,7 +71,12 @@
 //!
 //! Later, an idle file (no handle, nothing dirty or in flight) may be let
 //! go when the cache holds too many files, least recently used first,
-//! flushed first if unsynced (`evict.rs`, `Action::Evict`).
+//! flushed first if unsynced (`evict.rs`, `Action::Evict`). A file whose
+//! last name is gone (`Engine::unlink`, `backlog.rs`) leaves through its
+//! device's backlog instead: the unlink returns once the file is queued
+//! (or, when the backlog is full, after a bounded wait, stall `backlog`),
+//! and a worker drops its pages and releases its backing file in steps
+//! (`Action::Release`, `release_done`).
 //!
 //! Throughout, `handle_timeout` (`timers.rs`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
@@ -83,6 +88,7 @@
 //! in order, jump to the next completion or timer, complete, fire timers.
 
 mod action;
+mod backlog;
 mod balance_dirty;
 mod bandwidth;
 mod completion;
@@ -126,9 +132,11 @@ mod wbt;
 mod write_path;
 
 pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step};
+pub use backlog::{BacklogStats, ReleaseStep, FLUSH_ALL_MAX_ITEMS, RELEASE_STEP_BYTES};
 pub use balance_dirty::MAX_PAUSE_NS;
 pub use config::{
-    Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush, KnobError, StableWrites,
+    BacklogThrottle, Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush,
+    KnobError, StableWrites,
 };
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
 pub use dontcache::DontcacheStats;

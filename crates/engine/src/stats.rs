@@ -64,6 +64,8 @@ pub struct DeviceStats {
     pub snapshot_pages: u64,
     /// What writers do with pages under writeback: none, wait, snapshot.
     pub stable_writes: String,
+    /// The backlog of deferred releases (backlog.rs).
+    pub backlog: crate::backlog::BacklogStats,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -139,6 +141,7 @@ impl crate::engine::Engine {
                     StableWrites::Auto => format!("{} (auto)", d.stable_mode().name()),
                     mode => mode.name().to_string(),
                 };
+                ds.backlog = d.backlog.stats(self.config.backlog_wait_ms);
                 let wbs = self.wbs.iter().filter(|w| w.device.index() == i);
                 for w in wbs {
                     ds.dirty_pages += w.dirty;

@@ -281,6 +281,15 @@ impl Engine {
         if !self.sync_done(id) {
             return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
         }
+        // sync() also waits for the deferred releases of unlinked files
+        // (as syncfs flushes XFS's inodegc queue).
+        let op = &self.syncs.ops[&id];
+        if op.handle.is_none() && !op.issue_only {
+            if let Some(d) = self.devices.iter().position(|d| d.backlog.busy()) {
+                let key = WaitKey::Backlog(DeviceId(d as u32));
+                return Ok(self.wait_for(now, task, StallReason::Sync, key));
+            }
+        }
         // The writes are done: now make what landed durable.
         let op = &self.syncs.ops[&id];
         if !op.flushes_asked {

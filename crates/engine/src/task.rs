@@ -50,6 +50,12 @@ pub(crate) enum Op {
         file: FileId,
         len: u64,
     },
+    /// Queueing the release of an unlinked file (backlog.rs); with
+    /// flush-all, the last item that must be done first.
+    Unlink {
+        file: FileId,
+        flush_until: Option<u64>,
+    },
     DirectWrite {
         handle: HandleId,
         offset: u64,
@@ -84,6 +90,9 @@ pub(crate) enum WaitKey {
     Sync(u64),
     /// This task's direct write requests are all done.
     Direct(TaskId),
+    /// The device's backlog went under its low watermark (or, flush-all,
+    /// finished an item).
+    Backlog(crate::ids::DeviceId),
 }
 
 impl Engine {
@@ -172,6 +181,7 @@ impl Engine {
             Op::Read { .. } => self.continue_read(now, task),
             Op::Sync { op } => self.continue_sync(now, task, op),
             Op::Truncate { .. } => self.continue_truncate(now, task),
+            Op::Unlink { .. } => self.continue_unlink(now, task),
             Op::DirectWrite { .. } => self.continue_direct(now, task),
         }
     }

@@ -79,7 +79,7 @@ impl Engine {
 
     /// Makes the dirty pages from `first` on clean without writing them
     /// (their data is gone).
-    fn discard_dirty(&mut self, file: FileId, first: PageIndex) {
+    pub(crate) fn discard_dirty(&mut self, file: FileId, first: PageIndex) {
         let f = &mut self.files[file.index()];
         let before = f.counts();
         f.update(first, MAX_FILE_PAGES, |flags| flags & !PG_DIRTY);

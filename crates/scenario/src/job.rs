@@ -33,14 +33,16 @@ enum Kind {
     OccasionalWriter,
     FsyncLoop,
     Dbench,
+    Remover,
 }
 
-const KINDS: [Kind; 5] = [
+const KINDS: [Kind; 6] = [
     Kind::Writer,
     Kind::Reader,
     Kind::OccasionalWriter,
     Kind::FsyncLoop,
     Kind::Dbench,
+    Kind::Remover,
 ];
 
 impl Kind {
@@ -51,6 +53,7 @@ impl Kind {
             Kind::OccasionalWriter => "occasional-writer",
             Kind::FsyncLoop => "fsync-loop",
             Kind::Dbench => "dbench",
+            Kind::Remover => "remover",
         }
     }
 
@@ -75,6 +78,13 @@ impl Kind {
                 "read_every",
                 "flush_every",
                 "count",
+            ],
+            Kind::Remover => &[
+                "files",
+                "file_size",
+                "big_files",
+                "big_file_size",
+                "unlink_cost",
             ],
         }
     }
@@ -201,6 +211,7 @@ fn job_body(
         Kind::OccasionalWriter => occasional_writer(table)?,
         Kind::FsyncLoop => fsync_loop(table)?,
         Kind::Dbench => dbench(table)?,
+        Kind::Remover => remover(table)?,
     };
     Ok(JobSpec {
         name,
@@ -215,8 +226,15 @@ fn job_body(
 }
 
 fn write_mode(field: &Field<'_>, kind: Kind) -> Res<WriteMode> {
-    if kind == Kind::Reader {
-        return Err(field.error("a reader writes nothing: 'mode' applies to writing jobs"));
+    if kind == Kind::Reader || kind == Kind::Remover {
+        let what = if kind == Kind::Reader {
+            "a reader"
+        } else {
+            "a remover"
+        };
+        return Err(field.error(format!(
+            "{what} writes nothing: 'mode' applies to writing jobs"
+        )));
     }
     let text = field.str()?;
     WriteMode::ALL
@@ -337,6 +355,31 @@ fn fsync_loop(table: &TableView<'_>) -> Res<JobKind> {
         block_size: block_size(table, KIB4)?,
         interval_ns: optional(table, "interval", Field::duration)?.unwrap_or(0),
         count: table.require("count")?.count_from(1)?,
+    })
+}
+
+/// Default `unlink_cost`: what an unlink costs its caller when nothing
+/// holds it back (directory update, inode bookkeeping).
+const DEFAULT_UNLINK_COST_NS: u64 = 20_000;
+
+fn remover(table: &TableView<'_>) -> Res<JobKind> {
+    let big_files = optional(table, "big_files", |f| f.int_in(0, MAX_FILES))?.unwrap_or(0) as u32;
+    let big_file_size = match table.get("big_file_size") {
+        Some(field) => field.size_in(1, MAX_FILE_BYTES, "16TiB")?,
+        None if big_files > 0 => {
+            return Err(table
+                .require("big_files")?
+                .error("big_files needs big_file_size"))
+        }
+        None => 0,
+    };
+    Ok(JobKind::Remover {
+        files: files(table)?,
+        file_size: file_size(table)?,
+        big_files,
+        big_file_size,
+        unlink_cost_ns: optional(table, "unlink_cost", Field::duration)?
+            .unwrap_or(DEFAULT_UNLINK_COST_NS),
     })
 }
 

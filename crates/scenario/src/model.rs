@@ -120,6 +120,17 @@ pub enum JobKind {
         flush_every: u64,
         count: u64,
     },
+    /// `rm -rf` of a tree on the device (files that exist when the run
+    /// starts): `files` files of `file_size` bytes and `big_files` of
+    /// `big_file_size` spread evenly among them, unlinked one after the
+    /// other, each costing the caller `unlink_cost_ns` besides any wait.
+    Remover {
+        files: u32,
+        file_size: u64,
+        big_files: u32,
+        big_file_size: u64,
+        unlink_cost_ns: u64,
+    },
 }
 
 impl JobKind {
@@ -131,6 +142,7 @@ impl JobKind {
             JobKind::OccasionalWriter { .. } => "occasional-writer",
             JobKind::FsyncLoop { .. } => "fsync-loop",
             JobKind::Dbench { .. } => "dbench",
+            JobKind::Remover { .. } => "remover",
         }
     }
 }

@@ -196,7 +196,25 @@ fn bad_job_values() {
     assert_error(
         &base_with("\"writer\"", "\"wrter\""),
         9,
-        "unknown job kind 'wrter' (expected writer, reader, occasional-writer, fsync-loop or dbench)",
+        "unknown job kind 'wrter' (expected writer, reader, occasional-writer, fsync-loop, dbench or remover)",
+    );
+    // A remover writes nothing, and a big file needs a size.
+    let remover = base_with("\"writer\"", "\"remover\"\nfiles = 10");
+    parse_text(&remover).expect("a remover parses");
+    assert_error(
+        &remover.replace("file_size", "mode = \"dontcache\"\nfile_size"),
+        12,
+        "a remover writes nothing: 'mode' applies to writing jobs",
+    );
+    assert_error(
+        &remover.replace("files = 10", "files = 10\nbig_files = 2"),
+        11,
+        "big_files needs big_file_size",
+    );
+    assert_error(
+        &remover.replace("files = 10", "files = 10\nunlink_cost = \"soon\""),
+        11,
+        "unlink_cost",
     );
     let reader = base_with(
         "\"writer\"",

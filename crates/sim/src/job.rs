@@ -48,8 +48,9 @@ pub struct JobRun {
     lat: Latency,
     /// Latency of fsync and sync calls.
     sync_lat: Latency,
-    /// Writes, reads and flushes (fsync, sync) apart, as dbench reports.
-    kinds: [KindTally; 3],
+    /// Writes, reads, flushes (fsync, sync) and unlinks apart, as dbench
+    /// reports.
+    kinds: [KindTally; 4],
     /// Writes and reads done, and their bytes.
     ops: u64,
     bytes: u64,
@@ -72,7 +73,7 @@ impl JobRun {
             op: None,
             lat: Latency::default(),
             sync_lat: Latency::default(),
-            kinds: [KindTally::default(); 3],
+            kinds: [KindTally::default(); 4],
             ops: 0,
             bytes: 0,
             errors: 0,
@@ -155,12 +156,17 @@ impl JobRun {
                 self.ops += 1;
                 self.bytes += len;
             }
+            Op::Unlink { .. } => {
+                self.lat.record(latency_ns);
+                self.ops += 1;
+            }
             Op::Fsync { .. } | Op::Sync => self.sync_lat.record(latency_ns),
         }
         let kind = match op {
             Op::Write { .. } => 0,
             Op::Read { .. } => 1,
             Op::Fsync { .. } | Op::Sync => 2,
+            Op::Unlink { .. } => 3,
         };
         self.kinds[kind].record(latency_ns);
     }
@@ -183,7 +189,7 @@ impl JobRun {
             lat_us: self.lat.summary(),
             syncs: self.sync_lat.count(),
             sync_lat_us: self.sync_lat.summary(),
-            op_kinds: ["write", "read", "flush"]
+            op_kinds: ["write", "read", "flush", "unlink"]
                 .into_iter()
                 .zip(&self.kinds)
                 .filter(|(_, tally)| tally.count() > 0)

@@ -164,6 +164,28 @@ pub struct DeviceReport {
     pub stable_writes: String,
     /// Pages writers were given copies of (`stable_writes = snapshot`).
     pub snapshot_pages: u64,
+    /// The backlog of deferred releases of unlinked files.
+    pub backlog: BacklogReport,
+}
+
+/// A device's backlog of deferred releases (engine backlog.rs).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct BacklogReport {
+    pub items_done: u64,
+    pub steps_done: u64,
+    /// Times producers found it full (watermarks: the throttle bit set;
+    /// flush-all: a wait for the whole backlog).
+    pub throttles: u64,
+    pub max_items: u64,
+    pub max_level_ms: f64,
+    /// Most large files parked at once (past their first step).
+    pub max_parked: u64,
+    pub high_ms: f64,
+    pub low_ms: f64,
+    /// The learned cost estimates.
+    pub est_file_us: f64,
+    pub est_mib_us: f64,
+    pub errors: u64,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -302,6 +324,19 @@ impl EngineReport {
                 write_errors: d.write_errors,
                 stable_writes: d.stable_writes.clone(),
                 snapshot_pages: d.snapshot_pages,
+                backlog: BacklogReport {
+                    items_done: d.backlog.items_done,
+                    steps_done: d.backlog.steps_done,
+                    throttles: d.backlog.throttles,
+                    max_items: d.backlog.max_items,
+                    max_level_ms: ms(d.backlog.max_level_ns),
+                    max_parked: d.backlog.max_parked,
+                    high_ms: ms(d.backlog.high_ns),
+                    low_ms: ms(d.backlog.low_ns),
+                    est_file_us: d.backlog.est_file_ns as f64 / 1e3,
+                    est_mib_us: d.backlog.est_mib_ns as f64 / 1e3,
+                    errors: d.backlog.errors,
+                },
             })
             .collect();
         EngineReport {

@@ -11,8 +11,8 @@ use crate::rng::Rng;
 use crate::workload::{Next, Op, Workload};
 use std::fmt;
 use wb_engine::{
-    Action, DeviceId, Engine, EngineError, HandleId, Instant, IoDir, IoId, Step, TaskId,
-    VirtualRuntime, WriteFlags, PAGE_SIZE,
+    Action, DeviceId, Engine, EngineError, FileId, HandleId, Instant, IoDir, IoId, ReleaseStep,
+    Step, TaskId, VirtualRuntime, WriteFlags, PAGE_SIZE,
 };
 use wb_scenario::Scenario;
 
@@ -62,6 +62,8 @@ struct Job {
     run: JobRun,
     task: TaskId,
     handles: Vec<HandleId>,
+    /// The engine file of each handle (an unlink closes the handle first).
+    files: Vec<FileId>,
     workload: Box<dyn Workload>,
     /// How the job's writes go through the cache.
     write_flags: WriteFlags,
@@ -77,6 +79,14 @@ struct Sim {
     models: Vec<String>,
     /// Start of each engine file's extent on its device.
     file_base: Vec<u64>,
+    /// Each engine file's device and the bytes of it still allocated (a
+    /// release frees them in steps).
+    file_dev: Vec<usize>,
+    file_bytes: Vec<u64>,
+    /// Per device: the release step in progress, (done at, id).
+    releases: Vec<Option<(Instant, u64)>>,
+    /// How many of `releases` are set (most runs release nothing).
+    releases_pending: usize,
     jobs: Vec<Job>,
 
     seq: u64,
@@ -99,6 +109,7 @@ fn op_cpu_ns(op: &Op) -> u64 {
             OP_OVERHEAD_NS + len.div_ceil(1024) * COPY_NS_PER_KIB
         }
         Op::Fsync { .. } | Op::Sync => OP_OVERHEAD_NS,
+        Op::Unlink { cost_ns, .. } => cost_ns,
     }
 }
 
@@ -133,6 +144,7 @@ impl Sim {
         }
         let mut layouts = vec![Layout::default(); devices.len()];
         let mut file_base = Vec::new();
+        let (mut file_dev, mut file_bytes) = (Vec::new(), Vec::new());
         let mut jobs = Vec::new();
         for (j, spec) in scenario.jobs.iter().enumerate() {
             let domain = engine.domain(&spec.domain).map_err(|e| SimError::Domain {
@@ -141,6 +153,7 @@ impl Sim {
             })?;
             let workload = crate::workload::for_job(&spec.kind, rng.fork(1000 + j as u64));
             let mut handles = Vec::new();
+            let mut files = Vec::new();
             for (size, extent) in workload.files() {
                 let dev = &devices[spec.device];
                 let base = layouts[spec.device]
@@ -154,6 +167,9 @@ impl Sim {
                     .expect("the job's device and domain exist");
                 assert_eq!(file.index(), file_base.len());
                 file_base.push(base);
+                file_dev.push(spec.device);
+                file_bytes.push(size);
+                files.push(file);
                 handles.push(engine.open(file).expect("a file just added opens"));
             }
             let task = engine.add_task();
@@ -161,6 +177,7 @@ impl Sim {
                 run: JobRun::for_job(scenario, j),
                 task,
                 handles,
+                files,
                 workload,
                 write_flags: crate::job::write_flags(spec.mode),
                 direct: spec.mode == wb_scenario::WriteMode::Direct,
@@ -168,11 +185,16 @@ impl Sim {
             });
         }
         let foreground_left = job::foreground_jobs(scenario);
+        let releases = vec![None; devices.len()];
         let mut sim = Sim {
             engine,
             devices,
             models,
             file_base,
+            file_dev,
+            file_bytes,
+            releases,
+            releases_pending: 0,
             jobs,
             seq: 0,
             now,
@@ -262,10 +284,16 @@ impl VirtualRuntime for Sim {
     }
 
     fn next_completion(&self) -> Option<Instant> {
-        self.devices
+        let io = self
+            .devices
             .iter()
             .filter_map(|d| d.next_completion())
-            .min()
+            .min();
+        if self.releases_pending == 0 {
+            return io;
+        }
+        let releases = self.releases.iter().flatten().map(|&(at, _)| at);
+        releases.chain(io).min()
     }
 
     fn complete_due(&mut self, now: Instant) {
@@ -274,6 +302,11 @@ impl VirtualRuntime for Sim {
                 for id in self.devices[d].complete(now) {
                     self.engine.io_complete(now, IoId(id), Ok(()));
                 }
+            }
+            if let Some((_, id)) = self.releases[d].filter(|&(at, _)| at <= now) {
+                self.releases[d] = None;
+                self.releases_pending -= 1;
+                self.engine.release_done(now, id, Ok(()));
             }
         }
     }
@@ -291,6 +324,7 @@ impl VirtualRuntime for Sim {
                 self.devices[req.device.index()].submit(now, dev_req);
             }
             Action::Wake(task) => self.schedule(task.index(), now),
+            Action::Release { id, file, step } => self.release(now, id, file, step),
             // The device models have no volatile cache yet: a flush
             // is done at once.
             Action::MakeDurable { id, .. } => self.engine.durable_done(id, Ok(())),
@@ -305,6 +339,24 @@ impl VirtualRuntime for Sim {
 }
 
 impl Sim {
+    /// Starts a release step of an unlinked file: the device's filesystem
+    /// takes its inactivation cost for the bytes freed (the engine has one
+    /// step in flight per device).
+    fn release(&mut self, now: Instant, id: u64, file: FileId, step: ReleaseStep) {
+        let f = file.index();
+        let remaining = self.file_bytes[f];
+        let (freed, removes) = match step {
+            ReleaseStep::Truncate { len } => (remaining.saturating_sub(len), false),
+            ReleaseStep::Remove => (remaining, true),
+        };
+        self.file_bytes[f] = remaining - freed;
+        let d = self.file_dev[f];
+        let cost = self.devices[d].inactivation().step_ns(freed, removes);
+        assert!(self.releases[d].is_none(), "one release step per device");
+        self.releases[d] = Some((now + cost, id));
+        self.releases_pending += 1;
+    }
+
     fn finish_job(&mut self, job: usize) {
         if self.jobs[job].run.finish(self.now) {
             self.foreground_left -= 1;
@@ -329,6 +381,13 @@ impl Sim {
             }
             Op::Fsync { file } => self.engine.fsync(now, task, j.handles[file]),
             Op::Sync => self.engine.sync(now, task),
+            Op::Unlink { file, .. } => {
+                let (handle, file) = (j.handles[file], j.files[file]);
+                // The job's handle is its last one.
+                let closed = self.engine.close(handle);
+                debug_assert!(closed.is_ok(), "{closed:?}");
+                self.engine.unlink(now, task, file)
+            }
         }
     }
 

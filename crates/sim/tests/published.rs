@@ -293,3 +293,80 @@ fn auto_snapshots_only_on_a_device_that_needs_stable_pages() {
     );
     assert!(checksumming.engine.devices[0].snapshot_pages > 0);
 }
+
+/// Chinner 2021: with watermarks no unlink of the `rm -rf` waits much more
+/// than `backlog_wait_ms` (100 ms plus the documented margin of two
+/// release steps: 16 MiB each at 1 ms a MiB here) and nearly none waits at
+/// all; with flush-all (XFS 2021) an unlink waits for the whole backlog,
+/// over a second when a large file is in it. Either way the whole removal
+/// (the job ends with a sync, which waits for every release) takes about
+/// as long.
+#[test]
+fn chinner_2021_watermarks_bound_the_wait_for_deferred_releases() {
+    let marks = sim("chinner-2021.toml", &[]);
+    let flush_all = sim("chinner-2021.toml", &["backlog_throttle=flush-all"]);
+    let (m, f) = (job(&marks, "rm-rf"), job(&flush_all, "rm-rf"));
+    let unlinks = |j: &JobReport| {
+        j.op_kinds
+            .iter()
+            .find(|k| k.kind == "unlink")
+            .expect("unlinks reported")
+            .count
+    };
+    assert_eq!(unlinks(m), 30_020);
+    assert_eq!(unlinks(f), 30_020);
+    let margin_us = 2.0 * 16.0 * 1000.0;
+    assert!(
+        m.lat_us.max <= 100_000.0 + margin_us,
+        "watermarks: longest unlink {} us",
+        m.lat_us.max
+    );
+    assert!(
+        m.lat_us.p99 <= 1_000.0,
+        "watermarks: p99 {} us",
+        m.lat_us.p99
+    );
+    assert!(
+        f.lat_us.max >= 1_000_000.0,
+        "flush-all: longest unlink {} us",
+        f.lat_us.max
+    );
+    let ratio = m.elapsed_s / f.elapsed_s;
+    assert!((1.0 / 1.1..=1.1).contains(&ratio), "totals {ratio}x");
+    for r in [&marks, &flush_all] {
+        let b = &r.engine.devices[0].backlog;
+        assert_eq!(b.items_done, 30_020);
+        assert!(b.throttles > 0, "the backlog filled: {b:?}");
+        assert_eq!(b.errors, 0);
+    }
+    // Watermarks: the level stays within high plus one step of the one
+    // producer (the invariants check it exactly).
+    let b = &marks.engine.devices[0].backlog;
+    assert!(b.max_level_ms <= b.high_ms + 16.1, "{b:?}");
+}
+
+/// The same removal, a tenth of the tree, with the engine's invariants
+/// checked after every event: the backlog's bound (high plus one step a
+/// producer with watermarks, 256 items plus one a producer with
+/// flush-all), its accounting, and every queued file unlinked and closed.
+#[test]
+fn chinner_2021_backlog_stays_bounded_at_every_event() {
+    for mode in ["watermarks", "flush-all"] {
+        let mut s = scenario("chinner-2021.toml", &[&format!("backlog_throttle={mode}")]);
+        let wb_scenario::JobKind::Remover {
+            files, big_files, ..
+        } = &mut s.jobs[0].kind
+        else {
+            panic!("the scenario's job is a remover");
+        };
+        (*files, *big_files) = (3_000, 2);
+        let options = SimOptions {
+            check_invariants: true,
+            ..SimOptions::default()
+        };
+        let r = run(&s, options).expect("runs");
+        let b = &r.engine.devices[0].backlog;
+        assert_eq!(b.items_done, 3_002, "{mode}");
+        assert!(b.throttles > 0, "{mode}: the backlog filled: {b:?}");
+    }
+}

@@ -66,6 +66,9 @@ pub struct CachedFile {
     pub open_handles: u32,
     /// Retired by `evict_file`: never used again.
     pub evicted: bool,
+    /// Its last name is gone (`Engine::unlink`): it cannot be opened, and
+    /// leaves through its device's backlog.
+    pub unlinked: bool,
     /// Changes landed since the last flush, with their mark (durability.rs).
     pub unsynced: Option<u64>,
     /// When the file was last used (evict.rs).
@@ -91,6 +94,7 @@ impl CachedFile {
             read_error: None,
             open_handles: 0,
             evicted: false,
+            unlinked: false,
             unsynced: None,
             last_use: 0,
         }

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 use wb_engine::{
-    Action, Engine, EngineError, FileId, Instant, IoDir, IoErrorKind, IoId, PageIndex, Stall, Step,
-    TaskId, VirtualRuntime,
+    Action, Engine, EngineError, FileId, Instant, IoDir, IoErrorKind, IoId, PageIndex, ReleaseStep,
+    Stall, Step, TaskId, VirtualRuntime,
 };
 
 pub struct Harness {
@@ -34,6 +34,8 @@ pub struct Harness {
     pub fail_flushes: Option<IoErrorKind>,
     /// When set, flushes are not carried out but their ids kept here.
     pub held_flushes: Option<Vec<u64>>,
+    /// Release steps asked for and not reported yet (`finish_releases`).
+    pub releases: Vec<(u64, FileId, ReleaseStep)>,
     /// Tasks woken since the last `drain`.
     woken: Vec<TaskId>,
 }
@@ -54,8 +56,26 @@ impl Harness {
             flushes: 0,
             fail_flushes: None,
             held_flushes: None,
+            releases: Vec::new(),
             woken: Vec::new(),
         }
+    }
+
+    /// Reports every release step asked for as done `step_ns` after now
+    /// (one at a time, as the engine asks), until none is left; returns
+    /// the steps carried out.
+    pub fn finish_releases(&mut self, step_ns: u64) -> Vec<(u64, FileId, ReleaseStep)> {
+        let mut done = Vec::new();
+        self.drain();
+        while !self.releases.is_empty() {
+            for (id, file, step) in std::mem::take(&mut self.releases) {
+                self.now = self.now + step_ns;
+                self.engine.release_done(self.now, id, Ok(()));
+                done.push((id, file, step));
+            }
+            self.drain();
+        }
+        done
     }
 
     /// Carries out the engine's actions; returns the tasks woken.
@@ -158,6 +178,7 @@ impl VirtualRuntime for Harness {
                 self.engine
                     .durable_done(id, self.fail_flushes.map_or(Ok(()), Err));
             }
+            Action::Release { id, file, step } => self.releases.push((id, file, step)),
             Action::ZeroFrames { .. }
             | Action::CopyFrames { .. }
             | Action::CopyIn { .. }

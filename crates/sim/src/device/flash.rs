@@ -89,6 +89,7 @@ struct FlashParams {
     spike_ns: u64,
     /// Declares that it needs stable pages (queue/stable_writes).
     stable_writes: bool,
+    inactivation: super::common::Inactivation,
 }
 
 impl FlashParams {
@@ -124,6 +125,7 @@ impl FlashParams {
                 60 * NS_PER_SEC,
             )?,
             stable_writes: p.count("stable_writes", 0, 0, 1)? == 1,
+            inactivation: super::common::Inactivation::parse(&mut p)?,
         };
         p.finish()?;
         Ok(parsed)
@@ -322,6 +324,10 @@ impl DeviceModel for Flash {
     /// an exponential with mean m is m ln 2. Exact for an idle device.
     fn stable_writes_required(&self) -> bool {
         self.p.stable_writes
+    }
+
+    fn inactivation(&self) -> super::common::Inactivation {
+        self.p.inactivation
     }
 
     fn idle_read_latency_ns(&self) -> u64 {

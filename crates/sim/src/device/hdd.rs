@@ -40,6 +40,7 @@ struct HddParams {
     cache_segments: usize,
     /// Declares that it needs stable pages (queue/stable_writes).
     stable_writes: bool,
+    inactivation: super::common::Inactivation,
 }
 
 impl HddParams {
@@ -63,6 +64,7 @@ impl HddParams {
             readahead_bytes: p.bytes_in("readahead_kib", KIB, 1024 * KIB, 64 * 1024 * KIB)?,
             cache_segments: p.count("cache_segments", 4, 0, 1024)? as usize,
             stable_writes: p.count("stable_writes", 0, 0, 1)? == 1,
+            inactivation: super::common::Inactivation::parse(&mut p)?,
         };
         p.finish()?;
         if parsed.seek_full_ns < parsed.settle_ns {
@@ -418,6 +420,10 @@ impl DeviceModel for Hdd {
     /// Defaults: 0.05 + 7.806 + 4.167 + 0.026 = 12.049 ms.
     fn stable_writes_required(&self) -> bool {
         self.p.stable_writes
+    }
+
+    fn inactivation(&self) -> super::common::Inactivation {
+        self.p.inactivation
     }
 
     fn idle_read_latency_ns(&self) -> u64 {

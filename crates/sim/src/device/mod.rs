@@ -39,6 +39,8 @@ pub trait DeviceModel {
     /// Whether the device needs pages kept stable while they are written
     /// (it checksums data in flight; parameter `stable_writes = 1`).
     fn stable_writes_required(&self) -> bool;
+    /// What releasing an unlinked file's blocks costs on this device.
+    fn inactivation(&self) -> common::Inactivation;
     /// Median latency of an isolated 4 KiB random read on the idle device.
     fn idle_read_latency_ns(&self) -> u64;
     /// Total time the device was busy (anything in service), for utilisation.

@@ -6,12 +6,14 @@ mod dbench;
 mod fsync_loop;
 mod occasional;
 mod reader;
+mod remover;
 mod writer;
 
 pub use dbench::Dbench;
 pub use fsync_loop::FsyncLoop;
 pub use occasional::OccasionalWriter;
 pub use reader::Reader;
+pub use remover::Remover;
 pub use writer::Writer;
 
 use crate::rng::Rng;
@@ -21,10 +23,26 @@ use wb_scenario::JobKind;
 /// One operation on the job's files (indices into the job's file list).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
-    Write { file: usize, offset: u64, len: u64 },
-    Read { file: usize, offset: u64, len: u64 },
-    Fsync { file: usize },
+    Write {
+        file: usize,
+        offset: u64,
+        len: u64,
+    },
+    Read {
+        file: usize,
+        offset: u64,
+        len: u64,
+    },
+    Fsync {
+        file: usize,
+    },
     Sync,
+    /// Remove the file's last name (closing the job's handle first);
+    /// `cost_ns` is the caller's own time for it.
+    Unlink {
+        file: usize,
+        cost_ns: u64,
+    },
 }
 
 /// What a workload wants next.
@@ -98,6 +116,19 @@ pub fn for_job(kind: &JobKind, rng: Rng) -> Box<dyn Workload + Send> {
             flush_every,
             count,
             rng,
+        )),
+        JobKind::Remover {
+            files,
+            file_size,
+            big_files,
+            big_file_size,
+            unlink_cost_ns,
+        } => Box::new(Remover::new(
+            files,
+            file_size,
+            big_files,
+            big_file_size,
+            unlink_cost_ns,
         )),
     }
 }

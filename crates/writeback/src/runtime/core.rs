@@ -85,10 +85,22 @@ pub(crate) struct Out {
     pub refused: Vec<IoId>,
     pub flushes: Vec<Flush>,
     pub woke: bool,
+    /// Release steps of unlinked files' backing files (`Action::Release`),
+    /// carried out once the lock is released: the file (taken out of the
+    /// table for a removal, so that the last close, which frees the
+    /// blocks, happens there) and the step.
+    pub releases: Vec<Release>,
     /// The writer's CopyIn actions, when its write defers the copy: to be
     /// carried out once the lock is released (`copy_in`), then reported
     /// to the engine (`Engine::write_end`).
     pub copies: Vec<CopyIn>,
+}
+
+/// A release step to carry out without the lock.
+pub(crate) struct Release {
+    pub id: u64,
+    pub backing: Option<Arc<StdFile>>,
+    pub step: wb_engine::ReleaseStep,
 }
 
 /// Bytes of the caller's write from file offset `pos`, `len` long, to go
@@ -247,6 +259,14 @@ impl Core {
                 Action::Wake(task) => {
                     self.woken[task.index()] = true;
                     out.woke = true;
+                }
+                Action::Release { id, file, step } => {
+                    let slot = &mut self.backing[file.index()];
+                    let backing = match step {
+                        wb_engine::ReleaseStep::Remove => slot.take(),
+                        wb_engine::ReleaseStep::Truncate { .. } => slot.clone(),
+                    };
+                    out.releases.push(Release { id, backing, step });
                 }
                 Action::Evict { file } => {
                     // Its pages are gone; the engine will not use the id again.

@@ -169,6 +169,16 @@ impl Shared {
             drop(core);
             self.dispatch(more);
         }
+        for release in out.releases {
+            let result = Self::release(release.backing, release.step)
+                .map_err(|e| crate::error::io_error_kind(&e));
+            let mut core = self.lock();
+            let now = self.clock.now();
+            core.engine.release_done(now, release.id, result);
+            let more = core.drain(None);
+            drop(core);
+            self.dispatch(more);
+        }
         for flush in out.flushes {
             let result = Self::flush(&flush).map_err(|e| crate::error::io_error_kind(&e));
             let mut core = self.lock();
@@ -177,6 +187,22 @@ impl Shared {
             let more = core.drain(None);
             drop(core);
             self.dispatch(more);
+        }
+    }
+
+    /// Carries out a release step of an unlinked file: cut its backing
+    /// file, or let it go (the last close frees what is left: its name is
+    /// gone already).
+    fn release(
+        backing: Option<Arc<std::fs::File>>,
+        step: wb_engine::ReleaseStep,
+    ) -> std::io::Result<()> {
+        match (step, backing) {
+            (wb_engine::ReleaseStep::Truncate { len }, Some(file)) => file.set_len(len),
+            (_, backing) => {
+                drop(backing);
+                Ok(())
+            }
         }
     }
 
