@@ -276,6 +276,14 @@ impl Engine {
         Ok(file)
     }
 
+    /// Handles open on a file; None for an unknown or evicted file.
+    pub fn file_open_handles(&self, file: FileId) -> Option<u32> {
+        self.files
+            .get(file.index())
+            .filter(|f| !f.evicted)
+            .map(|f| f.open_handles)
+    }
+
     /// A file's size in bytes, including extensions not yet written back;
     /// None for an unknown file.
     pub fn file_size(&self, file: FileId) -> Option<u64> {

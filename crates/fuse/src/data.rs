@@ -53,9 +53,10 @@ impl WbFs {
     }
 
     /// One user of the inode's engine file is done. The last one closes
-    /// it; if the file has no name left, its cached data is dropped (set
-    /// to length 0) instead of being written back for nothing, and the
-    /// cache lets go of it.
+    /// it; if the file has no name left, its release (cached data dropped
+    /// without being written back, blocks freed in steps) goes to the
+    /// cache's backlog, so the closing call does not wait for the backing
+    /// filesystem to free a large file.
     pub(crate) fn put_file(&self, inode: &Inode) {
         let mut state = inode.open_state();
         state.handles = state.handles.saturating_sub(1);
@@ -67,14 +68,11 @@ impl WbFs {
         };
         drop(state);
         let unlinked = sys::stat_fd(inode.fd()).is_ok_and(|st| st.st_nlink == 0);
+        drop(file);
         if unlinked {
-            // Nothing can reach the data any more; an error only means it
-            // is written back at the next sync, which is harmless.
-            let _ = file.set_len(0);
-            drop(file);
-            // Close the cache's descriptor too, so the space is freed now
-            // (a file still busy is evicted later, when idle).
-            let _ = self.cache.evict(inode.key.0, inode.key.1);
+            // An error means the cache is closing: it writes back what is
+            // dirty, which is harmless.
+            let _ = self.cache.release_unlinked(inode.key.0, inode.key.1);
         }
     }
 

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use wb_engine::{Config, DeviceConfig, DomainId, Engine, Stats};
+use wb_engine::{Config, DeviceConfig, DomainId, Engine, FileId, Stats};
 
 /// Idle read latency assumed for a device when calibration is off (1 ms).
 pub const UNCALIBRATED_READ_LATENCY_NS: u64 = 1_000_000;
@@ -311,9 +311,59 @@ impl Cache {
     }
 
     /// Removes a file's name. Open handles keep working (as on Unix).
+    ///
+    /// When that was the file's last name, the release of its data (its
+    /// cached and dirty pages, and on the backing filesystem its blocks,
+    /// which ext4 frees synchronously: seconds for a large fragmented
+    /// file) is deferred work on its device's backlog: the name is gone
+    /// when this returns, the blocks are freed in steps behind it, after
+    /// the last handle closes. A full backlog holds the caller back for
+    /// about `backlog_wait_ms` (the engine's `backlog.rs`); [`Cache::sync`]
+    /// waits until every release is done.
     pub fn unlink(&self, path: impl AsRef<Path>) -> Result<(), Error> {
+        use std::os::unix::fs::MetadataExt;
         let path = path.as_ref();
-        std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+        let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+        if !meta.is_file() || meta.nlink() > 1 {
+            // Nothing to release: another name keeps the data, or it is
+            // not a regular file.
+            return std::fs::remove_file(path).map_err(|e| Error::io(path, e));
+        }
+        // Known to the cache, or made known: the cache's descriptor keeps
+        // the blocks until the backlog releases them.
+        let file = self.known_file(path, &meta)?;
+        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+        self.shared.unlink_when_closed(file)
+    }
+
+    /// The cache's file for the regular file at `path` (with `meta`),
+    /// added (opened read/write, no handle) if the cache does not know it.
+    fn known_file(&self, path: &Path, meta: &std::fs::Metadata) -> Result<FileId, Error> {
+        use std::os::unix::fs::MetadataExt;
+        let key = (meta.dev(), meta.ino());
+        if let Some(&f) = self.shared.lock().by_inode.get(&key) {
+            return Ok(f);
+        }
+        let device = self.device_for(path, meta.dev())?;
+        let backing = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let mut core = self.shared.lock();
+        if core.closed {
+            return Err(Error::Closed);
+        }
+        if let Some(&f) = core.by_inode.get(&key) {
+            return Ok(f);
+        }
+        let now = self.shared.clock.now();
+        let f = core
+            .engine
+            .add_file(now, device, DomainId(0), meta.len())
+            .map_err(|e| Error::Internal(format!("adding {}: {e}", path.display())))?;
+        core.add_file(f, backing, key, meta.len());
+        Ok(f)
     }
 
     /// Writes back every dirty page and waits for it (sync(2)); then makes
@@ -395,6 +445,19 @@ impl Cache {
             size,
             path,
         ))
+    }
+
+    /// A file the cache knows, by its backing `st_dev` and `st_ino`, has
+    /// no name left (a front end removed it): its release (its pages, and
+    /// its blocks, cut in steps) is handed to its device's backlog, after
+    /// its last handle closes (see [`Cache::unlink`]). Returns false for a
+    /// file the cache does not know.
+    pub fn release_unlinked(&self, st_dev: u64, st_ino: u64) -> Result<bool, Error> {
+        let Some(file) = self.shared.lock().by_inode.get(&(st_dev, st_ino)).copied() else {
+            return Ok(false);
+        };
+        self.shared.unlink_when_closed(file)?;
+        Ok(true)
     }
 
     /// Lets go of a file nobody uses, by its backing `st_dev` and `st_ino`:

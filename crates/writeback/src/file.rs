@@ -319,6 +319,6 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        let _ = self.shared.lock().engine.close(self.handle);
+        self.shared.close(self.file, self.handle);
     }
 }

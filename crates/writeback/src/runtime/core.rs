@@ -58,6 +58,9 @@ pub(crate) struct Core {
     /// Per task: woken since its last engine call.
     pub woken: Vec<bool>,
     pub closed: bool,
+    /// Files whose last name is gone while handles were open: unlinked in
+    /// the engine when their last handle closes (`Shared::close`).
+    pub unlink_on_close: std::collections::BTreeSet<FileId>,
     /// Block-layer statistics of each device that has them, for wbt.
     pub diskstats: Vec<(DeviceId, super::diskstats::DiskStats)>,
 }
@@ -170,6 +173,7 @@ impl Core {
             inflight: BTreeMap::new(),
             woken: Vec::new(),
             closed: false,
+            unlink_on_close: Default::default(),
             diskstats: Vec::new(),
         }
     }

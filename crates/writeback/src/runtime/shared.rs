@@ -272,6 +272,34 @@ impl Shared {
         }
     }
 
+    /// `file`'s last name is gone: hand its release to the engine's
+    /// backlog now if no handle is open, else when the last one closes.
+    pub fn unlink_when_closed(&self, file: FileId) -> Result<(), Error> {
+        {
+            let mut core = self.lock();
+            if core.engine.file_open_handles(file).unwrap_or(0) > 0 {
+                core.unlink_on_close.insert(file);
+                return Ok(());
+            }
+        }
+        self.run_op(|e, now, task| e.unlink(now, task, file), None, |_, _, _| {})
+    }
+
+    /// Closes `handle` of `file`; the file's release follows if its name
+    /// went while it was open and this was its last handle.
+    pub fn close(&self, file: FileId, handle: wb_engine::HandleId) {
+        let mut core = self.lock();
+        let _ = core.engine.close(handle);
+        let last = core.engine.file_open_handles(file) == Some(0);
+        if !(last && core.unlink_on_close.remove(&file)) {
+            return;
+        }
+        drop(core);
+        // Like Linux's last iput of an unlinked inode: the backlog may
+        // hold the closing thread back, boundedly.
+        let _ = self.run_op(|e, now, task| e.unlink(now, task, file), None, |_, _, _| {});
+    }
+
     /// Carries out a deferred write's copies (`out.copies`) without the
     /// lock: dispatches what the engine call left, copies the caller's
     /// bytes into the frames the engine locked for them, then retakes the

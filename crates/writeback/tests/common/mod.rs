@@ -19,6 +19,8 @@ pub fn direct_test_dir(name: &str) -> Option<PathBuf> {
 /// Syncs `file`, checks that the cache reads back `model` from its start,
 /// closes it and `cache`, and checks that the backing file at `path`
 /// holds `model` too. `what` names the case in failures.
+// Each test binary compiles this module; not all of them use every helper.
+#[allow(dead_code)]
 pub fn sync_and_check_model(what: &str, cache: Cache, file: File, path: &Path, model: &[u8]) {
     file.sync_data().unwrap();
     let mut got = vec![0u8; model.len()];
