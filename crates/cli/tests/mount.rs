@@ -989,8 +989,10 @@ fn dbench_completes_on_the_mount() {
     let _serial = serial();
     let root = TempRoot::new("dbench");
     let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
-    let out = run(Command::new("dbench")
-        .arg("-D")
+    // dbench's clients wait forever for a main process that failed, so a
+    // bound: 60 s of load and its setup and cleanup take far less than 300.
+    let out = run(Command::new("timeout")
+        .args(["300", "dbench", "-D"])
         .arg(&mount.mnt)
         .args(["-t", "60", "4"]));
     assert!(out.contains("Throughput"), "dbench did not finish:\n{out}");

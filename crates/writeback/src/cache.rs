@@ -140,9 +140,16 @@ impl CacheBuilder {
                 .spawn(move || s.timer_loop())
                 .map_err(|e| Error::io("thread wb-timer", e))?
         };
+        let release = {
+            let s = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("wb-release".into())
+                .spawn(move || s.release_loop())
+                .map_err(|e| Error::io("thread wb-release", e))?
+        };
         Ok(Cache {
             shared,
-            threads: vec![completion, timer],
+            threads: vec![completion, timer, release],
             device_defaults: self.device,
             data_dir: self.data_dir,
             calibrate: self.calibrate,
@@ -551,6 +558,8 @@ impl Drop for Cache {
         if let Err(e) = self.sync() {
             eprintln!("writeback: writing back dirty data at shutdown failed: {e}");
         }
+        // The sync waited for the backlog: the release thread may go.
+        self.shared.close_releases();
         self.shared.lock().closed = true;
         self.shared.closed.store(true, Ordering::Release);
         self.shared.cv.notify_all();

@@ -275,7 +275,7 @@ impl Core {
                 Action::Evict { file } => {
                     // Its pages are gone; the engine will not use the id again.
                     self.backing[file.index()] = None;
-                    self.by_inode.remove(&self.keys[file.index()]);
+                    self.forget_inode(file);
                 }
                 Action::MakeDurable { id, file, metadata } => out.flushes.push(Flush {
                     id,
@@ -394,6 +394,16 @@ impl Core {
             self.sizes.push(size);
         }
         self.by_inode.insert(key, file);
+    }
+
+    /// `file` no longer stands for its (st_dev, st_ino): it was evicted,
+    /// or its last name is gone and its inode number may soon belong to a
+    /// new file. Leaves a newer file's entry alone.
+    pub fn forget_inode(&mut self, file: FileId) {
+        let key = self.keys[file.index()];
+        if self.by_inode.get(&key) == Some(&file) {
+            self.by_inode.remove(&key);
+        }
     }
 
     /// The backing file of a file in use (open, or with I/O).

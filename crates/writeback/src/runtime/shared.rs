@@ -2,14 +2,14 @@
 //! loop that runs one engine operation for a caller.
 
 use super::clock::Clock;
-use super::core::{Core, Flush, Out, WriteData};
+use super::core::{Core, Flush, Out, Release, WriteData};
 use super::page_index::PageIndex;
 use crate::error::{from_engine, Error};
 use crate::io::{IoBackend, IoDone};
 use crate::Writeout;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
@@ -56,12 +56,18 @@ pub(crate) struct Shared {
     pub backend: RwLock<Option<Box<dyn IoBackend>>>,
     pub backend_name: &'static str,
     pub clock: Clock,
+    /// Release steps of unlinked files go to the release thread
+    /// (`release_loop`), so that no caller does a backlog's work; None
+    /// once the cache closes (steps are then carried out where they come).
+    release_tx: Mutex<Option<Sender<Release>>>,
+    release_rx: Mutex<Option<Receiver<Release>>>,
 }
 
 impl Shared {
     pub fn new(engine: Engine, backend: Box<dyn IoBackend>, writeout: Writeout) -> Shared {
         let backend_name = backend.name();
         let frames = Arc::new(super::frames::Frames::new(engine.memory_pages()));
+        let (release_tx, release_rx) = std::sync::mpsc::channel();
         let index = Arc::new(PageIndex::new());
         Shared {
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
@@ -78,6 +84,8 @@ impl Shared {
             backend: RwLock::new(Some(backend)),
             backend_name,
             clock: Clock::new(),
+            release_tx: Mutex::new(Some(release_tx)),
+            release_rx: Mutex::new(Some(release_rx)),
         }
     }
 
@@ -170,14 +178,17 @@ impl Shared {
             self.dispatch(more);
         }
         for release in out.releases {
-            let result = Self::release(release.backing, release.step)
-                .map_err(|e| crate::error::io_error_kind(&e));
-            let mut core = self.lock();
-            let now = self.clock.now();
-            core.engine.release_done(now, release.id, result);
-            let more = core.drain(None);
-            drop(core);
-            self.dispatch(more);
+            let tx = self.release_tx.lock().unwrap_or_else(|p| p.into_inner());
+            let release = match tx.as_ref() {
+                Some(tx) => match tx.send(release) {
+                    Ok(()) => continue,
+                    Err(std::sync::mpsc::SendError(release)) => release,
+                },
+                None => release,
+            };
+            drop(tx);
+            // The release thread is gone (the cache is closing): here.
+            self.carry_out_release(release);
         }
         for flush in out.flushes {
             let result = Self::flush(&flush).map_err(|e| crate::error::io_error_kind(&e));
@@ -188,6 +199,43 @@ impl Shared {
             drop(core);
             self.dispatch(more);
         }
+    }
+
+    /// The release thread: carries out the release steps of unlinked
+    /// files one by one, each reported to the engine, which asks for the
+    /// next. Ends when the cache closes.
+    pub fn release_loop(&self) {
+        let rx = self
+            .release_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(rx) = rx else {
+            return;
+        };
+        for release in rx {
+            self.carry_out_release(release);
+        }
+    }
+
+    /// Stops handing release steps to the release thread, which ends once
+    /// it has carried out those it has.
+    pub fn close_releases(&self) {
+        self.release_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+    }
+
+    fn carry_out_release(&self, release: Release) {
+        let result = Self::release(release.backing, release.step)
+            .map_err(|e| crate::error::io_error_kind(&e));
+        let mut core = self.lock();
+        let now = self.clock.now();
+        core.engine.release_done(now, release.id, result);
+        let more = core.drain(None);
+        drop(core);
+        self.dispatch(more);
     }
 
     /// Carries out a release step of an unlinked file: cut its backing
@@ -282,7 +330,18 @@ impl Shared {
                 return Ok(());
             }
         }
-        self.run_op(|e, now, task| e.unlink(now, task, file), None, |_, _, _| {})
+        self.unlink_now(file)
+    }
+
+    /// Hands `file`'s release to the engine's backlog. From now on its
+    /// inode number is not its own: once the backlog closes the last
+    /// descriptor, a new file may get it.
+    fn unlink_now(&self, file: FileId) -> Result<(), Error> {
+        self.run_op(
+            |e, now, task| e.unlink(now, task, file),
+            None,
+            |core, _, _| core.forget_inode(file),
+        )
     }
 
     /// Closes `handle` of `file`; the file's release follows if its name
@@ -297,7 +356,7 @@ impl Shared {
         drop(core);
         // Like Linux's last iput of an unlinked inode: the backlog may
         // hold the closing thread back, boundedly.
-        let _ = self.run_op(|e, now, task| e.unlink(now, task, file), None, |_, _, _| {});
+        let _ = self.unlink_now(file);
     }
 
     /// Carries out a deferred write's copies (`out.copies`) without the
