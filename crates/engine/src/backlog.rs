@@ -5,9 +5,12 @@
 //! filesystem its blocks freed (ext4 frees extents synchronously: a large
 //! fragmented file can take seconds). `Engine::unlink` returns once the
 //! item is queued; a worker per device takes the items one at a time, in
-//! order. The first time it meets a file it drops the file's pages
-//! (waiting for its I/O); then it asks the runtime for one step of the
-//! backing file's release (`Action::Release`): a cut of at most
+//! order. A file's first step, `Start`, asks nothing of the backing file:
+//! when the runtime reports it (from wherever it carries out release
+//! steps, not from the unlinking caller), the engine drops the file's
+//! pages, waiting for its I/O if need be. Then the worker asks the runtime
+//! for one step at a time of the backing file's release
+//! (`Action::Release`): a cut of at most
 //! `RELEASE_STEP_BYTES` while more is left, else the removal, after which
 //! the file id is retired. A file with more to cut after its first step
 //! is parked: the worker takes parked files' steps (one at a time, in
@@ -69,6 +72,11 @@ const MIB: u64 = 1 << 20;
 /// How the backing file is released, one step at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseStep {
+    /// The file's release starts: nothing to do to the backing file;
+    /// report it done from where release steps are carried out, and the
+    /// engine drops the file's cached pages in that call (not in the
+    /// unlinking caller's: a large cached file takes milliseconds).
+    Start,
     /// Cut the backing file to `len` bytes (frees the blocks past it).
     Truncate { len: u64 },
     /// Remove the backing file (what is left of it).
@@ -85,7 +93,10 @@ struct Item {
     /// step is done.
     cost_ns: u64,
     seq: u64,
-    /// Its cached pages are dropped (the first time the worker met it).
+    /// Its `Start` step was reported: its pages are dropped now, or once
+    /// its I/O in flight is done.
+    started: bool,
+    /// Its cached pages are dropped.
     dropped: bool,
 }
 
@@ -187,7 +198,7 @@ impl Backlog {
     }
 
     /// Appends an item for a file with `bytes` left.
-    fn push(&mut self, file: FileId, bytes: u64, dropped: bool) {
+    fn push(&mut self, file: FileId, bytes: u64) {
         let cost_ns = self.estimate_ns(bytes);
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -196,7 +207,8 @@ impl Backlog {
             bytes,
             cost_ns,
             seq,
-            dropped,
+            started: false,
+            dropped: false,
         });
         self.level_ns += cost_ns;
         self.stats.max_items = self.stats.max_items.max(self.queue.len() as u64);
@@ -291,9 +303,7 @@ impl Engine {
             return Ok(step);
         }
         let bytes = self.files[file.index()].size;
-        self.devices[device.index()]
-            .backlog
-            .push(file, bytes, false);
+        self.devices[device.index()].backlog.push(file, bytes);
         self.pump_backlog(now, device);
         self.finish(task, Ok(Step::Done))
     }
@@ -361,15 +371,20 @@ impl Engine {
         let Some(&item) = head else {
             return;
         };
-        if !item.dropped && !self.drop_for_release(item.file) {
-            // Writes or reads of it are in flight: a completion pumps again.
-            return;
-        }
+        let (step, bytes) = if !item.started {
+            (ReleaseStep::Start, 0)
+        } else {
+            if !item.dropped && !self.drop_for_release(item.file) {
+                // Writes or reads of it are in flight: a completion pumps again.
+                return;
+            }
+            Backlog::next_step(item.bytes)
+        };
         let b = &mut self.devices[device.index()].backlog;
         if !parked {
-            b.queue.front_mut().expect("the head item").dropped = true;
+            let head = b.queue.front_mut().expect("the head item");
+            head.dropped = head.started;
         }
-        let (step, bytes) = Backlog::next_step(item.bytes);
         let id = (device.index() as u64) << 48 | item.seq;
         b.step = Some(StepInFlight {
             id,
@@ -414,6 +429,15 @@ impl Engine {
             return;
         };
         b.step = None;
+        if step.step == ReleaseStep::Start {
+            // Parked items were started long ago: this is the queue's head.
+            b.queue
+                .front_mut()
+                .expect("a step belongs to the head item")
+                .started = true;
+            self.pump_backlog(now, device);
+            return;
+        }
         b.stats.steps_done += 1;
         if result.is_err() {
             b.stats.errors += 1;
@@ -451,6 +475,7 @@ impl Engine {
             // Parked: its next steps when the backlog has room, in turn.
             let b = &mut self.devices[device.index()].backlog;
             item.cost_ns = 0;
+            debug_assert!(item.started && item.dropped);
             b.parked.push_back(item);
             b.stats.max_parked = b.stats.max_parked.max(b.parked.len() as u64);
         }

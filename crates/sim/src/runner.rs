@@ -346,6 +346,7 @@ impl Sim {
         let f = file.index();
         let remaining = self.file_bytes[f];
         let (freed, removes) = match step {
+            ReleaseStep::Start => (0, false),
             ReleaseStep::Truncate { len } => (remaining.saturating_sub(len), false),
             ReleaseStep::Remove => (remaining, true),
         };

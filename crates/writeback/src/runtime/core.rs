@@ -269,6 +269,7 @@ impl Core {
                     let backing = match step {
                         wb_engine::ReleaseStep::Remove => slot.take(),
                         wb_engine::ReleaseStep::Truncate { .. } => slot.clone(),
+                        wb_engine::ReleaseStep::Start => None,
                     };
                     out.releases.push(Release { id, backing, step });
                 }
