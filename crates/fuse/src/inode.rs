@@ -196,11 +196,18 @@ impl InodeTable {
             return;
         };
         entry.lookups = entry.lookups.saturating_sub(count);
-        if entry.lookups == 0 {
-            if let Some(entry) = tables.by_id.remove(&nodeid) {
-                tables.by_key.remove(&entry.inode.key);
-            }
+        if entry.lookups > 0 {
+            return;
         }
+        let gone = tables.by_id.remove(&nodeid);
+        if let Some(entry) = &gone {
+            tables.by_key.remove(&entry.inode.key);
+        }
+        // Closing the descriptor of a file with no name left frees its
+        // blocks (ext4 does it inside close: half a second a GiB): not
+        // while holding the tables every request needs.
+        drop(tables);
+        drop(gone);
     }
 
     /// Inodes in the table (for tests and statistics).
