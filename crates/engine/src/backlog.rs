@@ -150,7 +150,8 @@ pub(crate) struct Backlog {
     parked: VecDeque<Item>,
     step: Option<StepInFlight>,
     next_seq: u64,
-    /// Items up to this sequence number are done.
+    /// The highest sequence number of a file wholly released; under
+    /// flush-all files are released in queue order, so all before it are.
     done_seq: u64,
     est_file_ns: u64,
     est_mib_ns: u64,
@@ -453,7 +454,6 @@ impl Engine {
                 .pop_front()
                 .expect("a step belongs to the head item");
             b.level_ns -= item.cost_ns;
-            b.done_seq = item.seq;
             item
         };
         item.bytes = item.bytes.saturating_sub(step.bytes);
@@ -464,6 +464,9 @@ impl Engine {
         }
         if step.step == ReleaseStep::Remove {
             b.stats.items_done += 1;
+            // Items finish in queue order under flush-all, the one mode
+            // that reads this: a flush waits for whole files, as XFS's.
+            b.done_seq = b.done_seq.max(item.seq);
             self.retire_file(item.file);
         } else if self.config.backlog_throttle == BacklogThrottle::FlushAll && !step.parked {
             // XFS releases an inode whole: the next step at once.

@@ -4,7 +4,7 @@
 //! plus the documented slack.
 
 use crate::engine::Engine;
-use crate::page_cache::PG_IN_LRU;
+use crate::page_cache::{PG_IN_LRU, PG_LOCKED};
 
 /// How often `check_invariants` also checks the reclaim queue's coverage.
 const RECLAIM_QUEUE_CHECK_EVERY: u64 = 64;
@@ -60,6 +60,9 @@ impl Engine {
                     !run.reclaimable() || run.flags & PG_IN_LRU != 0,
                     "file {idx}: clean pages at {start} that reclaim cannot find"
                 );
+                if run.flags & PG_LOCKED != 0 {
+                    self.check_locked_run(crate::ids::FileId(idx as u32), start, run.len);
+                }
             }
             frames_used += f.all_runs().map(|(_, r)| r.len).sum::<u64>();
             cached += counts.cached;

@@ -102,7 +102,9 @@ impl Engine {
                 .any(|(_, run)| run.flags & PG_LOCKED != 0)
     }
 
-    /// Checks that the locked pages are exactly those of the locks.
+    /// Checks that every lock's pages are cached and locked (the
+    /// invariants' walk over the runs checks the converse,
+    /// `check_locked_run`).
     pub(crate) fn check_page_locks(&self) {
         for lock in &self.page_locks {
             let f = &self.files[lock.file.index()];
@@ -114,24 +116,16 @@ impl Engine {
                 lock.file
             );
         }
-        for (idx, f) in self.files.iter().enumerate() {
-            for (start, run) in f.all_runs() {
-                if run.flags & PG_LOCKED == 0 {
-                    continue;
-                }
-                let covered = self
-                    .page_locks
-                    .iter()
-                    .any(|l| l.file.index() == idx && l.first <= start && start + run.len <= l.end);
-                // A run may join pages of two overlapping locks: check pages.
-                let covered = covered
-                    || (start..start + run.len).all(|p| {
-                        self.page_locks
-                            .iter()
-                            .any(|l| l.file.index() == idx && l.first <= p && p < l.end)
-                    });
-                assert!(covered, "file {idx}: pages at {start} locked by nobody");
-            }
-        }
+    }
+
+    /// Checks that pages `start..start + len` of `file`, locked, each
+    /// belong to a lock (a run may join the pages of overlapping locks).
+    pub(crate) fn check_locked_run(&self, file: FileId, start: PageIndex, len: u64) {
+        let covered = (start..start + len).all(|p| {
+            self.page_locks
+                .iter()
+                .any(|l| l.file == file && l.first <= p && p < l.end)
+        });
+        assert!(covered, "{file:?}: pages at {start} locked by nobody");
     }
 }
