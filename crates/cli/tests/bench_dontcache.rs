@@ -42,23 +42,9 @@ fn dontcache_json_has_every_config_and_what_each_leaves_cached() {
     }
     let knobs_before = common::dirty_knobs();
     let data_dir = base.join("wb-data");
-    let out = wb(&[
-        "bench",
-        "dontcache",
-        "--size",
-        "64MiB",
-        "--repeat",
-        "1",
-        "--json",
-        "--dir",
-        dir.to_str().expect("UTF-8 path"),
-        "--data-dir",
-        data_dir.to_str().expect("UTF-8 path"),
-    ]);
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .expect("read the bench directory")
-        .filter_map(|e| e.ok().map(|e| e.file_name()))
-        .collect();
+    let args = ["dontcache", "--size", "64MiB", "--repeat", "1"];
+    let out = common::wb_bench_json(&args, &dir, &data_dir);
+    let left = common::files_in(&dir);
     let _ = std::fs::remove_dir_all(&base);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "stderr: {stderr}");

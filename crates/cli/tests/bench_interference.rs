@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::wb;
 
 const KERNEL: [&str; 4] = ["kernel", "kernel-dontcache", "kernel-kyber", "kernel-bfq"];
 
@@ -77,8 +76,7 @@ fn interference_runs_the_new_kernel_configs_and_names_the_best_kernel() {
     }
     let before = knobs(Path::new("/var/tmp"));
     let data_dir = base.join("wb-data");
-    let out = wb(&[
-        "bench",
+    let args = [
         "interference",
         "--configs",
         "floor,kernel,kernel-dontcache,kernel-kyber,kernel-bfq,engine",
@@ -90,16 +88,9 @@ fn interference_runs_the_new_kernel_configs_and_names_the_best_kernel() {
         "1",
         "--repeat",
         "1",
-        "--json",
-        "--dir",
-        dir.to_str().expect("UTF-8 path"),
-        "--data-dir",
-        data_dir.to_str().expect("UTF-8 path"),
-    ]);
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .expect("read the bench directory")
-        .filter_map(|e| e.ok().map(|e| e.file_name()))
-        .collect();
+    ];
+    let out = common::wb_bench_json(&args, &dir, &data_dir);
+    let left = common::files_in(&dir);
     let _ = std::fs::remove_dir_all(&base);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "stderr: {stderr}");

@@ -1,7 +1,7 @@
 //! `wb sim` as a person uses it: exit codes, error messages, JSON shape,
 //! determinism.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 mod common;
@@ -41,6 +41,18 @@ device = "disk"
 file_size = "16MiB"
 background = true
 "#;
+
+/// `wb run SCENARIO --json --no-calibrate --dir DIR`, its JSON.
+fn run_json(scenario: &Path, dir: &Path) -> serde_json::Value {
+    json(&wb(&[
+        "run",
+        scenario.to_str().expect("UTF-8 path"),
+        "--json",
+        "--no-calibrate",
+        "--dir",
+        dir.to_str().expect("UTF-8 path"),
+    ]))
+}
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(
@@ -161,21 +173,10 @@ fn bench_cpu_json_reports_child_cpu_time() {
     let Some((base, dir, data_dir)) = common::bench_dirs("cpu") else {
         return;
     };
-    let out = wb(&[
-        "bench",
-        "cpu",
-        "--size",
-        "64MiB",
-        "--repeat",
-        "1",
-        "--json",
-        "--memory",
-        "64MiB",
-        "--dir",
-        dir.to_str().expect("UTF-8 path"),
-        "--data-dir",
-        data_dir.to_str().expect("UTF-8 path"),
-    ]);
+    let args = [
+        "cpu", "--size", "64MiB", "--repeat", "1", "--memory", "64MiB",
+    ];
+    let out = common::wb_bench_json(&args, &dir, &data_dir);
     let v = json(&out);
     assert_eq!(v["size_bytes"], 64 << 20);
     assert_eq!(v["block_size"], 1 << 20);
@@ -202,10 +203,7 @@ fn bench_cpu_json_reports_child_cpu_time() {
     assert_eq!(v["median_cpu_s_per_gib"], run["cpu_s_per_gib"]);
     assert_eq!(v["median_mib_s"], run["mib_s"]);
     // The file is removed after the run.
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .expect("read the bench directory")
-        .filter_map(|e| e.ok().map(|e| e.file_name()))
-        .collect();
+    let left = common::files_in(&dir);
     assert!(left.is_empty(), "files left in {}: {left:?}", dir.display());
 
     // Bad sizes and counts: exit 2 with a message, before anything is created.
@@ -277,15 +275,7 @@ fn run_stops_jobs_by_the_simulators_rules_and_reports_them() {
         return;
     }
     let path = write_temp("short-run.toml", SHORT_RUN);
-    let out = wb(&[
-        "run",
-        path.to_str().expect("UTF-8 path"),
-        "--json",
-        "--no-calibrate",
-        "--dir",
-        base.to_str().expect("UTF-8 path"),
-    ]);
-    let v = json(&out);
+    let v = run_json(&path, &base);
     let _ = std::fs::remove_dir_all(&base);
     assert_eq!(v["scenario"], "short-run");
     assert!(v["io_backend"].is_string(), "{v}");
@@ -335,15 +325,7 @@ fn run_stops_jobs_by_the_simulators_rules_and_reports_them() {
         &SHORT_RUN.replace("seed = 5", "seed = 5\nduration = \"50ms\""),
     );
     std::fs::create_dir_all(&base).expect("create the run directory");
-    let out = wb(&[
-        "run",
-        cut.to_str().expect("UTF-8 path"),
-        "--json",
-        "--no-calibrate",
-        "--dir",
-        base.to_str().expect("UTF-8 path"),
-    ]);
-    let v = json(&out);
+    let v = run_json(&cut, &base);
     let _ = std::fs::remove_dir_all(&base);
     let jobs = v["jobs"].as_array().expect("jobs is an array");
     let cut_off: Vec<_> = jobs.iter().map(|j| j["cut_off"].as_bool()).collect();
@@ -398,19 +380,8 @@ fn bench_stable_json_reports_each_mode_and_removes_its_files() {
     let Some((base, dir, data_dir)) = common::bench_dirs("stable") else {
         return;
     };
-    let out = wb(&[
-        "bench",
-        "stable",
-        "--seconds",
-        "1",
-        "--repeat",
-        "1",
-        "--json",
-        "--dir",
-        dir.to_str().expect("UTF-8 path"),
-        "--data-dir",
-        data_dir.to_str().expect("UTF-8 path"),
-    ]);
+    let args = ["stable", "--seconds", "1", "--repeat", "1"];
+    let out = common::wb_bench_json(&args, &dir, &data_dir);
     let v = json(&out);
     let configs = v["configs"].as_array().expect("configs is an array");
     let names: Vec<&str> = configs.iter().filter_map(|c| c["name"].as_str()).collect();
@@ -430,10 +401,7 @@ fn bench_stable_json_reports_each_mode_and_removes_its_files() {
     // always-copy is none with copies in writeback, not in the engine.
     assert_eq!(configs[3]["snapshot_pages"], 0);
     assert_eq!(configs[3]["stable_waits"], 0);
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .expect("read the bench directory")
-        .filter_map(|e| e.ok().map(|e| e.file_name()))
-        .collect();
+    let left = common::files_in(&dir);
     assert!(left.is_empty(), "files left behind: {left:?}");
     let _ = std::fs::remove_dir_all(&base);
 }
@@ -487,15 +455,7 @@ fn run_reports_each_kind_of_a_dbench_job() {
         return;
     };
     let path = write_temp("dbench-run.toml", DBENCH_RUN);
-    let out = wb(&[
-        "run",
-        path.to_str().expect("UTF-8 path"),
-        "--json",
-        "--no-calibrate",
-        "--dir",
-        dir.to_str().expect("UTF-8 path"),
-    ]);
-    let v = json(&out);
+    let v = run_json(&path, &dir);
     let _ = std::fs::remove_dir_all(&base);
     let job = &v["jobs"][0];
     assert_eq!(job["errors"], 0, "{v}");

@@ -14,6 +14,28 @@ pub fn wb(args: &[&str]) -> Output {
         .expect("wb runs")
 }
 
+/// Runs `wb bench ARGS --json --dir DIR --data-dir DATA_DIR`.
+pub fn wb_bench_json(args: &[&str], dir: &Path, data_dir: &Path) -> Output {
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend([
+        "--json",
+        "--dir",
+        dir.to_str().expect("UTF-8 path"),
+        "--data-dir",
+        data_dir.to_str().expect("UTF-8 path"),
+    ]);
+    wb(&all)
+}
+
+/// The names of the files in `dir` (a bench must leave none behind).
+pub fn files_in(dir: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .expect("read the bench directory")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect()
+}
+
 /// Why RWF_DONTCACHE writes fail in `dir`, if they do (one 4 KiB probe
 /// write to a file made and removed here).
 pub fn dontcache_refused(dir: &Path) -> Option<String> {
