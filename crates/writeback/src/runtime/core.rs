@@ -99,6 +99,18 @@ pub(crate) struct Out {
     pub copies: Vec<CopyIn>,
 }
 
+impl Out {
+    /// Adds what a later engine call left, to be carried out after this.
+    pub fn merge(&mut self, later: Out) {
+        self.ops.extend(later.ops);
+        self.refused.extend(later.refused);
+        self.flushes.extend(later.flushes);
+        self.woke |= later.woke;
+        self.releases.extend(later.releases);
+        self.copies.extend(later.copies);
+    }
+}
+
 /// A release step to carry out without the lock.
 pub(crate) struct Release {
     pub id: u64,

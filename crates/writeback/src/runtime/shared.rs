@@ -2,7 +2,7 @@
 //! loop that runs one engine operation for a caller.
 
 use super::clock::Clock;
-use super::core::{Core, Flush, Out, Release, WriteData};
+use super::core::{CopyIn, Core, Flush, Out, Release, WriteData};
 use super::page_index::PageIndex;
 use crate::error::{from_engine, Error};
 use crate::io::{IoBackend, IoDone};
@@ -294,9 +294,11 @@ impl Shared {
         loop {
             let mut out = core.drain(write);
             if !out.copies.is_empty() {
-                core = self.copy_unlocked(core, task, write, out);
-                out = core.drain(write);
-                debug_assert!(out.copies.is_empty(), "write_end asks for no copy");
+                let copies = std::mem::take(&mut out.copies);
+                core = self.copy_unlocked(core, task, write, &copies);
+                let more = core.drain(write);
+                debug_assert!(more.copies.is_empty(), "write_end asks for no copy");
+                out.merge(more);
             }
             progress(&mut core, task, matches!(step, Ok(Step::Done)));
             let stall = match step {
@@ -359,23 +361,21 @@ impl Shared {
         let _ = self.unlink_now(file);
     }
 
-    /// Carries out a deferred write's copies (`out.copies`) without the
-    /// lock: dispatches what the engine call left, copies the caller's
-    /// bytes into the frames the engine locked for them, then retakes the
-    /// lock and tells the engine (`write_end`), before the caller's
-    /// operation goes on or waits: pages stay locked for one copy.
+    /// Carries out a deferred write's copies without the lock: copies the
+    /// caller's bytes into the frames the engine locked for them, then
+    /// retakes the lock and tells the engine (`write_end`), before the
+    /// caller's operation goes on, dispatches what its engine calls left
+    /// (flushes among them) or waits: pages stay locked for one copy.
     fn copy_unlocked<'a>(
         &'a self,
         core: MutexGuard<'a, Core>,
         task: TaskId,
         write: Option<WriteData<'_>>,
-        mut out: Out,
+        copies: &[CopyIn],
     ) -> MutexGuard<'a, Core> {
-        let copies = std::mem::take(&mut out.copies);
         drop(core);
-        self.dispatch(out);
         let w = write.expect("copies come from the writer's own calls");
-        for &c in &copies {
+        for &c in copies {
             w.copy_in(&self.frames, &self.index, c);
         }
         let mut core = self.lock();
