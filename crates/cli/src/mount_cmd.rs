@@ -197,6 +197,9 @@ fn serve(
         Ok(fs) => fs,
         Err(e) => return failure(format!("{}: {e}", backing.display())),
     };
+    // Files an earlier mount was removing when it died: released in the
+    // background while this one serves.
+    fs.remove_leftover_orphans();
     let mounted = match lifecycle.mount(fs, mountpoint, allow_other) {
         Ok(m) => m,
         Err(e) => return failure(format!("mounting at {}: {e}", mountpoint.display())),
@@ -237,6 +240,9 @@ fn serve(
     });
     match result {
         Ok(()) => {
+            // Every release is done (sync waits for the backlogs): the
+            // orphan directory is empty, and BACKING_DIR as it was.
+            wb_fuse::remove_orphan_dir(backing);
             eprintln!("wb: all data written back; exiting");
             ExitCode::SUCCESS
         }

@@ -1147,3 +1147,203 @@ fn a_write_is_charged_to_the_writers_cgroup() {
     assert!(status.success(), "{status}: {err}");
     drop(group);
 }
+
+// ------------------------------------------------- removals (orphans.rs)
+
+/// A stats line's value, 0 if missing.
+fn stats_value(mnt: &Path, name: &str) -> u64 {
+    stat_line(mnt, name).unwrap_or(0)
+}
+
+/// Files released by the mount's backlogs so far, over its devices.
+fn releases_done(mnt: &Path) -> u64 {
+    let stats = fs::read_to_string(mnt.join(".writeback/stats")).unwrap_or_default();
+    stats
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(name, _)| name.ends_with(".backlog_items_done"))
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum()
+}
+
+/// Waits (bounded) until the mount's backlogs have released `want` files;
+/// returns how many they released.
+fn wait_for_releases(mnt: &Path, want: u64) -> u64 {
+    let start = Instant::now();
+    let mut done = releases_done(mnt);
+    while done < want && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+        done = releases_done(mnt);
+    }
+    done
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn removed_files_leave_through_a_hidden_orphan_directory() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("orphans");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let (mnt, backing) = (&mount.mnt, &mount.backing);
+    let orphans = backing.join(wb_fuse::ORPHAN_DIR);
+    assert!(orphans.is_dir(), "the mount makes its orphan directory");
+    // Never visible through the mount, and its name cannot be taken.
+    assert!(!entries(mnt).contains(&wb_fuse::ORPHAN_DIR.to_string()));
+    let hidden = mnt.join(wb_fuse::ORPHAN_DIR);
+    assert_eq!(
+        fs::metadata(&hidden).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(
+        fs::create_dir(&hidden).unwrap_err().raw_os_error(),
+        Some(libc::EPERM)
+    );
+    assert_eq!(
+        fs::write(&hidden, b"x").unwrap_err().raw_os_error(),
+        Some(libc::EPERM)
+    );
+    let mut big = vec![0u8; 40 << 20];
+    pattern(11, &mut big);
+    fs::write(mnt.join("big"), &big).expect("write big");
+    for (name, text) in [("small", "small"), ("old", "old"), ("new", "new")] {
+        fs::write(mnt.join(name), text).expect("write");
+    }
+    fs::write(mnt.join("held"), "held").expect("write held");
+    fs::write(mnt.join("linked"), "linked").expect("write linked");
+    fs::hard_link(mnt.join("linked"), mnt.join("link2")).expect("link");
+    let mut held = fs::File::open(mnt.join("held")).expect("open held");
+    let released_before = releases_done(mnt);
+    for name in ["big", "small", "held", "linked"] {
+        fs::remove_file(mnt.join(name)).expect("remove");
+    }
+    fs::rename(mnt.join("new"), mnt.join("old")).expect("rename over");
+    // The names are gone at once, through the mount and in the backing directory.
+    for name in ["big", "small", "held", "linked", "new"] {
+        assert!(!mnt.join(name).exists(), "{name} through the mount");
+        assert!(!backing.join(name).exists(), "{name} in the backing dir");
+    }
+    assert_eq!(fs::read_to_string(mnt.join("old")).unwrap(), "new");
+    assert_eq!(fs::read_to_string(mnt.join("link2")).unwrap(), "linked");
+    // big, small and the replaced old are released; held waits for its
+    // close, and a name with another left has nothing to release.
+    assert!(wait_for_releases(mnt, released_before + 3) >= released_before + 3);
+    let mut text = String::new();
+    held.read_to_string(&mut text)
+        .expect("read the removed file");
+    assert_eq!(text, "held", "an open file outlives its name");
+    assert_eq!(entries(&orphans).len(), 1, "the held file's orphan stays");
+    drop(held);
+    assert_eq!(
+        wait_for_releases(mnt, released_before + 4),
+        released_before + 4
+    );
+    assert_eq!(entries(&orphans), Vec::<String>::new());
+    assert_eq!(entries(backing), [wb_fuse::ORPHAN_DIR, "link2", "old"]);
+    assert!(stats_value(mnt, "pause_backlog_max_us") < 1_000_000);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        !orphans.exists(),
+        "a clean shutdown removes the empty orphan directory"
+    );
+}
+
+#[test]
+fn sigkill_during_rm_rf_leaves_orphans_the_next_mount_removes() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("orphan-crash");
+    let (backing, mnt) = (root.dir("backing"), root.dir("mnt"));
+    // The tree to remove, made in the backing directory: small files and
+    // a few large ones.
+    let doomed = backing.join("doomed");
+    fs::create_dir(&doomed).expect("mkdir doomed");
+    for i in 0..3000u64 {
+        fs::write(doomed.join(format!("s{i:05}")), format!("small {i}")).expect("write");
+    }
+    let mut big = vec![0u8; 32 << 20];
+    for i in 0..4u64 {
+        pattern(100 + i, &mut big);
+        fs::write(doomed.join(format!("b{i}")), &big).expect("write big");
+    }
+    let mut mount = Mount::start(&backing, &mnt, &[]);
+    // Files kept, written through the mount and synced.
+    let mut kept = vec![0u8; 8 << 20];
+    for i in 0..4u64 {
+        pattern(200 + i, &mut kept);
+        let mut f = fs::File::create(mnt.join(format!("kept{i}"))).expect("create kept");
+        f.write_all(&kept).expect("write kept");
+        f.sync_all().expect("sync kept");
+    }
+    // A removed file still open keeps its orphan until the close: there
+    // is one when the mount dies, whatever the pace of the backlog.
+    let held = fs::File::open(mnt.join("doomed/b0")).expect("open b0");
+    fs::remove_file(mnt.join("doomed/b0")).expect("remove b0");
+    let orphans = backing.join(wb_fuse::ORPHAN_DIR);
+    let mut rm = Command::new("rm")
+        .arg("-rf")
+        .arg(mnt.join("doomed"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rm -rf");
+    let start = Instant::now();
+    while entries(&doomed).len() > 2000 && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut child = mount.child.take().expect("running");
+    child.kill().expect("SIGKILL the mount");
+    let _ = child.wait();
+    let rm_done = rm.try_wait().expect("rm").is_some();
+    let _ = rm.wait();
+    drop(held);
+    drop(mount);
+    let left_orphans = entries(&orphans).len();
+    let left_doomed = entries(&doomed);
+    assert!(left_orphans >= 1, "no orphan at the kill");
+    assert!(!rm_done, "rm -rf finished before the kill");
+    assert!(left_doomed.len() < 3003, "rm -rf removed nothing");
+    let mount = Mount::start(&backing, &mnt, &[]);
+    let want = format!("removing {left_orphans} files left in");
+    let start = Instant::now();
+    while !entries(&orphans).is_empty() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(entries(&orphans), Vec::<String>::new(), "orphans removed");
+    let err = mount.drain_stderr();
+    assert!(err.contains(&want), "{err}");
+    // What rm removed stays removed; what it did not reach is intact.
+    assert_eq!(entries(&mnt.join("doomed")), left_doomed);
+    for name in &left_doomed {
+        let data = fs::read(mnt.join("doomed").join(name)).expect("read a file rm left");
+        match name.strip_prefix('s') {
+            Some(i) => assert_eq!(
+                data,
+                format!("small {}", i.parse::<u64>().unwrap()).as_bytes()
+            ),
+            None => {
+                let i: u64 = name[1..].parse().expect("b<i>");
+                pattern(100 + i, &mut big);
+                assert!(data == big, "{name} differs");
+            }
+        }
+    }
+    for i in 0..4u64 {
+        pattern(200 + i, &mut kept);
+        let data = fs::read(mnt.join(format!("kept{i}"))).expect("read kept");
+        assert!(data == kept, "kept{i} differs after the crash");
+    }
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}

@@ -18,6 +18,15 @@
 //! nothing else, so the files behind a large one keep flowing, no step
 //! takes long, and a waiting producer never waits for a parked file.
 //!
+//! A large truncation (`Engine::set_len` freeing more than one step) is
+//! an item too, a cut: the backing file cut in steps down to the new
+//! length, with no `Start` (the truncation dropped the pages) and no
+//! retirement. Until it is done the backing file holds the old data past
+//! the new end, so a write or truncation that would extend the file waits
+//! for it (stall `backlog`), and a cut someone waits for goes first among
+//! the parked files. Unlinking a file whose cut is queued folds what the
+//! cut had left into the removal.
+//!
 //! Each item carries the estimated cost of its next step,
 //! `MiB freed x est_mib_ns` (fractions of a MiB too), plus `est_file_ns` for a removal, learned
 //! from the steps' measured durations (EWMA, weight 1/8). The backlog's
@@ -83,10 +92,23 @@ pub enum ReleaseStep {
     Remove,
 }
 
-/// A file to release.
+/// What an item does to its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ItemKind {
+    /// An unlinked file: its pages dropped (`Start`), its backing file cut
+    /// in steps, then removed; the file id is retired.
+    Remove,
+    /// A large truncation: the backing file cut in steps down to `to`
+    /// bytes; the file stays (its pages past `to` were dropped by the
+    /// truncation already).
+    Cut { to: u64 },
+}
+
+/// A file to release, or to cut.
 #[derive(Clone, Copy, Debug)]
 struct Item {
     file: FileId,
+    kind: ItemKind,
     /// Bytes of the backing file still to free.
     bytes: u64,
     /// Estimated cost of its next step; the level counts it until the
@@ -98,6 +120,9 @@ struct Item {
     started: bool,
     /// Its cached pages are dropped.
     dropped: bool,
+    /// A task waits for this cut (a write or truncation that extends the
+    /// file): it goes before the other parked files.
+    waited: bool,
 }
 
 /// The step of the item being worked on, while the runtime carries it out.
@@ -127,6 +152,8 @@ pub struct BacklogStats {
     pub low_ns: u64,
     pub items_done: u64,
     pub steps_done: u64,
+    /// Large truncations whose backing file was cut (items of their own).
+    pub cuts_done: u64,
     /// Times a producer found the backlog full and set the throttle bit
     /// (watermarks) or waited for a flush (flush-all).
     pub throttles: u64,
@@ -177,19 +204,25 @@ impl Default for Backlog {
 }
 
 impl Backlog {
-    /// The next release step of a file with `bytes` left, and what it frees.
-    fn next_step(bytes: u64) -> (ReleaseStep, u64) {
+    /// The next step of an item with `bytes` left, and what it frees.
+    fn next_step(kind: ItemKind, bytes: u64) -> (ReleaseStep, u64) {
+        let to = match kind {
+            ItemKind::Remove => 0,
+            ItemKind::Cut { to } => to,
+        };
         if bytes > RELEASE_STEP_BYTES {
-            let len = bytes - RELEASE_STEP_BYTES;
+            let len = to + bytes - RELEASE_STEP_BYTES;
             (ReleaseStep::Truncate { len }, RELEASE_STEP_BYTES)
-        } else {
+        } else if kind == ItemKind::Remove {
             (ReleaseStep::Remove, bytes)
+        } else {
+            (ReleaseStep::Truncate { len: to }, bytes)
         }
     }
 
-    /// Estimated cost of the next step of a file with `bytes` left.
-    fn estimate_ns(&self, bytes: u64) -> u64 {
-        let (step, freed) = Self::next_step(bytes);
+    /// Estimated cost of the next step of an item with `bytes` left.
+    fn estimate_ns(&self, kind: ItemKind, bytes: u64) -> u64 {
+        let (step, freed) = Self::next_step(kind, bytes);
         let file = if step == ReleaseStep::Remove {
             self.est_file_ns
         } else {
@@ -198,18 +231,22 @@ impl Backlog {
         file + (freed as u128 * self.est_mib_ns as u128 / MIB as u128) as u64
     }
 
-    /// Appends an item for a file with `bytes` left.
-    fn push(&mut self, file: FileId, bytes: u64) {
-        let cost_ns = self.estimate_ns(bytes);
+    /// Appends an item for a file with `bytes` left. A cut has no
+    /// `Start` step: the truncation dropped its pages.
+    fn push(&mut self, file: FileId, kind: ItemKind, bytes: u64) {
+        let cost_ns = self.estimate_ns(kind, bytes);
         let seq = self.next_seq;
         self.next_seq += 1;
+        let cut = kind != ItemKind::Remove;
         self.queue.push_back(Item {
             file,
+            kind,
             bytes,
             cost_ns,
             seq,
-            started: false,
-            dropped: false,
+            started: cut,
+            dropped: cut,
+            waited: false,
         });
         self.level_ns += cost_ns;
         self.stats.max_items = self.stats.max_items.max(self.queue.len() as u64);
@@ -242,9 +279,21 @@ impl Backlog {
     }
 
     /// Which item the worker takes next: parked files go while the
-    /// backlog is under `low` or has nothing else.
+    /// backlog is under `low` or has nothing else, or when a task waits
+    /// for the first (a cut, moved there by `wait_for_cut`).
     fn take_parked(&self, low: u64) -> bool {
-        !self.parked.is_empty() && (self.queue.is_empty() || self.level_ns < low)
+        let Some(first) = self.parked.front() else {
+            return false;
+        };
+        self.queue.is_empty() || self.level_ns < low || first.waited
+    }
+
+    /// The queued or parked cut of `file`, if any.
+    fn cut_of(&mut self, file: FileId) -> Option<&mut Item> {
+        self.queue
+            .iter_mut()
+            .chain(self.parked.iter_mut())
+            .find(|i| i.file == file && i.kind != ItemKind::Remove)
     }
 
     pub fn stats(&self, wait_ms: u32) -> BacklogStats {
@@ -300,23 +349,140 @@ impl Engine {
             unreachable!("continue_unlink on a task that is not unlinking");
         };
         let device = self.files[file.index()].device;
-        if let Some(step) = self.backlog_throttle(now, task, device, file, flush_until) {
+        let mut until = flush_until;
+        if let Some(step) = self.backlog_throttle(now, task, device, &mut until) {
+            self.tasks[task.index()].op = Op::Unlink {
+                file,
+                flush_until: until,
+            };
             return Ok(step);
         }
-        let bytes = self.files[file.index()].size;
-        self.devices[device.index()].backlog.push(file, bytes);
+        let mut bytes = self.files[file.index()].size;
+        if self.files[file.index()].cut_pending {
+            // The removal frees what the queued cut has not: one item a file.
+            let Some(cut_bytes) = self.take_cut(file) else {
+                // A step of the cut is in flight: its end wakes the backlog.
+                return Ok(self.wait_for(
+                    now,
+                    task,
+                    StallReason::Backlog,
+                    WaitKey::Backlog(device),
+                ));
+            };
+            bytes += cut_bytes;
+        }
+        self.devices[device.index()]
+            .backlog
+            .push(file, ItemKind::Remove, bytes);
         self.pump_backlog(now, device);
         self.finish(task, Ok(Step::Done))
     }
 
+    /// Takes `file`'s queued cut out of its backlog; returns the bytes it
+    /// had left to free, or None while a step of it is in flight.
+    fn take_cut(&mut self, file: FileId) -> Option<u64> {
+        let device = self.files[file.index()].device;
+        let b = &mut self.devices[device.index()].backlog;
+        let in_flight = b.step.is_some_and(|s| {
+            let head = if s.parked {
+                b.parked.front()
+            } else {
+                b.queue.front()
+            };
+            head.is_some_and(|i| i.file == file)
+        });
+        if in_flight {
+            return None;
+        }
+        let bytes = if let Some(at) = b
+            .queue
+            .iter()
+            .position(|i| i.file == file && i.kind != ItemKind::Remove)
+        {
+            let item = b.queue.remove(at).expect("the position found");
+            b.level_ns -= item.cost_ns;
+            item.bytes
+        } else if let Some(at) = b.parked.iter().position(|i| i.file == file) {
+            b.parked.remove(at).expect("the position found").bytes
+        } else {
+            0
+        };
+        self.files[file.index()].cut_pending = false;
+        Some(bytes)
+    }
+
+    /// A truncation of `file` from `old_size` to `len` bytes, its pages
+    /// dropped: more than one release step of backing data to free goes
+    /// to the backlog as a cut (true: the runtime leaves the backing file
+    /// alone); less, the runtime cuts it at once (false), as one step
+    /// would. A file with a queued cut has its target lowered.
+    pub(crate) fn queue_cut(
+        &mut self,
+        now: Instant,
+        file: FileId,
+        len: u64,
+        old_size: u64,
+    ) -> bool {
+        let device = self.files[file.index()].device;
+        let b = &mut self.devices[device.index()].backlog;
+        if self.files[file.index()].cut_pending {
+            let item = b.cut_of(file).expect("a pending cut is queued");
+            let ItemKind::Cut { to } = item.kind else {
+                unreachable!("cut_of finds cuts");
+            };
+            // What is left above the old target is still to free, and the
+            // old target down to the new one.
+            item.bytes += to.saturating_sub(len);
+            item.kind = ItemKind::Cut { to: to.min(len) };
+            return true;
+        }
+        let bytes = old_size.saturating_sub(len);
+        if bytes <= RELEASE_STEP_BYTES {
+            return false;
+        }
+        b.push(file, ItemKind::Cut { to: len }, bytes);
+        self.files[file.index()].cut_pending = true;
+        self.pump_backlog(now, device);
+        true
+    }
+
+    /// A write or truncation would extend `file` while its backing file
+    /// still holds data the queued cut is to free (a read of the new
+    /// range would find it): the task waits for the cut, which goes
+    /// before the other parked files.
+    pub(crate) fn wait_for_cut(&mut self, now: Instant, task: TaskId, file: FileId) -> Step {
+        let device = self.files[file.index()].device;
+        let b = &mut self.devices[device.index()].backlog;
+        if let Some(at) = b.parked.iter().position(|i| i.file == file) {
+            // Behind the head while a step of the head is in flight: the
+            // step's report pops the head.
+            let front = usize::from(b.step.is_some_and(|s| s.parked));
+            let mut item = b.parked.remove(at).expect("the position found");
+            item.waited = true;
+            b.parked.insert(at.min(front), item);
+        } else if let Some(item) = b.cut_of(file) {
+            // Still queued: parked in front when its first step is done.
+            item.waited = true;
+        }
+        self.pump_backlog(now, device);
+        self.wait_for(now, task, StallReason::Backlog, WaitKey::Backlog(device))
+    }
+
+    /// Whether a write or truncation to `end` bytes must wait for a cut.
+    pub(crate) fn extends_over_cut(&self, file: FileId, end: u64) -> bool {
+        let f = &self.files[file.index()];
+        f.cut_pending && end > f.size
+    }
+
     /// Whether the producer must wait before queueing, and the wait.
-    fn backlog_throttle(
+    /// `flush_until` is the producer's flush under flush-all (set here
+    /// when it starts one; the caller keeps it in its op).
+    pub(crate) fn backlog_throttle(
         &mut self,
         now: Instant,
         task: TaskId,
         device: DeviceId,
-        file: FileId,
-        flush_until: Option<u64>,
+        flush_until: &mut Option<u64>,
     ) -> Option<Step> {
         let (mode, wait_ms) = (self.config.backlog_throttle, self.config.backlog_wait_ms);
         let b = &mut self.devices[device.index()].backlog;
@@ -334,7 +500,7 @@ impl Engine {
                 }
             }
             BacklogThrottle::FlushAll => {
-                if let Some(until) = flush_until {
+                if let Some(until) = *flush_until {
                     if b.done_seq >= until {
                         return None;
                     }
@@ -342,12 +508,8 @@ impl Engine {
                     return None;
                 } else {
                     // flush_work: everything queued so far.
-                    let until = b.next_seq - 1;
+                    *flush_until = Some(b.next_seq - 1);
                     b.stats.throttles += 1;
-                    self.tasks[task.index()].op = Op::Unlink {
-                        file,
-                        flush_until: Some(until),
-                    };
                 }
             }
         }
@@ -379,7 +541,7 @@ impl Engine {
                 // Writes or reads of it are in flight: a completion pumps again.
                 return;
             }
-            Backlog::next_step(item.bytes)
+            Backlog::next_step(item.kind, item.bytes)
         };
         let b = &mut self.devices[device.index()].backlog;
         if !parked {
@@ -468,10 +630,16 @@ impl Engine {
             // that reads this: a flush waits for whole files, as XFS's.
             b.done_seq = b.done_seq.max(item.seq);
             self.retire_file(item.file);
+        } else if item.kind != ItemKind::Remove && item.bytes == 0 {
+            b.stats.cuts_done += 1;
+            b.done_seq = b.done_seq.max(item.seq);
+            self.files[item.file.index()].cut_pending = false;
+            // Writers waiting to extend the file go on.
+            self.wake(WaitKey::Backlog(device));
         } else if self.config.backlog_throttle == BacklogThrottle::FlushAll && !step.parked {
             // XFS releases an inode whole: the next step at once.
             let b = &mut self.devices[device.index()].backlog;
-            item.cost_ns = b.estimate_ns(item.bytes);
+            item.cost_ns = b.estimate_ns(item.kind, item.bytes);
             b.level_ns += item.cost_ns;
             b.queue.push_front(item);
         } else {
@@ -479,7 +647,11 @@ impl Engine {
             let b = &mut self.devices[device.index()].backlog;
             item.cost_ns = 0;
             debug_assert!(item.started && item.dropped);
-            b.parked.push_back(item);
+            if item.waited {
+                b.parked.push_front(item);
+            } else {
+                b.parked.push_back(item);
+            }
             b.stats.max_parked = b.stats.max_parked.max(b.parked.len() as u64);
         }
         self.backlog_release_producers(device);
@@ -523,6 +695,7 @@ impl Engine {
     pub(crate) fn check_backlogs(&self) {
         let (high, _) = Backlog::watermarks_ns(self.config.backlog_wait_ms);
         let producers = self.tasks.len() as u64;
+        let mut queued_cuts = 0;
         for (d, dev) in self.devices.iter().enumerate() {
             let b = &dev.backlog;
             let sum: u64 = b.queue.iter().map(|i| i.cost_ns).sum();
@@ -543,8 +716,24 @@ impl Engine {
             }
             for item in b.queue.iter().chain(&b.parked) {
                 let f = &self.files[item.file.index()];
-                assert!(f.unlinked && !f.evicted && f.open_handles == 0);
+                assert!(!f.evicted);
+                match item.kind {
+                    ItemKind::Remove => assert!(f.unlinked && f.open_handles == 0),
+                    ItemKind::Cut { to } => assert!(f.cut_pending && to <= f.size),
+                }
             }
+            queued_cuts += b
+                .queue
+                .iter()
+                .chain(&b.parked)
+                .filter(|i| i.kind != ItemKind::Remove)
+                .count();
         }
+        // One cut a file: the flags and the items agree.
+        let flagged = self.files.iter().filter(|f| f.cut_pending).count();
+        assert_eq!(
+            queued_cuts, flagged,
+            "queued cuts and files waiting for one"
+        );
     }
 }

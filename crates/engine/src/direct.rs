@@ -74,6 +74,10 @@ impl Engine {
         let file = self.handle(handle)?.file;
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
         match phase {
+            DirectPhase::Invalidate if self.extends_over_cut(file, end) => {
+                // Its data would land where a queued cut is to free (truncate.rs).
+                Ok(self.wait_for_cut(now, task, file))
+            }
             DirectPhase::Invalidate => {
                 if let Some(step) = self.invalidate_for_direct(now, task, file, first, last) {
                     return Ok(step);

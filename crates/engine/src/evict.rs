@@ -65,10 +65,15 @@ impl Engine {
             && f.counts().cached == f.counts().reclaimable
     }
 
-    /// Idle, and not unlinked: an unlinked file leaves through its
-    /// device's backlog (backlog.rs).
+    /// Idle, and not unlinked (an unlinked file leaves through its
+    /// device's backlog, backlog.rs) nor waiting for a cut of its backing
+    /// file. False for an unknown id.
     fn evictable(&self, file: FileId) -> bool {
-        self.file_idle(file) && !self.files[file.index()].unlinked
+        self.file_idle(file)
+            && self
+                .files
+                .get(file.index())
+                .is_some_and(|f| !f.unlinked && !f.cut_pending)
     }
 
     /// Sets the most files the engine keeps at once (None: no limit).

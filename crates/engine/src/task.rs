@@ -49,6 +49,9 @@ pub(crate) enum Op {
     Truncate {
         file: FileId,
         len: u64,
+        /// Under `backlog_throttle = flush-all`, the backlog item a large
+        /// cut's producer waits for (backlog.rs).
+        flush_until: Option<u64>,
     },
     /// Queueing the release of an unlinked file (backlog.rs); with
     /// flush-all, the last item that must be done first.

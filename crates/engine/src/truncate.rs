@@ -1,9 +1,18 @@
 //! Changing a file's length (ftruncate): pages past the new end are
 //! dropped, dirty ones without being written; writes already in flight
 //! past the end, and of a page the new end cuts, are waited for, so they
-//! cannot land after the runtime shortens the backing file.
+//! cannot land after the backing file is shortened.
+//!
+//! Shortening the backing file frees its blocks (ext4: about half a second
+//! a GiB). Up to one release step's worth (`RELEASE_STEP_BYTES`) the
+//! runtime does it at once; more is a cut queued on the device's backlog
+//! (backlog.rs), carried out in steps behind the caller, which a producer
+//! of such cuts is throttled by as one of removals is. Until the cut is
+//! done the backing file still holds the old data past the new end, so a
+//! write or truncation that extends the file waits for it.
 
 use crate::action::{StallReason, Step};
+use crate::backlog::RELEASE_STEP_BYTES;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
@@ -13,8 +22,10 @@ use crate::time::Instant;
 
 impl Engine {
     /// Sets the file's length. When it returns Done the runtime sets the
-    /// backing file's length; the cached tail of a now partial last page
-    /// must read as zeros if the file grows again (the runtime zeroes it).
+    /// backing file's length, unless a cut of it is queued
+    /// ([`Engine::cut_queued`]: the backlog cuts it, `Action::Release`);
+    /// the cached tail of a now partial last page must read as zeros if
+    /// the file grows again (the runtime zeroes it).
     pub fn set_len(
         &mut self,
         now: Instant,
@@ -24,7 +35,14 @@ impl Engine {
     ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
         Self::page_range(len, 0)?;
-        self.begin(task, Op::Truncate { file, len })?;
+        self.begin(
+            task,
+            Op::Truncate {
+                file,
+                len,
+                flush_until: None,
+            },
+        )?;
         self.continue_truncate(now, task)
     }
 
@@ -33,9 +51,17 @@ impl Engine {
         now: Instant,
         task: TaskId,
     ) -> Result<Step, EngineError> {
-        let Op::Truncate { file, len } = self.tasks[task.index()].op.clone() else {
+        let Op::Truncate {
+            file,
+            len,
+            flush_until,
+        } = self.tasks[task.index()].op.clone()
+        else {
             unreachable!("continue_truncate on a task that is not truncating");
         };
+        if self.extends_over_cut(file, len) {
+            return Ok(self.wait_for_cut(now, task, file));
+        }
         let first_gone = len.div_ceil(PAGE_SIZE);
         self.discard_dirty(file, first_gone);
         let mut busy = false;
@@ -69,12 +95,35 @@ impl Engine {
             };
             return Ok(self.wait_for(now, task, reason, WaitKey::FileIo(file)));
         }
+        let old_size = self.files[file.index()].size;
+        let cut = old_size.saturating_sub(len) > RELEASE_STEP_BYTES;
+        if cut || self.files[file.index()].cut_pending {
+            // A cut for the backlog: the producer is throttled first.
+            let device = self.files[file.index()].device;
+            let mut until = flush_until;
+            if let Some(step) = self.backlog_throttle(now, task, device, &mut until) {
+                self.tasks[task.index()].op = Op::Truncate {
+                    file,
+                    len,
+                    flush_until: until,
+                };
+                return Ok(step);
+            }
+        }
         let f = &mut self.files[file.index()];
         f.size = len;
         f.writeback_index = f.writeback_index.min(first_gone);
-        // The runtime sets the backing file's length now.
+        // The runtime sets the backing file's length now, or the backlog
+        // cuts it in steps.
+        self.queue_cut(now, file, len, old_size);
         self.mark_unsynced(file);
         self.finish(task, Ok(Step::Done))
+    }
+
+    /// Whether a cut of `file`'s backing file is queued on its device's
+    /// backlog (then the runtime leaves its length to the backlog).
+    pub fn cut_queued(&self, file: FileId) -> bool {
+        self.files.get(file.index()).is_some_and(|f| f.cut_pending)
     }
 
     /// Makes the dirty pages from `first` on clean without writing them

@@ -118,6 +118,11 @@ impl Engine {
             }
         }
         while pos < end {
+            // The backing file still holds old data past the end: a queued
+            // cut frees it first (truncate.rs).
+            if self.extends_over_cut(file, end) {
+                return Ok(self.wait_for_cut(now, task, file));
+            }
             if flags.dontcache {
                 if let Some(step) = self.dontcache_throttle(now, task, file) {
                     return Ok(step);

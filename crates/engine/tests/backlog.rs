@@ -225,3 +225,137 @@ fn sync_waits_for_the_backlog_and_knobs_refuse_bad_values() {
     assert_eq!(backlog(&hs).high_ns, 500_000_000);
     hs.engine.check_invariants();
 }
+
+/// The release steps the backlog asks for until it has nothing left.
+fn steps(hs: &mut Harness) -> Vec<ReleaseStep> {
+    hs.finish_releases(1_000_000)
+        .into_iter()
+        .map(|s| s.2)
+        .collect()
+}
+
+#[test]
+fn a_large_truncation_returns_at_once_and_the_backlog_cuts_in_steps() {
+    let size = 3 * RELEASE_STEP_BYTES + MIB;
+    let (mut hs, task, files, handles) = setup(&[], 2, size);
+    let (f, h) = (files[0], handles[0]);
+    hs.run(task, |e, now| e.write(now, task, h, 0, MIB))
+        .unwrap();
+    // One step's worth or less: the runtime cuts at once, nothing queued.
+    hs.run(task, |e, now| {
+        e.set_len(now, task, h, size - RELEASE_STEP_BYTES)
+    })
+    .unwrap();
+    assert!(!hs.engine.cut_queued(f));
+    assert_eq!(steps(&mut hs), []);
+    // More: done when the size is set, the cut queued behind it.
+    let size = size - RELEASE_STEP_BYTES;
+    assert_eq!(
+        hs.engine.set_len(hs.now, task, h, 1000).unwrap(),
+        Step::Done
+    );
+    assert!(hs.engine.cut_queued(f));
+    assert_eq!(hs.engine.file_size(f), Some(1000));
+    hs.engine.check_invariants();
+    assert_eq!(
+        steps(&mut hs),
+        [
+            ReleaseStep::Truncate {
+                len: size - RELEASE_STEP_BYTES
+            },
+            ReleaseStep::Truncate {
+                len: size - 2 * RELEASE_STEP_BYTES
+            },
+            ReleaseStep::Truncate { len: 1000 },
+        ]
+    );
+    assert!(!hs.engine.cut_queued(f));
+    let b = backlog(&hs);
+    assert_eq!((b.cuts_done, b.items_done, b.steps_done), (1, 0, 3));
+    // The file stays, its first page too.
+    assert_eq!(hs.engine.stats().cached_pages, 1);
+    hs.engine.check_invariants();
+    // A second truncation while a cut is queued lowers its target.
+    let g = handles[1];
+    let big = 3 * RELEASE_STEP_BYTES + MIB;
+    assert_eq!(
+        hs.engine
+            .set_len(hs.now, task, g, 2 * RELEASE_STEP_BYTES)
+            .unwrap(),
+        Step::Done
+    );
+    assert_eq!(hs.engine.set_len(hs.now, task, g, 0).unwrap(), Step::Done);
+    hs.engine.check_invariants();
+    let got = steps(&mut hs);
+    assert_eq!(got.last(), Some(&ReleaseStep::Truncate { len: 0 }));
+    assert_eq!(got.len() as u64, big.div_ceil(RELEASE_STEP_BYTES));
+}
+
+#[test]
+fn writes_that_extend_a_file_wait_for_its_cut() {
+    let size = 4 * RELEASE_STEP_BYTES;
+    let (mut hs, task, files, handles) = setup(&[], 1, size);
+    let (f, h) = (files[0], handles[0]);
+    assert_eq!(hs.engine.set_len(hs.now, task, h, MIB).unwrap(), Step::Done);
+    // Within the new size: no wait.
+    hs.run(task, |e, now| e.write(now, task, h, 0, 4096))
+        .unwrap();
+    // Past it: the old data would show through a hole; wait for the cut.
+    let Step::Sleep(stall) = hs.engine.write(hs.now, task, h, 2 * MIB, 4096).unwrap() else {
+        panic!("an extending write waits for the cut");
+    };
+    assert_eq!(stall.reason, StallReason::Backlog);
+    // Growing with a truncation waits too (another task).
+    let other = hs.engine.add_task();
+    let Step::Sleep(stall) = hs.engine.set_len(hs.now, other, h, 8 * MIB).unwrap() else {
+        panic!("an extending truncation waits for the cut");
+    };
+    assert_eq!(stall.reason, StallReason::Backlog);
+    // 63 MiB to free: 16 + 16 + 16 + 15.
+    assert_eq!(steps(&mut hs).len(), 4);
+    assert!(!hs.engine.cut_queued(f));
+    assert_eq!(hs.engine.resume(hs.now, task).unwrap(), Step::Done);
+    assert_eq!(hs.engine.resume(hs.now, other).unwrap(), Step::Done);
+    assert_eq!(hs.engine.file_size(f), Some(8 * MIB));
+    hs.engine.check_invariants();
+}
+
+#[test]
+fn unlinking_a_file_with_a_queued_cut_frees_the_rest_in_its_removal() {
+    let size = 4 * RELEASE_STEP_BYTES;
+    let (mut hs, task, files, handles) = setup(&[], 2, size);
+    let (f, h) = (files[0], handles[0]);
+    // The other file's removal first, so the cut stays queued behind it.
+    hs.engine.close(handles[1]).unwrap();
+    assert_eq!(
+        hs.engine.unlink(hs.now, task, files[1]).unwrap(),
+        Step::Done
+    );
+    assert_eq!(hs.engine.set_len(hs.now, task, h, MIB).unwrap(), Step::Done);
+    hs.engine.close(h).unwrap();
+    assert_eq!(hs.engine.unlink(hs.now, task, f).unwrap(), Step::Done);
+    assert!(!hs.engine.cut_queued(f));
+    hs.engine.check_invariants();
+    let done = hs.finish_releases(1_000_000);
+    let of_f: Vec<ReleaseStep> = done.iter().filter(|s| s.1 == f).map(|s| s.2).collect();
+    // All 64 MiB go in the removal's steps: 1 MiB kept plus the 63 the cut had.
+    assert_eq!(
+        of_f,
+        [
+            ReleaseStep::Start,
+            ReleaseStep::Truncate {
+                len: size - RELEASE_STEP_BYTES
+            },
+            ReleaseStep::Truncate {
+                len: size - 2 * RELEASE_STEP_BYTES
+            },
+            ReleaseStep::Truncate {
+                len: size - 3 * RELEASE_STEP_BYTES
+            },
+            ReleaseStep::Remove,
+        ]
+    );
+    let b = backlog(&hs);
+    assert_eq!((b.items_done, b.cuts_done), (2, 0));
+    hs.engine.check_invariants();
+}

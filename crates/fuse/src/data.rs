@@ -5,7 +5,7 @@
 
 use crate::fs::WbFs;
 use crate::handles::{FileHandle, Handle};
-use crate::inode::Inode;
+use crate::inode::{Inode, Orphan};
 use crate::sys::{self, Errno};
 use nix::fcntl::OFlag;
 use std::os::fd::{AsFd, OwnedFd};
@@ -32,6 +32,11 @@ impl WbFs {
             state.handles += 1;
             return Ok(file);
         }
+        if matches!(state.orphan, Orphan::Released) {
+            // Removed, and its blocks are being freed (say, a reopen
+            // through /proc/PID/fd after the last close).
+            return Err(libc::ENOENT);
+        }
         let fd = match data_fd {
             Some(fd) => fd,
             None => sys::reopen(inode.fd(), OFlag::O_RDWR | OFlag::O_DIRECT)?,
@@ -53,10 +58,11 @@ impl WbFs {
     }
 
     /// One user of the inode's engine file is done. The last one closes
-    /// it; if the file has no name left, its release (cached data dropped
-    /// without being written back, blocks freed in steps) goes to the
-    /// cache's backlog, so the closing call does not wait for the backing
-    /// filesystem to free a large file.
+    /// it; if the file's last name is in the orphan directory, or it has
+    /// none left, its release (cached data dropped without being written
+    /// back, blocks freed in steps) goes to the cache's backlog, so the
+    /// closing call does not wait for the backing filesystem to free a
+    /// large file.
     pub(crate) fn put_file(&self, inode: &Inode) {
         let mut state = inode.open_state();
         state.handles = state.handles.saturating_sub(1);
@@ -66,7 +72,22 @@ impl WbFs {
         let Some(file) = state.file.take() else {
             return;
         };
+        let orphan = match std::mem::take(&mut state.orphan) {
+            Orphan::Pending(path) => {
+                state.orphan = Orphan::Released;
+                Some(path)
+            }
+            other => {
+                state.orphan = other;
+                None
+            }
+        };
         drop(state);
+        if let Some(orphan) = orphan {
+            drop(file);
+            self.release_orphan(&orphan);
+            return;
+        }
         let unlinked = sys::stat_fd(inode.fd()).is_ok_and(|st| st.st_nlink == 0);
         drop(file);
         if unlinked {

@@ -8,6 +8,7 @@ use crate::control::{Control, Node, CONTROL_DIR};
 use crate::fs::WbFs;
 use crate::handles::{DirHandle, Handle};
 use crate::inode::{Inode, ROOT_ID};
+use crate::orphans::ORPHAN_DIR;
 use crate::sys::{self, errno, Errno};
 use fuser::FileType;
 use nix::fcntl::OFlag;
@@ -44,7 +45,7 @@ impl WbFs {
         for entry in dir.iter() {
             let entry = entry.map_err(errno)?;
             let name = OsString::from(std::ffi::OsStr::from_bytes(entry.file_name().to_bytes()));
-            if inode.nodeid == ROOT_ID && name == CONTROL_DIR {
+            if inode.nodeid == ROOT_ID && (name == CONTROL_DIR || name == ORPHAN_DIR) {
                 continue;
             }
             let kind = match entry.file_type() {

@@ -7,6 +7,7 @@ use crate::control::{Control, Node, CONTROL_DIR};
 use crate::handles::{ControlHandle, Handle, HandleTable};
 use crate::inode::{Inode, InodeTable, ROOT_ID};
 use crate::meta::SetAttr;
+use crate::orphans::{Orphans, ORPHAN_DIR};
 use crate::sys::{Errno, SetTime};
 use fuser::{
     FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -48,6 +49,8 @@ pub struct WbFs {
     pub(crate) stopping: Arc<RwLock<bool>>,
     /// The writeback domain of each opener's cgroup.
     pub(crate) domains: crate::cgroup::CgroupDomains,
+    /// Where removed files' last names wait for their release.
+    pub(crate) orphans: Orphans,
 }
 
 /// Stops data changes on a filesystem that is being served.
@@ -74,6 +77,7 @@ impl WbFs {
             nix::sys::stat::Mode::empty(),
         )
         .map_err(std::io::Error::from)?;
+        let orphans = Orphans::open(std::os::fd::AsFd::as_fd(&root), backing);
         let inodes = InodeTable::new(root).map_err(std::io::Error::from_raw_os_error)?;
         Ok(WbFs {
             cache,
@@ -82,7 +86,38 @@ impl WbFs {
             backing: backing.to_path_buf(),
             stopping: Arc::new(RwLock::new(false)),
             domains: Default::default(),
+            orphans,
         })
+    }
+
+    /// Hands what an earlier mount left in the orphan directory (it did
+    /// not end cleanly) to the cache's backlog, from a thread of its own
+    /// (the backlog may hold a producer back), saying so on standard
+    /// error. Returns how many there were.
+    pub fn remove_leftover_orphans(&self) -> usize {
+        let leftovers = self.orphans.leftovers();
+        let count = leftovers.len();
+        if count == 0 {
+            return 0;
+        }
+        eprintln!(
+            "wb mount: removing {count} files left in {} by a mount that did not end cleanly",
+            self.orphans.path().display()
+        );
+        let cache = Arc::clone(&self.cache);
+        let spawned = std::thread::Builder::new()
+            .name("wb-orphans".into())
+            .spawn(move || {
+                for path in leftovers {
+                    if let Err(e) = cache.remove_later(&path) {
+                        eprintln!("wb mount: removing {}: {e}", path.display());
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!("wb mount: cannot start removing the orphans: {e}");
+        }
+        count
     }
 
     /// A handle to stop data changes once the filesystem is being served.
@@ -108,6 +143,9 @@ impl WbFs {
         }
         if parent.0 == ROOT_ID && name == CONTROL_DIR {
             return self.control().attr(Node::Dir);
+        }
+        if parent.0 == ROOT_ID && name == ORPHAN_DIR {
+            return Err(libc::ENOENT);
         }
         let parent = self.inode(parent)?;
         self.lookup_backing(&parent, name)

@@ -29,6 +29,20 @@ pub(crate) const SYNTHETIC_BASE: u64 = 1 << 62;
 pub(crate) struct OpenState {
     pub file: Option<Arc<writeback::File>>,
     pub handles: u32,
+    pub orphan: Orphan,
+}
+
+/// Whether the file's last name went to the orphan directory (orphans.rs).
+#[derive(Default)]
+pub(crate) enum Orphan {
+    #[default]
+    No,
+    /// Its last name is this orphan's: handed to the cache's backlog when
+    /// the last handle closes.
+    Pending(std::path::PathBuf),
+    /// Handed to the backlog: its data is being freed, it cannot be
+    /// opened again.
+    Released,
 }
 
 pub(crate) struct Inode {
@@ -183,6 +197,13 @@ impl InodeTable {
             },
         );
         inode
+    }
+
+    /// The inode with backing (st_dev, st_ino) `key`, if the table holds it.
+    pub fn find(&self, key: (u64, u64)) -> Option<Arc<Inode>> {
+        let tables = self.lock();
+        let id = tables.by_key.get(&key)?;
+        tables.by_id.get(id).map(|e| Arc::clone(&e.inode))
     }
 
     /// The kernel forgot `count` lookups. At zero the inode leaves the

@@ -11,12 +11,14 @@
 //!   (`inode.rs`, `sys.rs`, `meta.rs`).
 //! - Knobs and statistics are files under `MOUNT/.writeback/` (`control.rs`).
 //! - Signals and `umount` write all dirty data back before exit (`lifecycle.rs`).
+//! - A removed file's last name goes to a hidden orphan directory and its
+//!   blocks are freed in steps behind the request (`orphans.rs`).
 //!
 //! One concept per file: `fs.rs` (request routing), `inode.rs` (inode
 //! table), `handles.rs` (open handles), `data.rs` (file data through the
 //! engine), `meta.rs` (metadata), `dir.rs` (listings), `xattr.rs`
 //! (extended attributes), `control.rs` and `stats_text.rs` (the
-//! `.writeback` tree), `attr.rs` (attributes), `sys.rs` (system calls),
+//! `.writeback` tree), `attr.rs` (attributes), `orphans.rs` (removed files), `sys.rs` (system calls),
 //! `lifecycle.rs` (mount and shutdown).
 
 mod attr;
@@ -29,6 +31,7 @@ mod handles;
 mod inode;
 mod lifecycle;
 mod meta;
+mod orphans;
 mod stats_text;
 mod sys;
 mod xattr;
@@ -36,4 +39,5 @@ mod xattr;
 pub use control::CONTROL_DIR;
 pub use fs::{StopHandle, WbFs, ATTR_TTL, MAX_WRITE_BYTES};
 pub use lifecycle::{check_paths, Event, Lifecycle, Mounted, PROGRESS_INTERVAL, SERVE_THREADS};
+pub use orphans::{remove_orphan_dir, ORPHAN_DIR};
 pub use xattr::DONTCACHE_XATTR;

@@ -165,10 +165,22 @@ impl Lifecycle {
 
 /// Process-wide settings for serving: permission bits exactly as asked
 /// (the kernel already applied the caller's umask), and as many open
-/// descriptors as allowed (one per inode the kernel holds).
+/// descriptors as the system allows: the server holds one per inode the
+/// kernel remembers, and the kernel remembers every file of a tree just
+/// written while memory lasts (100,000 files need 100,000 descriptors).
+/// As root the hard limit is raised to `fs.nr_open`; otherwise the soft
+/// limit to the hard one.
 fn prepare_process() {
     nix::sys::stat::umask(nix::sys::stat::Mode::empty());
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok());
+    if let Some(most) = nr_open {
+        if setrlimit(Resource::RLIMIT_NOFILE, most, most).is_ok() {
+            return;
+        }
+    }
     if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }

@@ -6,7 +6,7 @@
 
 use crate::attr::{self, EngineView};
 use crate::fs::WbFs;
-use crate::inode::{Inode, ROOT_ID};
+use crate::inode::{Inode, Orphan, ROOT_ID};
 use crate::sys::{self, Errno, SetTime};
 use fuser::FileAttr;
 use std::ffi::OsStr;
@@ -48,7 +48,8 @@ impl WbFs {
         name: &'a OsStr,
     ) -> Result<&'a OsStr, Errno> {
         let name = sys::check_name(name)?;
-        if parent.nodeid == ROOT_ID && name == crate::control::CONTROL_DIR {
+        let reserved = [crate::control::CONTROL_DIR, crate::orphans::ORPHAN_DIR];
+        if parent.nodeid == ROOT_ID && reserved.iter().any(|r| name == *r) {
             return Err(libc::EPERM);
         }
         Ok(name)
@@ -57,6 +58,9 @@ impl WbFs {
     /// Looks `name` up in `parent` and counts the lookup.
     pub(crate) fn lookup_backing(&self, parent: &Inode, name: &OsStr) -> Result<FileAttr, Errno> {
         let name = sys::check_name(name)?;
+        if parent.nodeid == ROOT_ID && name == crate::orphans::ORPHAN_DIR {
+            return Err(libc::ENOENT);
+        }
         let fd = sys::open_path(parent.fd(), name)?;
         let st = sys::stat_fd(fd.as_fd())?;
         let inode = self.inodes.remember(fd, &st);
@@ -184,12 +188,54 @@ impl WbFs {
         self.inodes.forget(inode.nodeid, 1);
     }
 
+    /// Removes a name. A regular file's last name goes to the orphan
+    /// directory (orphans.rs): the file is released behind the request.
     pub(crate) fn unlink(&self, parent: &Inode, name: &OsStr) -> Result<(), Errno> {
         let name = self.backing_name(parent, name)?;
+        if let Some(st) = Self::last_name_of_file(parent, name) {
+            if let Some(orphan) = self.orphans.adopt(parent.fd(), name, st.st_ino) {
+                self.orphaned(orphan);
+                return Ok(());
+            }
+        }
         let victim = self.known_inode_at(parent, name);
         let result = sys::unlink_at(parent.fd(), name, false);
         self.drop_if_unlinked(victim);
         result
+    }
+
+    /// The attributes of `name` in `parent` if it is a regular file's only name.
+    fn last_name_of_file(parent: &Inode, name: &OsStr) -> Option<libc::stat> {
+        let st = sys::stat_at(parent.fd(), name).ok()?;
+        (sys::is_kind(&st, libc::S_IFREG) && st.st_nlink == 1).then_some(st)
+    }
+
+    /// A file's name went to the orphan directory as `orphan`: hand it to
+    /// the cache's backlog now, or when its last handle closes.
+    fn orphaned(&self, orphan: std::path::PathBuf) {
+        // The file now named `orphan` (a concurrent rename could have
+        // put another there than the one looked at).
+        let Ok(meta) = std::fs::symlink_metadata(&orphan) else {
+            return;
+        };
+        use std::os::unix::fs::MetadataExt;
+        if let Some(inode) = self.inodes.find((meta.dev(), meta.ino())) {
+            let mut state = inode.open_state();
+            if state.handles > 0 {
+                state.orphan = Orphan::Pending(orphan);
+                return;
+            }
+            state.orphan = Orphan::Released;
+        }
+        self.release_orphan(&orphan);
+    }
+
+    /// Hands the orphan at `orphan` to the cache's backlog.
+    pub(crate) fn release_orphan(&self, orphan: &std::path::Path) {
+        if let Err(e) = self.cache.remove_later(orphan) {
+            // The cache is closing: the name stays for the next mount.
+            eprintln!("wb mount: releasing {}: {e}", orphan.display());
+        }
     }
 
     pub(crate) fn rmdir(&self, parent: &Inode, name: &OsStr) -> Result<(), Errno> {
@@ -197,6 +243,9 @@ impl WbFs {
         sys::unlink_at(parent.fd(), name, true)
     }
 
+    /// Renames. A regular file the rename replaces, if that was its last
+    /// name, first gets a name in the orphan directory: the rename itself
+    /// frees nothing, and the file is released behind the request.
     pub(crate) fn rename(
         &self,
         parent: &Inode,
@@ -207,13 +256,23 @@ impl WbFs {
     ) -> Result<(), Errno> {
         let name = self.backing_name(parent, name)?;
         let new_name = self.backing_name(new_parent, new_name)?;
-        let replaced = if flags & libc::RENAME_EXCHANGE == 0 {
-            self.known_inode_at(new_parent, new_name)
-        } else {
-            None
+        let replaces = flags & (libc::RENAME_EXCHANGE | libc::RENAME_NOREPLACE) == 0;
+        let orphan = replaces
+            .then(|| Self::last_name_of_file(new_parent, new_name))
+            .flatten()
+            .and_then(|st| self.orphans.link(new_parent.fd(), new_name, st.st_ino));
+        let replaced = match orphan {
+            None if replaces => self.known_inode_at(new_parent, new_name),
+            _ => None,
         };
         let result = sys::rename_at(parent.fd(), name, new_parent.fd(), new_name, flags);
-        self.drop_if_unlinked(replaced);
+        match (&result, orphan) {
+            (Ok(()), Some(orphan)) => self.orphaned(orphan),
+            // Renamed onto itself (a hard link of the same file), or failed:
+            // the orphan name was a second name, dropping it frees nothing.
+            (_, Some(orphan)) => self.orphans.unlink(&orphan),
+            (_, None) => self.drop_if_unlinked(replaced),
+        }
         result
     }
 

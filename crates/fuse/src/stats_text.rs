@@ -105,11 +105,31 @@ pub(crate) fn render(stats: &Stats) -> String {
             &format!("{name}.pause_dirty_throttle_max_us"),
             d.throttle.max_ns / 1000,
         );
+        backlog_lines(&mut out, name, &d.backlog);
     }
     for d in &stats.domains {
         domain_lines(&mut out, d);
     }
     out
+}
+
+/// A device's backlog of deferred releases (removed files being freed).
+fn backlog_lines(out: &mut String, device: &str, b: &wb_engine::BacklogStats) {
+    let values = [
+        ("items", b.items),
+        ("items_done", b.items_done),
+        ("steps_done", b.steps_done),
+        ("max_items", b.max_items),
+        ("max_parked", b.max_parked),
+        ("throttles", b.throttles),
+        ("errors", b.errors),
+        ("level_us", b.level_ns / 1000),
+        ("high_us", b.high_ns / 1000),
+        ("low_us", b.low_ns / 1000),
+    ];
+    for (name, value) in values {
+        line(out, &format!("{device}.backlog_{name}"), value);
+    }
 }
 
 /// One writeback domain's lines, prefixed `domain:<name>:<device>.`
@@ -179,6 +199,7 @@ mod tests {
         assert!(text.contains("vda.stable_writes_snapshot 1\n"), "{text}");
         assert!(text.contains("vda.stable_writes_none 0\n"), "{text}");
         assert!(text.contains("vda.stable_writes_auto 1\n"), "{text}");
+        assert!(text.contains("vda.backlog_items_done 0\n"), "{text}");
         for l in text.lines() {
             let (name, value) = l.split_once(' ').expect("name value");
             assert!(!name.is_empty() && value.parse::<u64>().is_ok(), "{l}");

@@ -117,6 +117,17 @@ pub(crate) fn link_fd(fd: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &OsStr) -> 
     nix::unistd::linkat(fd, c"", dir, name, AtFlags::AT_EMPTY_PATH).map_err(errno)
 }
 
+/// A new name `to` in `to_dir` for the file `from` in `from_dir` (not
+/// following a symlink: the link names the symlink itself).
+pub(crate) fn link_at(
+    from_dir: BorrowedFd<'_>,
+    from: &OsStr,
+    to_dir: BorrowedFd<'_>,
+    to: &OsStr,
+) -> Result<(), Errno> {
+    nix::unistd::linkat(from_dir, from, to_dir, to, AtFlags::empty()).map_err(errno)
+}
+
 pub(crate) fn unlink_at(dir: BorrowedFd<'_>, name: &OsStr, is_dir: bool) -> Result<(), Errno> {
     let flag = if is_dir {
         nix::unistd::UnlinkatFlags::RemoveDir

@@ -343,6 +343,29 @@ impl Cache {
         self.shared.unlink_when_closed(file)
     }
 
+    /// Removes the regular file at `path` later, name and all: for a front
+    /// end that first moves a file's last name where only it looks (the
+    /// mount's orphan directory), so that a crash cannot leave a file
+    /// nobody can name. Its release (cached and dirty pages dropped, its
+    /// blocks freed in steps) is backlog work as for [`Cache::unlink`],
+    /// after its last handle closes; its last step removes `path`. A crash
+    /// before then leaves `path`: pass it here again at the next start.
+    /// A file with another name is just unlinked (nothing to release).
+    pub fn remove_later(&self, path: impl AsRef<Path>) -> Result<(), Error> {
+        use std::os::unix::fs::MetadataExt;
+        let path = path.as_ref();
+        let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+        if !meta.is_file() || meta.nlink() > 1 {
+            return std::fs::remove_file(path).map_err(|e| Error::io(path, e));
+        }
+        let file = self.known_file(path, &meta)?;
+        self.shared
+            .lock()
+            .remove_at_release
+            .insert(file, path.to_path_buf());
+        self.shared.unlink_when_closed(file)
+    }
+
     /// The cache's file for the regular file at `path` (with `meta`),
     /// added (opened read/write, no handle) if the cache does not know it.
     fn known_file(&self, path: &Path, meta: &std::fs::Metadata) -> Result<FileId, Error> {

@@ -275,6 +275,10 @@ impl File {
     }
 
     /// Sets the length; a shorter file drops cached data past the end.
+    /// Freeing more than `RELEASE_STEP_BYTES` (16 MiB) of the backing file
+    /// is deferred work on its device's backlog: this returns once the
+    /// length is set, the blocks are freed in steps behind it, and a
+    /// write or `set_len` that extends the file again waits for them.
     pub fn set_len(&self, len: u64) -> Result<(), Error> {
         let (file, handle) = (self.file, self.handle);
         let mut backing = None;
@@ -298,11 +302,16 @@ impl File {
                     }
                 }
                 core.publish_size(file);
-                backing = Some(core.backing(file));
+                // A large cut is the backlog's, in steps behind the caller.
+                if !core.engine.cut_queued(file) {
+                    backing = Some(core.backing(file));
+                }
             },
         )?;
-        let backing = backing.expect("set_len finished");
-        backing.set_len(len).map_err(|e| Error::io(&self.path, e))?;
+        if let Some(backing) = backing {
+            let _guard = self.shared.lengths.lock(&backing);
+            backing.set_len(len).map_err(|e| Error::io(&self.path, e))?;
+        }
         // The engine marked the file unsynced: the next sync flushes it.
         Ok(())
     }

@@ -93,3 +93,87 @@ fn a_file_open_when_unlinked_is_released_after_its_last_close() {
     assert_eq!(std::fs::read(dir.join("b")).unwrap(), b"x");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn remove_later_keeps_the_name_until_the_release_removes_it() {
+    let Some(dir) = common::direct_test_dir("remove-later") else {
+        return;
+    };
+    let cache = cache();
+    let path = dir.join("orphan");
+    let file = cache.open(&path, OpenOptions { create: true }).unwrap();
+    let data = vec![9u8; MIB];
+    for i in 0..40 {
+        file.write_at(&data, (i * MIB) as u64).unwrap();
+    }
+    file.sync_data().unwrap();
+    cache.remove_later(&path).unwrap();
+    // An open handle holds the release back, and with it the name.
+    cache.sync().unwrap();
+    assert!(path.exists(), "the name stays while the file is released");
+    assert_eq!(backlog(&cache).0, 0);
+    drop(file);
+    cache.sync().unwrap();
+    assert!(!path.exists(), "the release's last step removed the name");
+    assert_eq!(backlog(&cache), (1, 3));
+    // A name among two: removed at once, the other keeps the data.
+    let a = dir.join("a");
+    let b = dir.join("b");
+    std::fs::write(&a, b"kept").unwrap();
+    std::fs::hard_link(&a, &b).unwrap();
+    cache.remove_later(&a).unwrap();
+    assert!(!a.exists());
+    assert_eq!(std::fs::read(&b).unwrap(), b"kept");
+    cache.sync().unwrap();
+    assert_eq!(backlog(&cache).0, 1, "nothing to release for a linked file");
+    let e = cache.remove_later(dir.join("nope")).unwrap_err();
+    assert!(
+        matches!(&e, writeback::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+        "{e:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_large_set_len_returns_at_once_and_the_backlog_cuts_behind_it() {
+    let Some(dir) = common::direct_test_dir("set-len") else {
+        return;
+    };
+    let cache = cache();
+    let path = dir.join("f");
+    let file = cache.open(&path, OpenOptions { create: true }).unwrap();
+    let data = vec![5u8; MIB];
+    for i in 0..48 {
+        file.write_at(&data, (i * MIB) as u64).unwrap();
+    }
+    file.sync_data().unwrap();
+    file.set_len(4096).unwrap();
+    assert_eq!(file.len(), 4096);
+    // At once, an extending write: it waits for the cut, and the hole it
+    // leaves reads as zeros, not as the old data.
+    file.write_at(b"end", (8 * MIB) as u64).unwrap();
+    let mut hole = vec![1u8; 8 * MIB - 4096];
+    assert_eq!(file.read_at(&mut hole, 4096).unwrap(), hole.len());
+    assert!(
+        hole.iter().all(|&b| b == 0),
+        "old data shows through the hole"
+    );
+    let mut head = vec![0u8; 4096];
+    file.read_at(&mut head, 0).unwrap();
+    assert!(head.iter().all(|&b| b == 5));
+    cache.sync().unwrap();
+    let b = &cache.stats().devices[0].backlog;
+    assert_eq!((b.cuts_done, b.items_done), (1, 0));
+    assert_eq!(b.steps_done, 3, "48 MiB less 4 KiB: three steps");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        (8 * MIB + 3) as u64
+    );
+    // The same through the backing file, read cold by a new cache.
+    drop(file);
+    drop(cache);
+    let back = std::fs::read(&path).unwrap();
+    assert!(back[4096..8 * MIB].iter().all(|&b| b == 0));
+    assert_eq!(&back[8 * MIB..], b"end");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -142,14 +142,19 @@ pub fn install_ctrlc_handler() -> Result<(), String> {
     .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))
 }
 
+/// Removes a file, or a directory tree (never a mountpoint's: mounts are
+/// detached before files are removed).
 fn remove_if_exists(path: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        return std::fs::remove_dir_all(path);
+    }
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
 }
 
-/// A file this run created; removed when dropped.
+/// A file (or directory tree) this run created; removed when dropped.
 pub struct TempFile {
     id: u64,
     path: PathBuf,

@@ -15,6 +15,9 @@
 //!   buffered, uncached (RWF_DONTCACHE) and O_DIRECT through the kernel,
 //!   buffered and uncached through the engine: throughput, write latency,
 //!   dirty peak and what stays cached.
+//! - `wb bench unlink`: `rm -rf` of a tree of small and large files,
+//!   directly and through `wb mount` (its backlog, with watermarks and
+//!   with XFS 2021's flush-all): unlink latencies and the total.
 //!
 //! Human progress goes to standard error; results (a table, or one JSON
 //! object with `--json`) to standard output. Files the benchmarks create are
@@ -34,6 +37,7 @@ pub mod stable;
 pub mod sysctl;
 pub mod table;
 pub mod throughput;
+pub mod unlink;
 
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::{Args, Subcommand};
@@ -61,6 +65,8 @@ pub enum BenchCommand {
     Dontcache(dontcache::DontcacheArgs),
     /// Rewrites of pages under writeback: writers' latency and CPU per GiB with stable_writes wait, none, snapshot.
     Stable(stable::StableArgs),
+    /// rm -rf of a tree of small and large files: through `wb mount` (its backlog) vs the kernel.
+    Unlink(unlink::UnlinkArgs),
 }
 
 /// Why a benchmark could not run or finish.
@@ -105,6 +111,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchCommand::Cpu(a) => cpu::run(a),
         BenchCommand::Dontcache(a) => dontcache::run(a),
         BenchCommand::Stable(a) => stable::run(a),
+        BenchCommand::Unlink(a) => unlink::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -173,6 +180,17 @@ pub fn prepare_dir(dir: &Path) -> Result<PathBuf, BenchError> {
         )));
     }
     Ok(dir)
+}
+
+/// Writes back and drops the kernel's page cache, so reads go to the disk.
+pub fn drop_caches() -> Result<(), BenchError> {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
+        BenchError::BadInput(format!(
+            "dropping the page cache (/proc/sys/vm/drop_caches) needs root: {e}"
+        ))
+    })
 }
 
 /// Bytes available to us on the filesystem holding `dir`.

@@ -13,8 +13,8 @@ use super::fio::{self, Fio};
 use super::mount::Mount;
 use super::table::{self, Table};
 use super::{
-    free_bytes, human_bytes, median, parse_repeat, parse_seconds, parse_size, prepare_dir,
-    progress, BenchError, MIB,
+    drop_caches, free_bytes, human_bytes, median, parse_repeat, parse_seconds, parse_size,
+    prepare_dir, progress, BenchError, MIB,
 };
 use clap::Args;
 use serde_json::json;
@@ -188,17 +188,6 @@ fn run_one(setup: &Setup, side: Side, kind: Kind, file: &Path) -> Result<f64, Be
         mount.stop()?;
     }
     Ok(bytes_s / MIB)
-}
-
-/// Writes back and drops the kernel's page cache, so reads go to the disk.
-fn drop_caches() -> Result<(), BenchError> {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
-        BenchError::BadInput(format!(
-            "dropping the page cache (/proc/sys/vm/drop_caches) needs root: {e}"
-        ))
-    })
 }
 
 fn render(medians: &[(String, f64)], setup: &Setup, repeat: usize) -> String {

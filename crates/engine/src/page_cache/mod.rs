@@ -69,6 +69,10 @@ pub struct CachedFile {
     /// Its last name is gone (`Engine::unlink`): it cannot be opened, and
     /// leaves through its device's backlog.
     pub unlinked: bool,
+    /// A cut of its backing file is queued on its device's backlog (a
+    /// large truncation, backlog.rs): writes that extend the file, and
+    /// truncations that do, wait for it.
+    pub cut_pending: bool,
     /// Changes landed since the last flush, with their mark (durability.rs).
     pub unsynced: Option<u64>,
     /// When the file was last used (evict.rs).
@@ -95,6 +99,7 @@ impl CachedFile {
             open_handles: 0,
             evicted: false,
             unlinked: false,
+            cut_pending: false,
             unsynced: None,
             last_use: 0,
         }

@@ -61,6 +61,9 @@ pub(crate) struct Core {
     /// Files whose last name is gone while handles were open: unlinked in
     /// the engine when their last handle closes (`Shared::close`).
     pub unlink_on_close: std::collections::BTreeSet<FileId>,
+    /// Names to remove at the last step of a file's release (files handed
+    /// over by `Cache::remove_later`, still named while they are cut).
+    pub remove_at_release: BTreeMap<FileId, std::path::PathBuf>,
     /// Block-layer statistics of each device that has them, for wbt.
     pub diskstats: Vec<(DeviceId, super::diskstats::DiskStats)>,
 }
@@ -115,6 +118,9 @@ impl Out {
 pub(crate) struct Release {
     pub id: u64,
     pub backing: Option<Arc<StdFile>>,
+    /// For a removal: the file's name to remove first, if it still has
+    /// one (`Cache::remove_later`).
+    pub name: Option<std::path::PathBuf>,
     pub step: wb_engine::ReleaseStep,
 }
 
@@ -186,6 +192,7 @@ impl Core {
             woken: Vec::new(),
             closed: false,
             unlink_on_close: Default::default(),
+            remove_at_release: Default::default(),
             diskstats: Vec::new(),
         }
     }
@@ -278,12 +285,19 @@ impl Core {
                 }
                 Action::Release { id, file, step } => {
                     let slot = &mut self.backing[file.index()];
-                    let backing = match step {
-                        wb_engine::ReleaseStep::Remove => slot.take(),
-                        wb_engine::ReleaseStep::Truncate { .. } => slot.clone(),
-                        wb_engine::ReleaseStep::Start => None,
+                    let (backing, name) = match step {
+                        wb_engine::ReleaseStep::Remove => {
+                            (slot.take(), self.remove_at_release.remove(&file))
+                        }
+                        wb_engine::ReleaseStep::Truncate { .. } => (slot.clone(), None),
+                        wb_engine::ReleaseStep::Start => (None, None),
                     };
-                    out.releases.push(Release { id, backing, step });
+                    out.releases.push(Release {
+                        id,
+                        backing,
+                        name,
+                        step,
+                    });
                 }
                 Action::Evict { file } => {
                     // Its pages are gone; the engine will not use the id again.

@@ -9,6 +9,7 @@ pub(crate) mod core;
 pub(crate) mod diskstats;
 pub(crate) mod evict;
 pub(crate) mod frames;
+pub(crate) mod length_lock;
 pub(crate) mod page_index;
 pub(crate) mod shared;
 pub(crate) mod stable_writes;

@@ -3,6 +3,7 @@
 
 use super::clock::Clock;
 use super::core::{CopyIn, Core, Flush, Out, Release, WriteData};
+use super::length_lock::cut_if_longer;
 use super::page_index::PageIndex;
 use crate::error::{from_engine, Error};
 use crate::io::{IoBackend, IoDone};
@@ -61,6 +62,8 @@ pub(crate) struct Shared {
     /// once the cache closes (steps are then carried out where they come).
     release_tx: Mutex<Option<Sender<Release>>>,
     release_rx: Mutex<Option<Receiver<Release>>>,
+    /// Backing files' length changes, one at a time per file.
+    pub lengths: super::length_lock::LengthLocks,
 }
 
 impl Shared {
@@ -86,6 +89,7 @@ impl Shared {
             clock: Clock::new(),
             release_tx: Mutex::new(Some(release_tx)),
             release_rx: Mutex::new(Some(release_rx)),
+            lengths: super::length_lock::LengthLocks::new(),
         }
     }
 
@@ -191,7 +195,9 @@ impl Shared {
             self.carry_out_release(release);
         }
         for flush in out.flushes {
-            let result = Self::flush(&flush).map_err(|e| crate::error::io_error_kind(&e));
+            let result = self
+                .flush(&flush)
+                .map_err(|e| crate::error::io_error_kind(&e));
             let mut core = self.lock();
             core.engine.durable_done(flush.id, result);
             // Reporting a flush only wakes its sync.
@@ -228,7 +234,8 @@ impl Shared {
     }
 
     fn carry_out_release(&self, release: Release) {
-        let result = Self::release(release.backing, release.step)
+        let result = self
+            .release(release.backing, release.name, release.step)
             .map_err(|e| crate::error::io_error_kind(&e));
         let mut core = self.lock();
         let now = self.clock.now();
@@ -239,25 +246,40 @@ impl Shared {
     }
 
     /// Carries out a release step of an unlinked file: cut its backing
-    /// file, or let it go (the last close frees what is left: its name is
-    /// gone already).
+    /// file, or let it go: remove the name it still has, if any, then
+    /// close it (the last close frees what is left).
     fn release(
+        &self,
         backing: Option<Arc<std::fs::File>>,
+        name: Option<std::path::PathBuf>,
         step: wb_engine::ReleaseStep,
     ) -> std::io::Result<()> {
         match (step, backing) {
-            (wb_engine::ReleaseStep::Truncate { len }, Some(file)) => file.set_len(len),
+            // Only ever shorter: a sync may have cut the file to its
+            // length already (a cut of a truncated file).
+            (wb_engine::ReleaseStep::Truncate { len }, Some(file)) => {
+                cut_if_longer(&self.lengths, &file, len)
+            }
             (_, backing) => {
+                let removed = match name {
+                    // Already gone (removed by someone else): nothing lost.
+                    Some(name) => match std::fs::remove_file(&name) {
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                        other => other,
+                    },
+                    None => Ok(()),
+                };
                 drop(backing);
-                Ok(())
+                removed
             }
         }
     }
 
     /// O_DIRECT writes whole pages, which can leave the backing file longer
     /// than the file: cut it to the file's length, then flush it.
-    fn flush(flush: &Flush) -> std::io::Result<()> {
+    fn flush(&self, flush: &Flush) -> std::io::Result<()> {
         if let Some(len) = flush.len {
+            let _guard = self.lengths.lock(&flush.backing);
             if flush.backing.metadata()?.len() != len {
                 flush.backing.set_len(len)?;
             }
