@@ -114,7 +114,10 @@ fn device_name(backing: &Path) -> Result<String, String> {
 
 fn build_cache(args: &MountArgs, backing: &Path) -> Result<(Arc<Cache>, String), String> {
     let (config, device) = knobs(&args.sets)?;
+    // Sized by the open-file limit: raised first.
+    let nofile = wb_fuse::raise_fd_limit();
     let mut builder = Cache::builder()
+        .max_files((nofile * wb_fuse::BACKING_FILES_PERCENT / 100) as usize)
         .config(config)
         .data_dir(&args.data_dir)
         .calibrate(!args.no_calibrate);

@@ -96,6 +96,11 @@ struct Mount {
 
 impl Mount {
     fn start(backing: &Path, mnt: &Path, extra: &[&str]) -> Mount {
+        Mount::start_limited(backing, mnt, extra, None)
+    }
+
+    /// As `start`, with the server's open-file limit set to `nofile`.
+    fn start_limited(backing: &Path, mnt: &Path, extra: &[&str], nofile: Option<u64>) -> Mount {
         let data = backing
             .parent()
             .expect("backing has a parent")
@@ -109,6 +114,25 @@ impl Mount {
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: runs in the child between fork and exec, where only
+            // async-signal-safe calls are allowed: setrlimit is one, and it
+            // reads a struct copied into the closure.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         let mut child = cmd.spawn().expect("spawn wb mount");
         let stdout = child.stdout.take().expect("stdout");
         let stderr = child.stderr.take().expect("stderr");
@@ -1346,4 +1370,37 @@ fn sigkill_during_rm_rf_leaves_orphans_the_next_mount_removes() {
     }
     let (status, err) = mount.stop();
     assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn a_tree_larger_than_the_descriptor_limit_is_written_read_and_removed() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("many-files");
+    // 1000 descriptors: 400 for inodes, 400 for backing files.
+    let mount = Mount::start_limited(&root.dir("backing"), &root.dir("mnt"), &[], Some(1000));
+    let tree = mount.mnt.join("tree");
+    for d in 0..6 {
+        let dir = tree.join(format!("d{d}"));
+        fs::create_dir_all(&dir).expect("mkdir");
+        for i in 0..500 {
+            fs::write(dir.join(format!("f{i}")), format!("{d}/{i}")).expect("write a file");
+        }
+    }
+    let inodes = stats_value(&mount.mnt, "fuse_inodes");
+    assert!(inodes < 600, "{inodes} inodes held with a budget of 400");
+    for d in 0..6 {
+        for i in 0..500 {
+            let path = tree.join(format!("d{d}/f{i}"));
+            assert_eq!(
+                fs::read_to_string(&path).expect("read back"),
+                format!("{d}/{i}")
+            );
+        }
+    }
+    run(Command::new("rm").arg("-rf").arg(&tree));
+    assert!(!tree.exists());
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    assert_eq!(entries(&root.0.join("backing")), Vec::<String>::new());
 }

@@ -272,7 +272,7 @@ impl Engine {
         };
         self.eviction.live += 1;
         self.touch_file(file);
-        self.make_room_for_files(file);
+        self.make_room_for_files(now, file);
         Ok(file)
     }
 

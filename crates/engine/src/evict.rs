@@ -9,7 +9,12 @@
 //!   a file passes it, idle files go, least recently used first (a use is
 //!   an open, a close, a read or a write), until three quarters of the
 //!   limit are left; when too few are idle, the next eighth of the limit's
-//!   additions do not look again, so additions do not each scan every file.
+//!   additions do not look again, so additions do not each scan every file,
+//!   and the flusher is asked to write back the dirty pages of the oldest
+//!   dirty files nobody has open (reason `vmscan`: reclaim of file slots),
+//!   so that they are idle by the next look. Without that, a tree of small
+//!   files written faster than they expire keeps every file (and its
+//!   backing descriptor) live.
 //! - A file going has its landed writes flushed first (`Action::MakeDurable`,
 //!   durability.rs); once the flush is reported and the file is still idle
 //!   and unchanged, its pages leave (`Action::Unmapped`) and
@@ -96,7 +101,7 @@ impl Engine {
 
     /// `added` was added: over the limit, let idle files go (see the
     /// header), never `added` itself.
-    pub(crate) fn make_room_for_files(&mut self, added: FileId) {
+    pub(crate) fn make_room_for_files(&mut self, now: crate::time::Instant, added: FileId) {
         let Some(max) = self.eviction.max_files else {
             return;
         };
@@ -119,9 +124,38 @@ impl Engine {
         let idle: Vec<FileId> = idle.into_iter().map(|(_, f)| f).collect();
         if idle.len() < max / 8 {
             self.eviction.skip_scans = max / 8;
+            self.write_back_closed_files(now, excess - idle.len());
         }
         for file in idle {
             self.let_go(file);
+        }
+    }
+
+    /// Asks each writeback context's flusher for the dirty pages of up to
+    /// `files` of its oldest dirty files that no handle has open (the
+    /// flusher writes in first-dirtied order), so that they can go.
+    fn write_back_closed_files(&mut self, now: crate::time::Instant, files: usize) {
+        for w in 0..self.wbs.len() {
+            let nr_pages: u64 = self.wbs[w]
+                .dirty_files
+                .iter()
+                .map(|&(_, f)| &self.files[f.index()])
+                .filter(|f| f.open_handles == 0)
+                .take(files)
+                .map(|f| f.counts().dirty)
+                .sum();
+            if nr_pages == 0 {
+                continue;
+            }
+            let wb = &mut self.wbs[w];
+            wb.flusher.queue(crate::flusher::Work {
+                reason: crate::flusher::WbReason::Vmscan,
+                nr_pages,
+                for_background: false,
+                older_than: None,
+            });
+            let device = wb.device;
+            self.pump(now, device);
         }
     }
 

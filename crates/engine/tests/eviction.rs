@@ -207,3 +207,43 @@ fn an_id_is_not_reused_before_its_evict_was_taken() {
     hs.drain();
     hs.engine.check_invariants();
 }
+
+#[test]
+fn dirty_closed_files_over_the_limit_are_written_back_so_they_can_go() {
+    let (mut hs, dev, task) = setup(8);
+    // Eight files with a dirty page each, closed: none idle, none can go.
+    let mut files = Vec::new();
+    for _ in 0..8 {
+        let file = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+        let h = hs.engine.open(file).unwrap();
+        hs.run(task, |e, now| e.write(now, task, h, 0, 4096))
+            .unwrap();
+        hs.engine.close(h).unwrap();
+        files.push(file);
+    }
+    // One open file, dirty too: not written for this (its writer is busy).
+    let open = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    let h = hs.engine.open(open).unwrap();
+    hs.run(task, |e, now| e.write(now, task, h, 0, 4096))
+        .unwrap();
+    hs.drain();
+    // Nine live, keep six: the three oldest closed files are written back
+    // (reason vmscan), nothing else.
+    let vmscan = WbReason::ALL
+        .iter()
+        .position(|&r| r == WbReason::Vmscan)
+        .unwrap();
+    let written = |hs: &Harness| hs.engine.stats().written_by_reason[vmscan];
+    hs.idle_until(hs.now + 1_000_000_000);
+    assert_eq!(written(&hs), 3);
+    assert!(evicted(&hs).is_empty(), "not before the next look");
+    assert!(files[..3].iter().all(|&f| hs.engine.file_idle(f)));
+    assert!(!hs.engine.file_idle(files[3]) && !hs.engine.file_idle(open));
+    // The next look (after the skipped scan) lets them go.
+    hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
+    hs.idle_until(hs.now + 1_000_000_000);
+    let gone = evicted(&hs);
+    assert!(files[..3].iter().all(|f| gone.contains(f)), "{gone:?}");
+    hs.engine.check_invariants();
+}

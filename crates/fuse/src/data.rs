@@ -175,7 +175,7 @@ impl WbFs {
         }
         let path_fd = sys::reopen(fd.as_fd(), OFlag::O_PATH)?;
         let st = sys::stat_fd(path_fd.as_fd())?;
-        let inode = self.inodes.remember(path_fd, &st);
+        let inode = self.inodes.remember(path_fd, &st, parent.nodeid, name);
         let file = self.get_file(&inode, Some(fd), Some(opener))?;
         if !created && flags & libc::O_TRUNC != 0 {
             if let Err(e) = file.set_len(0) {

@@ -41,7 +41,7 @@ fn open_flags_for_data() -> FopenFlags {
 /// The filesystem served at the mount point.
 pub struct WbFs {
     pub(crate) cache: Arc<Cache>,
-    pub(crate) inodes: InodeTable,
+    pub(crate) inodes: Arc<InodeTable>,
     pub(crate) handles: HandleTable,
     /// The backing directory (for messages and as a last-resort path).
     pub(crate) backing: PathBuf,
@@ -79,6 +79,7 @@ impl WbFs {
         .map_err(std::io::Error::from)?;
         let orphans = Orphans::open(std::os::fd::AsFd::as_fd(&root), backing);
         let inodes = InodeTable::new(root).map_err(std::io::Error::from_raw_os_error)?;
+        let inodes = Arc::new(inodes);
         Ok(WbFs {
             cache,
             inodes,
@@ -118,6 +119,11 @@ impl WbFs {
             eprintln!("wb mount: cannot start removing the orphans: {e}");
         }
         count
+    }
+
+    /// The inode table, for the thread that keeps it within its budget.
+    pub(crate) fn inode_table(&self) -> Arc<InodeTable> {
+        Arc::clone(&self.inodes)
     }
 
     /// A handle to stop data changes once the filesystem is being served.

@@ -13,6 +13,7 @@
 
 use crate::sys::{self, Errno};
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -94,12 +95,19 @@ impl Inode {
 struct Entry {
     inode: Arc<Inode>,
     lookups: u64,
+    /// The directory and name of its latest lookup (None for the root):
+    /// what to ask the kernel to forget (prune.rs).
+    origin: Option<(u64, OsString)>,
+    /// When it was last looked up (the table's lookup counter).
+    last_use: u64,
 }
 
 #[derive(Default)]
 struct Tables {
     by_id: HashMap<u64, Entry>,
     by_key: HashMap<(u64, u64), u64>,
+    /// Lookups counted so far (the clock of `last_use`).
+    lookups: u64,
 }
 
 pub(crate) struct InodeTable {
@@ -128,6 +136,8 @@ impl InodeTable {
             Entry {
                 inode: root,
                 lookups: 1,
+                origin: None,
+                last_use: 0,
             },
         );
         Ok(InodeTable {
@@ -164,14 +174,18 @@ impl InodeTable {
     }
 
     /// Counts one kernel lookup of the backing inode behind `fd` (with
-    /// attributes `st`), adding it to the table if it is new (the table
-    /// then keeps `fd`).
-    pub fn remember(&self, fd: OwnedFd, st: &libc::stat) -> Arc<Inode> {
+    /// attributes `st`), found as `name` in directory `parent` (a nodeid),
+    /// adding it to the table if it is new (the table then keeps `fd`).
+    pub fn remember(&self, fd: OwnedFd, st: &libc::stat, parent: u64, name: &OsStr) -> Arc<Inode> {
         let key = (st.st_dev, st.st_ino);
         let mut tables = self.lock();
+        tables.lookups += 1;
+        let now = tables.lookups;
         if let Some(&id) = tables.by_key.get(&key) {
             if let Some(entry) = tables.by_id.get_mut(&id) {
                 entry.lookups += 1;
+                entry.last_use = now;
+                entry.origin = Some((parent, name.to_os_string()));
                 return Arc::clone(&entry.inode);
             }
         }
@@ -194,9 +208,40 @@ impl InodeTable {
             Entry {
                 inode: Arc::clone(&inode),
                 lookups: 1,
+                origin: Some((parent, name.to_os_string())),
+                last_use: now,
             },
         );
         inode
+    }
+
+    /// The `count` least recently looked-up inodes (never the root), as
+    /// (directory nodeid, name) of their latest lookup: the names to ask
+    /// the kernel to forget when the table is over its budget. They count
+    /// as used now, so that the next call picks others if the kernel
+    /// keeps some (a dentry in use).
+    pub fn take_least_recent(&self, count: usize) -> Vec<(u64, OsString)> {
+        let mut tables = self.lock();
+        let now = tables.lookups;
+        let mut entries: Vec<(u64, u64)> = tables
+            .by_id
+            .iter()
+            .filter(|(_, e)| e.origin.is_some())
+            .map(|(&id, e)| (e.last_use, id))
+            .collect();
+        let count = count.min(entries.len());
+        if count == 0 {
+            return Vec::new();
+        }
+        entries.select_nth_unstable(count - 1);
+        let mut names = Vec::with_capacity(count);
+        for &(_, id) in &entries[..count] {
+            if let Some(e) = tables.by_id.get_mut(&id) {
+                e.last_use = now;
+                names.extend(e.origin.clone());
+            }
+        }
+        names
     }
 
     /// The inode with backing (st_dev, st_ino) `key`, if the table holds it.

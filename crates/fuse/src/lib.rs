@@ -11,6 +11,8 @@
 //!   (`inode.rs`, `sys.rs`, `meta.rs`).
 //! - Knobs and statistics are files under `MOUNT/.writeback/` (`control.rs`).
 //! - Signals and `umount` write all dirty data back before exit (`lifecycle.rs`).
+//! - The inode table stays within its share of open descriptors: the
+//!   kernel is asked to forget the least recently used (`prune.rs`).
 //! - A removed file's last name goes to a hidden orphan directory and its
 //!   blocks are freed in steps behind the request (`orphans.rs`).
 //!
@@ -32,12 +34,16 @@ mod inode;
 mod lifecycle;
 mod meta;
 mod orphans;
+mod prune;
 mod stats_text;
 mod sys;
 mod xattr;
 
 pub use control::CONTROL_DIR;
 pub use fs::{StopHandle, WbFs, ATTR_TTL, MAX_WRITE_BYTES};
-pub use lifecycle::{check_paths, Event, Lifecycle, Mounted, PROGRESS_INTERVAL, SERVE_THREADS};
+pub use lifecycle::{
+    check_paths, raise_fd_limit, Event, Lifecycle, Mounted, BACKING_FILES_PERCENT, INODES_PERCENT,
+    PROGRESS_INTERVAL, SERVE_THREADS,
+};
 pub use orphans::{remove_orphan_dir, ORPHAN_DIR};
 pub use xattr::DONTCACHE_XATTR;

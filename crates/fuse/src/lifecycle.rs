@@ -92,6 +92,7 @@ impl Lifecycle {
     ) -> std::io::Result<Mounted> {
         prepare_process();
         let stop = fs.stop_handle();
+        let inodes = fs.inode_table();
         let mut config = fuser::Config::default();
         config.mount_options = vec![
             MountOption::FSName(format!("wb:{}", fs.backing.display())),
@@ -106,6 +107,8 @@ impl Lifecycle {
         config.n_threads = Some(SERVE_THREADS);
         config.clone_fd = true;
         let session = fuser::Session::new(fs, mountpoint, &config)?;
+        let budget = crate::prune::inode_budget(fd_limit(), INODES_PERCENT);
+        crate::prune::spawn(inodes, session.notifier(), budget)?;
         let tx = self.tx.clone();
         std::thread::Builder::new()
             .name("wb-fuse".into())
@@ -163,27 +166,41 @@ impl Lifecycle {
     }
 }
 
-/// Process-wide settings for serving: permission bits exactly as asked
-/// (the kernel already applied the caller's umask), and as many open
-/// descriptors as the system allows: the server holds one per inode the
-/// kernel remembers, and the kernel remembers every file of a tree just
-/// written while memory lasts (100,000 files need 100,000 descriptors).
-/// As root the hard limit is raised to `fs.nr_open`; otherwise the soft
-/// limit to the hard one.
+/// Shares of the open-file limit: backing files the cache keeps open
+/// (`CacheBuilder::max_files`) and inodes the server holds (prune.rs);
+/// the rest is for data descriptors of open handles and the like.
+pub const BACKING_FILES_PERCENT: u64 = 40;
+pub const INODES_PERCENT: u64 = 40;
+
+/// Permission bits exactly as asked (the kernel already applied the
+/// caller's umask).
 fn prepare_process() {
     nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+}
+
+/// Raises the open-file limit as far as allowed and returns it: the
+/// server holds a descriptor per inode the kernel remembers and the cache
+/// one per backing file. As root with CAP_SYS_RESOURCE the hard limit goes
+/// up to `fs.nr_open`; otherwise the soft limit to the hard one. Call
+/// before building the cache (it sizes itself by the limit).
+pub fn raise_fd_limit() -> u64 {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
         .and_then(|t| t.trim().parse::<u64>().ok());
-    if let Some(most) = nr_open {
-        if setrlimit(Resource::RLIMIT_NOFILE, most, most).is_ok() {
-            return;
+    let raised = nr_open.is_some_and(|most| setrlimit(Resource::RLIMIT_NOFILE, most, most).is_ok());
+    if !raised {
+        if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
         }
     }
-    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-    }
+    fd_limit()
+}
+
+/// The soft open-file limit (1024 if it cannot be read).
+fn fd_limit() -> u64 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft)
 }
 
 /// Checks and canonicalises the two directories. Errors are sentences for

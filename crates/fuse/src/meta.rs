@@ -63,7 +63,7 @@ impl WbFs {
         }
         let fd = sys::open_path(parent.fd(), name)?;
         let st = sys::stat_fd(fd.as_fd())?;
-        let inode = self.inodes.remember(fd, &st);
+        let inode = self.inodes.remember(fd, &st, parent.nodeid, name);
         Ok(self.attr_of(&inode, &st))
     }
 
@@ -104,7 +104,7 @@ impl WbFs {
         let fd = sys::open_path(parent.fd(), name)?;
         self.set_new_owner(fd.as_fd(), owner, mode)?;
         let st = sys::stat_fd(fd.as_fd())?;
-        let inode = self.inodes.remember(fd, &st);
+        let inode = self.inodes.remember(fd, &st, parent.nodeid, name);
         Ok(self.attr_of(&inode, &st))
     }
 
@@ -156,7 +156,7 @@ impl WbFs {
         // The new name is one more lookup of the same inode.
         let fd = sys::open_path(parent.fd(), name)?;
         let st = sys::stat_fd(fd.as_fd())?;
-        let inode = self.inodes.remember(fd, &st);
+        let inode = self.inodes.remember(fd, &st, parent.nodeid, name);
         Ok(self.attr_of(&inode, &st))
     }
 
@@ -168,7 +168,7 @@ impl WbFs {
             return None;
         }
         let fd = sys::open_path(parent.fd(), name).ok()?;
-        let inode = self.inodes.remember(fd, &st);
+        let inode = self.inodes.remember(fd, &st, parent.nodeid, name);
         Some(inode)
     }
 
