@@ -624,6 +624,8 @@ impl Engine {
             // the item: the file is gone from the cache either way.
             item.bytes = 0;
         }
+        let item_done =
+            step.step == ReleaseStep::Remove || (item.kind != ItemKind::Remove && item.bytes == 0);
         if step.step == ReleaseStep::Remove {
             b.stats.items_done += 1;
             // Items finish in queue order under flush-all, the one mode
@@ -654,19 +656,21 @@ impl Engine {
             }
             b.stats.max_parked = b.stats.max_parked.max(b.parked.len() as u64);
         }
-        self.backlog_release_producers(device);
+        self.backlog_release_producers(device, item_done);
         self.pump_backlog(now, device);
     }
 
-    /// A step is done: with watermarks, producers go once the level is
-    /// under low; with flush-all, they re-check their flush.
-    fn backlog_release_producers(&mut self, device: DeviceId) {
+    /// A step is done (`item_done`: the last of its item): with
+    /// watermarks, producers go once the level is under low; with
+    /// flush-all, they re-check their flush when an item is done (a flush
+    /// ends only then: one wait, not one a step).
+    fn backlog_release_producers(&mut self, device: DeviceId, item_done: bool) {
         let (mode, wait_ms) = (self.config.backlog_throttle, self.config.backlog_wait_ms);
         let b = &mut self.devices[device.index()].backlog;
         let (high, low) = Backlog::watermarks_ns(wait_ms);
         let release = match mode {
             BacklogThrottle::Watermarks => b.throttled && b.level_ns < low,
-            BacklogThrottle::FlushAll => true,
+            BacklogThrottle::FlushAll => item_done,
         };
         if b.level_ns < high {
             // The bound holds again as it is.

@@ -131,6 +131,9 @@ struct Removal {
     big_max_ns: u64,
     walk_s: f64,
     total_s: f64,
+    /// The mount's backlog pauses (count, longest in us): what its
+    /// unlinks waited for the backlog; None for the kernel.
+    backlog_pauses: Option<(u64, u64)>,
 }
 
 pub fn run(args: UnlinkArgs) -> Result<(), BenchError> {
@@ -214,6 +217,7 @@ fn run_config(args: &UnlinkArgs, dir: &Path, config: Config) -> Result<Removal, 
     drop_caches()?;
     progress!("{}: removing it", config.name());
     let mut walk = Walk::new()?;
+    let mut backlog_pauses = None;
     let start = Instant::now();
     let total_s = match &sets {
         Some(sets) => {
@@ -222,6 +226,7 @@ fn run_config(args: &UnlinkArgs, dir: &Path, config: Config) -> Result<Removal, 
             let walk_s = start.elapsed().as_secs_f64();
             wait_backlogs_empty(mount.path())?;
             let total_s = start.elapsed().as_secs_f64();
+            backlog_pauses = Some(read_backlog_pauses(mount.path())?);
             mount.stop()?;
             walk.walk_s = walk_s;
             total_s
@@ -240,6 +245,7 @@ fn run_config(args: &UnlinkArgs, dir: &Path, config: Config) -> Result<Removal, 
         big_max_ns: walk.big_max_ns,
         walk_s: walk.walk_s,
         total_s,
+        backlog_pauses,
     })
 }
 
@@ -374,19 +380,32 @@ fn syncfs(dir: &Path) -> Result<(), BenchError> {
         .map_err(|e| BenchError::failed(format!("syncfs {}", dir.display()), e))
 }
 
+/// The sum of the mount's `.writeback/stats` lines whose names pass `pick`.
+fn mount_stat(mnt: &Path, pick: impl Fn(&str) -> bool) -> Result<u64, BenchError> {
+    let path = mnt.join(wb_fuse::CONTROL_DIR).join("stats");
+    let stats =
+        std::fs::read_to_string(&path).map_err(|e| BenchError::failed(path.display(), e))?;
+    Ok(stats
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(name, _)| pick(name))
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum())
+}
+
+/// The mount's backlog pauses so far: (count, longest in us).
+fn read_backlog_pauses(mnt: &Path) -> Result<(u64, u64), BenchError> {
+    Ok((
+        mount_stat(mnt, |n| n == "pause_backlog_count")?,
+        mount_stat(mnt, |n| n == "pause_backlog_max_us")?,
+    ))
+}
+
 /// Waits until the mount's backlogs hold nothing (every removed file freed).
 fn wait_backlogs_empty(mnt: &Path) -> Result<(), BenchError> {
-    let stats_path = mnt.join(wb_fuse::CONTROL_DIR).join("stats");
     let start = Instant::now();
     loop {
-        let stats = std::fs::read_to_string(&stats_path)
-            .map_err(|e| BenchError::failed(stats_path.display(), e))?;
-        let queued: u64 = stats
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .filter(|(name, _)| name.ends_with(".backlog_items"))
-            .filter_map(|(_, v)| v.parse::<u64>().ok())
-            .sum();
+        let queued = mount_stat(mnt, |n| n.ends_with(".backlog_items"))?;
         if queued == 0 {
             return Ok(());
         }
@@ -420,6 +439,8 @@ fn to_json(results: &[Removal]) -> serde_json::Value {
                 "walk_s": r.walk_s,
                 "total_s": r.total_s,
                 "big_file_unlink_max_us": us(r.big_max_ns),
+                "backlog_pauses": r.backlog_pauses.map(|p| p.0),
+                "backlog_pause_max_us": r.backlog_pauses.map(|p| p.1),
             })
         })
         .collect();
