@@ -29,8 +29,8 @@ Knobs and statistics, sysfs style (the directory is not listed in the root, but 
   cat MOUNTPOINT/.writeback/dirty_ratio           # a cache-wide knob
   echo 0 > MOUNTPOINT/.writeback/DEVICE/wbt_lat_usec   # a device knob; invalid values: EINVAL
 
-Uncached writes (later): programs opening with O_DIRECT, or files with the extended attribute
-user.writeback.dontcache=1, are recorded as asking for DONTCACHE writes.
+Uncached writes: programs opening with O_DIRECT, or files with the extended attribute
+user.writeback.dontcache=1, write DONTCACHE: their pages leave the cache once written back.
 
 Examples:
   wb mount /srv/data /mnt/wb
@@ -59,6 +59,11 @@ pub struct MountArgs {
     /// I/O backend for the backing files: io_uring or threads (default: io_uring if it works).
     #[arg(long, value_name = "NAME")]
     pub io_backend: Option<String>,
+    /// For tests: route I/O through the fault seam; setting the extended
+    /// attribute user.writeback.fail_writes to "COUNT [eio|enospc]" on a
+    /// file fails its next COUNT write-backs (the attribute is not stored).
+    #[arg(long, hide = true)]
+    pub fault_seam: bool,
 }
 
 fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
@@ -112,7 +117,11 @@ fn device_name(backing: &Path) -> Result<String, String> {
         .unwrap_or_else(|| format!("dev-{st_dev:x}")))
 }
 
-fn build_cache(args: &MountArgs, backing: &Path) -> Result<(Arc<Cache>, String), String> {
+/// The cache (with the fault seam's rules if asked for) and the name of
+/// BACKING_DIR's device.
+type Built = (Arc<Cache>, String, Option<writeback::io::Faults>);
+
+fn build_cache(args: &MountArgs, backing: &Path) -> Result<Built, String> {
     let (config, device) = knobs(&args.sets)?;
     // Sized by the open-file limit: raised first.
     let nofile = wb_fuse::raise_fd_limit();
@@ -131,12 +140,16 @@ fn build_cache(args: &MountArgs, backing: &Path) -> Result<(Arc<Cache>, String),
     if let Some(name) = &args.io_backend {
         builder = builder.io_backend(name);
     }
+    let faults = args.fault_seam.then(writeback::io::Faults::new);
+    if let Some(faults) = &faults {
+        builder = builder.faults(faults.clone());
+    }
     let cache = builder.build().map_err(|e| e.to_string())?;
     let name = device_name(backing)?;
     cache
         .add_device(backing, &name, device)
         .map_err(|e| format!("setting up the device of {}: {e}", backing.display()))?;
-    Ok((Arc::new(cache), name))
+    Ok((Arc::new(cache), name, faults))
 }
 
 fn preflight(backing: &Path) -> Result<(), String> {
@@ -171,15 +184,20 @@ pub fn run(args: MountArgs) -> ExitCode {
     if let Err(e) = preflight(&backing) {
         return failure(e);
     }
-    let (cache, device) = match build_cache(&args, &backing) {
+    let (cache, device, faults) = match build_cache(&args, &backing) {
         Ok(c) => c,
         Err(e) => return failure(e),
     };
     if let Some(signal) = lifecycle.pending_signal() {
         return failure(format!("{signal} during setup; not mounting"));
     }
+    let fs = match WbFs::new(Arc::clone(&cache), &backing) {
+        Ok(fs) => fs.with_fault_seam(faults),
+        Err(e) => return failure(format!("{}: {e}", backing.display())),
+    };
     serve(
         &lifecycle,
+        fs,
         cache,
         &backing,
         &mountpoint,
@@ -190,16 +208,13 @@ pub fn run(args: MountArgs) -> ExitCode {
 
 fn serve(
     lifecycle: &Lifecycle,
+    fs: WbFs,
     cache: Arc<Cache>,
     backing: &Path,
     mountpoint: &Path,
     device: &str,
     allow_other: bool,
 ) -> ExitCode {
-    let fs = match WbFs::new(Arc::clone(&cache), backing) {
-        Ok(fs) => fs,
-        Err(e) => return failure(format!("{}: {e}", backing.display())),
-    };
     // Files an earlier mount was removing when it died: released in the
     // background while this one serves.
     fs.remove_leftover_orphans();

@@ -1404,3 +1404,72 @@ fn a_tree_larger_than_the_descriptor_limit_is_written_read_and_removed() {
     assert!(status.success(), "{status}: {err}");
     assert_eq!(entries(&root.0.join("backing")), Vec::<String>::new());
 }
+
+// ------------------------------------------- write-back errors per handle
+
+/// Sets the extended attribute `name` of `path` to `value`.
+fn set_xattr(path: &Path, name: &std::ffi::CStr, value: &[u8]) -> std::io::Result<()> {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: path and name are NUL-terminated strings alive for the call;
+    // value is a live slice of value.len() bytes, only read.
+    let rc = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[test]
+fn a_write_back_error_reaches_every_handle_once_and_nothing_is_lost() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("wb-errors");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &["--fault-seam"]);
+    let path = mount.mnt.join("f");
+    let mut data = vec![0u8; 1 << 20];
+    pattern(5, &mut data);
+    let open_rw = || {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .expect("open")
+    };
+    let (mut a, b, c) = (open_rw(), open_rw(), open_rw());
+    a.write_all(&data).expect("write");
+    let arm = |value: &[u8]| set_xattr(&path, c"user.writeback.fail_writes", value);
+    assert_eq!(
+        arm(b"lots").unwrap_err().raw_os_error(),
+        Some(libc::EINVAL),
+        "a value that does not parse"
+    );
+    arm(b"1000 eio").expect("arm the fault seam");
+    let eio = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error()) == Some(libc::EIO);
+    assert!(eio(a.sync_data()), "the handle that wrote hears of it");
+    arm(b"0").expect("disarm");
+    // The pages stayed dirty: the next fsync writes them; every other
+    // handle still hears of the error, once.
+    assert!(eio(b.sync_data()), "a second handle hears of it");
+    assert!(eio(c.sync_all()), "a third too");
+    a.sync_data().expect("the error was reported to a already");
+    b.sync_data().expect("and to b");
+    c.sync_all().expect("and to c");
+    drop((a, b, c));
+    let stats = fs::read_to_string(mount.mnt.join(".writeback/stats")).unwrap_or_default();
+    assert!(!stats.contains("write_errors 0\n"), "{stats}");
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    let back = fs::read(root.0.join("backing/f")).expect("read back");
+    assert!(back == data, "the data is all there after the errors");
+}

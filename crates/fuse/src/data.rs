@@ -121,13 +121,31 @@ impl WbFs {
         Ok(stopping)
     }
 
-    fn new_file_handle(&self, inode: Arc<Inode>, file: Arc<File>, flags: i32) -> u64 {
+    /// A FUSE handle for `inode`, whose engine file `shared` was taken
+    /// for it (`get_file`). The handle gets an engine handle of its own,
+    /// as an open(2) does: each FUSE handle's fsync reports a write-back
+    /// error once, whatever its other handles heard.
+    fn new_file_handle(
+        &self,
+        inode: Arc<Inode>,
+        shared: Arc<File>,
+        flags: i32,
+    ) -> Result<u64, Errno> {
+        let file = match shared.reopen() {
+            Ok(file) => Arc::new(file),
+            Err(e) => {
+                drop(shared);
+                self.put_file(&inode);
+                return Err(e.errno());
+            }
+        };
+        drop(shared);
         let dontcache = flags & libc::O_DIRECT != 0 || crate::xattr::wants_dontcache(inode.fd());
-        self.handles.insert(Handle::File(FileHandle {
+        Ok(self.handles.insert(Handle::File(FileHandle {
             inode,
             file,
             dontcache,
-        }))
+        })))
     }
 
     pub(crate) fn open_regular(
@@ -150,7 +168,7 @@ impl WbFs {
             }
             inode.note_write();
         }
-        Ok(self.new_file_handle(inode, file, flags))
+        self.new_file_handle(inode, file, flags)
     }
 
     /// Creates (or, racing another creator, opens) a regular file and opens it.
@@ -183,7 +201,7 @@ impl WbFs {
                 return Err(e.errno());
             }
         }
-        let fh = self.new_file_handle(Arc::clone(&inode), file, flags);
+        let fh = self.new_file_handle(Arc::clone(&inode), file, flags)?;
         Ok((inode, st, fh))
     }
 
@@ -231,8 +249,9 @@ impl WbFs {
 
     /// fsync / fdatasync: the engine writes the file's dirty data back and
     /// makes it durable, and reports a write-back error not yet reported
-    /// to the inode's engine file (errseq; one engine file per inode, so
-    /// one report per inode).
+    /// to this handle (errseq: each FUSE handle has an engine handle of its
+    /// own, so every handle hears of an error once). Failed pages stay
+    /// dirty: a later fsync returns Ok only once they are written.
     pub(crate) fn fsync(&self, fh: u64, datasync: bool) -> Result<(), Errno> {
         match &*self.handles.file(fh)? {
             Handle::File(h) => {

@@ -51,6 +51,8 @@ pub struct WbFs {
     pub(crate) domains: crate::cgroup::CgroupDomains,
     /// Where removed files' last names wait for their release.
     pub(crate) orphans: Orphans,
+    /// The cache's fault seam, for tests (`wb mount --fault-seam`).
+    pub(crate) faults: Option<writeback::io::Faults>,
 }
 
 /// Stops data changes on a filesystem that is being served.
@@ -88,7 +90,15 @@ impl WbFs {
             stopping: Arc::new(RwLock::new(false)),
             domains: Default::default(),
             orphans,
+            faults: None,
         })
+    }
+
+    /// Lets `user.writeback.fail_writes` arm the cache's fault seam
+    /// (`faults`: the rules the cache was built with).
+    pub fn with_fault_seam(mut self, faults: Option<writeback::io::Faults>) -> WbFs {
+        self.faults = faults;
+        self
     }
 
     /// Hands what an earlier mount left in the orphan directory (it did
@@ -592,7 +602,12 @@ impl Filesystem for WbFs {
     ) {
         let result = self
             .xattr_inode(ino, libc::EPERM)
-            .and_then(|i| crate::xattr::set(i.fd(), name, value, flags));
+            .and_then(|i| match &self.faults {
+                Some(faults) if name == crate::xattr::FAIL_WRITES_XATTR => {
+                    crate::xattr::arm_faults(faults, i.key, value)
+                }
+                _ => crate::xattr::set(i.fd(), name, value, flags),
+            });
         reply_empty(reply, result);
     }
 

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// An open regular file.
 pub(crate) struct FileHandle {
     pub inode: Arc<Inode>,
-    /// The inode's engine file, shared with its other handles.
+    /// This handle's own engine handle of the inode's file (the same
+    /// pages as the inode's other handles, its own write-back errors).
     pub file: Arc<writeback::File>,
     /// The opener asked for uncached writes: opened with O_DIRECT, or the
     /// file carries the `user.writeback.dontcache` attribute. Writes

@@ -87,3 +87,34 @@ pub(crate) fn wants_dontcache(fd: BorrowedFd<'_>) -> bool {
         Err(_) => false,
     }
 }
+
+/// With `wb mount --fault-seam` (tests), setting this attribute to
+/// "COUNT [eio|enospc]" on a file fails its next COUNT write-backs; it is
+/// not stored.
+pub const FAIL_WRITES_XATTR: &str = "user.writeback.fail_writes";
+
+/// Arms `faults` for the file with backing (st_dev, st_ino) `key` from
+/// the attribute's `value`. EINVAL for a value that does not parse.
+pub(crate) fn arm_faults(
+    faults: &writeback::io::Faults,
+    key: (u64, u64),
+    value: &[u8],
+) -> Result<(), Errno> {
+    let text = std::str::from_utf8(value).map_err(|_| libc::EINVAL)?;
+    let mut words = text.split_whitespace();
+    let count: u32 = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .ok_or(libc::EINVAL)?;
+    let errno = match words.next() {
+        None | Some("eio") => libc::EIO,
+        Some("enospc") => libc::ENOSPC,
+        Some(_) => return Err(libc::EINVAL),
+    };
+    if words.next().is_some() {
+        return Err(libc::EINVAL);
+    }
+    faults
+        .fail_writes_to(key, errno, count)
+        .map_err(|_| libc::ENOSPC)
+}

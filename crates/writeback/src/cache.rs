@@ -41,6 +41,7 @@ pub struct CacheBuilder {
     io_backend: Option<String>,
     io_workers: usize,
     max_files: Option<usize>,
+    faults: Option<crate::io::Faults>,
     writeout: Writeout,
 }
 
@@ -104,6 +105,13 @@ impl CacheBuilder {
         self
     }
 
+    /// Sends every I/O through the fault seam: the writes `faults` asks
+    /// for fail (for tests of write-back errors; see [`crate::io::Faults`]).
+    pub fn faults(mut self, faults: crate::io::Faults) -> Self {
+        self.faults = Some(faults);
+        self
+    }
+
     /// How writeback hands pages to the device (default
     /// [`Writeout::ZeroCopy`]).
     pub fn writeout(mut self, writeout: Writeout) -> Self {
@@ -114,9 +122,13 @@ impl CacheBuilder {
     pub fn build(self) -> Result<Cache, Error> {
         let (tx, rx) = std::sync::mpsc::channel();
         let backend = match &self.io_backend {
-            Some(name) => io::backend_by_name(name, tx, self.io_workers)
+            Some(name) => io::backend_by_name(name, tx.clone(), self.io_workers)
                 .map_err(|e| Error::io(format!("io backend {name}"), e))?,
-            None => io::open_backend(tx, self.io_workers),
+            None => io::open_backend(tx.clone(), self.io_workers),
+        };
+        let backend: Box<dyn io::IoBackend> = match self.faults.clone() {
+            Some(faults) => Box::new(io::faults::FaultyBackend::new(backend, faults, tx)),
+            None => backend,
         };
         let clock_start = wb_engine::Instant::ZERO;
         let mut engine = Engine::new(self.config, clock_start);
@@ -196,6 +208,7 @@ impl Cache {
             writeout: Writeout::default(),
             io_workers: 4,
             max_files: None,
+            faults: None,
         }
     }
 

@@ -43,6 +43,28 @@ impl File {
         }
     }
 
+    /// Another handle of the same file, as a second open(2) of it gives:
+    /// the same pages and length, its own cursor of write-back errors
+    /// (each handle's next sync reports an error once).
+    pub fn reopen(&self) -> Result<File, Error> {
+        let handle = {
+            let mut core = self.shared.lock();
+            if core.closed {
+                return Err(Error::Closed);
+            }
+            core.engine
+                .open(self.file)
+                .map_err(|e| Error::Internal(format!("opening {}: {e}", self.path.display())))?
+        };
+        Ok(File::new(
+            Arc::clone(&self.shared),
+            self.file,
+            handle,
+            Arc::clone(&self.size),
+            self.path.clone(),
+        ))
+    }
+
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
