@@ -6,6 +6,7 @@ mod mount_cmd;
 mod progress;
 mod run_cmd;
 mod sim_cmd;
+mod vopr_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve a directory through the engine with FUSE: `wb mount BACKING_DIR MOUNTPOINT`.
     Mount(mount_cmd::MountArgs),
+    /// Many seeds of random scenarios on the simulator, with faults injected and an oracle checking each run.
+    Vopr(vopr_cmd::VoprArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,5 +51,6 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Mount(args) => mount_cmd::run(args),
+        Command::Vopr(args) => vopr_cmd::run(args),
     }
 }

@@ -66,6 +66,7 @@ pub fn run(args: SimArgs) -> ExitCode {
     let options = SimOptions {
         check_invariants: args.check,
         progress: Some(&mut tick),
+        faults: None,
     };
     let result = runner::run(&scenario, options);
     progress.finish();

@@ -478,3 +478,47 @@ fn run_reports_each_kind_of_a_dbench_job() {
         "{v}"
     );
 }
+
+#[test]
+fn vopr_json_counts_runs_faults_and_checks() {
+    let out = wb(&["vopr", "--seeds", "1..6", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["runs"], 5);
+    assert_eq!(v["violations"], 0);
+    assert_eq!(v["failures"].as_array().map(Vec::len), Some(0));
+    for kind in [
+        "write_eio",
+        "read_eio",
+        "enospc",
+        "latency_spike",
+        "knob_change",
+    ] {
+        assert!(v["faults"][kind].is_u64(), "{kind} in {v}");
+    }
+    assert_eq!(v["checks"]["no_panic"], 5);
+    assert!(v["checks"]["invariants"].as_u64().unwrap_or(0) > 0, "{v}");
+    // The same seeds, the same counts.
+    assert_eq!(json(&wb(&["vopr", "--seeds", "1..6", "--json"])), v);
+    let scenario = wb(&["vopr", "--print-scenario", "3"]);
+    assert!(String::from_utf8_lossy(&scenario.stdout).contains("name = \"vopr-3\""));
+}
+
+#[test]
+fn vopr_refuses_bad_arguments() {
+    let out = wb(&["vopr", "--seeds", "5..5"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'5..5': the range is empty"), "{err}");
+    let out = wb(&["vopr", "--faults", "power"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown fault profile 'power' (expected io or all)"),
+        "{err}"
+    );
+}

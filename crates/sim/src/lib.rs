@@ -1,9 +1,11 @@
 //! `wb-sim`: the writeback engine on virtual time against device models.
 
 pub mod device;
+pub mod faults;
 pub mod job;
 pub mod layout;
 pub mod report;
 pub mod rng;
 pub mod runner;
+pub mod vopr;
 pub mod workload;

@@ -4,15 +4,17 @@
 //! [`crate::job`], shared with `wb run`.
 
 use crate::device::{self, DevRequest, DeviceModel};
+use crate::faults::{FaultPlan, FaultProfile, Oracle};
 use crate::job::{self, JobRun};
 use crate::layout::Layout;
 use crate::report::{DeviceFacts, EngineReport, RunReport};
 use crate::rng::Rng;
 use crate::workload::{Next, Op, Workload};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use wb_engine::{
-    Action, DeviceId, Engine, EngineError, FileId, HandleId, Instant, IoDir, IoId, ReleaseStep,
-    Step, TaskId, VirtualRuntime, WriteFlags, PAGE_SIZE,
+    Action, DeviceId, Engine, EngineError, FileId, HandleId, Instant, IoDir, IoErrorKind, IoId,
+    ReleaseStep, Step, TaskId, VirtualRuntime, WriteFlags, PAGE_SIZE,
 };
 use wb_scenario::Scenario;
 
@@ -48,13 +50,39 @@ impl fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
-/// Options that do not change results.
+/// Options that do not change results (except `faults`).
 #[derive(Default)]
 pub struct SimOptions<'a> {
     /// Check the engine's invariants after every event (slow; for tests).
     pub check_invariants: bool,
     /// Called now and then with the fraction of the run done (0..=1, by time).
     pub progress: Option<&'a mut dyn FnMut(f64)>,
+    /// Inject faults drawn from the seed and check the oracle (faults.rs).
+    pub faults: Option<FaultProfile>,
+}
+
+/// What the faults and the oracle of a run came to.
+#[derive(Debug, Default)]
+pub struct FaultOutcome {
+    /// Faults injected, by kind.
+    pub injected: BTreeMap<&'static str, u64>,
+    /// Checks made, by kind.
+    pub checks: BTreeMap<&'static str, u64>,
+    /// The first violation: (check, what happened).
+    pub violation: Option<(&'static str, String)>,
+}
+
+/// The faults of a run in progress, and its oracle.
+struct Chaos {
+    plan: FaultPlan,
+    oracle: Oracle,
+    /// Requests to fail when they complete: id -> (error, a write, file).
+    failing: HashMap<u64, (IoErrorKind, bool, FileId)>,
+    /// Requests held back by a latency spike: id -> extra ns.
+    delays: HashMap<u64, u64>,
+    /// Completions held back, by (time due, id).
+    held: BTreeMap<(Instant, u64), ()>,
+    next_knob_at: Option<Instant>,
 }
 
 struct Job {
@@ -88,6 +116,9 @@ struct Sim {
     /// How many of `releases` are set (most runs release nothing).
     releases_pending: usize,
     jobs: Vec<Job>,
+    /// The job and job-file index of each engine file.
+    file_owner: Vec<(usize, usize)>,
+    chaos: Option<Chaos>,
 
     seq: u64,
     now: Instant,
@@ -96,12 +127,40 @@ struct Sim {
 
 /// Runs a scenario to completion (or its duration) and reports.
 pub fn run(scenario: &Scenario, options: SimOptions<'_>) -> Result<RunReport, SimError> {
+    run_with_faults(scenario, options).map(|(report, _)| report)
+}
+
+/// As [`run`], with what the faults and the oracle came to (empty when
+/// `options.faults` is None).
+pub fn run_with_faults(
+    scenario: &Scenario,
+    options: SimOptions<'_>,
+) -> Result<(RunReport, FaultOutcome), SimError> {
     let wall = std::time::Instant::now();
     let mut sim = Sim::build(scenario)?;
+    if let Some(profile) = options.faults {
+        sim.add_chaos(profile, Rng::new(scenario.seed).fork(FAULT_STREAM));
+    }
     let end = Instant(scenario.duration_ns);
     sim.event_loop(end, options);
-    Ok(sim.report(scenario, wall.elapsed().as_secs_f64()))
+    let report = sim.report(scenario, wall.elapsed().as_secs_f64());
+    let outcome = sim
+        .chaos
+        .take()
+        .map_or_else(FaultOutcome::default, |c| FaultOutcome {
+            injected: c.plan.injected,
+            checks: c.oracle.checks,
+            violation: c.oracle.violation,
+        });
+    Ok((report, outcome))
 }
+
+/// Under faults, the engine's invariants are checked every this many
+/// events (`SimOptions::check_invariants` checks every one).
+const CHAOS_CHECK_EVERY: u64 = 64;
+
+/// The random stream of the faults (devices and jobs use others).
+const FAULT_STREAM: u64 = 0xfa17;
 
 fn op_cpu_ns(op: &Op) -> u64 {
     match *op {
@@ -146,6 +205,7 @@ impl Sim {
         let mut file_base = Vec::new();
         let (mut file_dev, mut file_bytes) = (Vec::new(), Vec::new());
         let mut jobs = Vec::new();
+        let mut file_owner = Vec::new();
         for (j, spec) in scenario.jobs.iter().enumerate() {
             let domain = engine.domain(&spec.domain).map_err(|e| SimError::Domain {
                 job: spec.name.clone(),
@@ -169,6 +229,7 @@ impl Sim {
                 file_base.push(base);
                 file_dev.push(spec.device);
                 file_bytes.push(size);
+                file_owner.push((j, files.len()));
                 files.push(file);
                 handles.push(engine.open(file).expect("a file just added opens"));
             }
@@ -196,6 +257,8 @@ impl Sim {
             releases,
             releases_pending: 0,
             jobs,
+            file_owner,
+            chaos: None,
             seq: 0,
             now,
             foreground_left,
@@ -232,8 +295,14 @@ impl Sim {
             self.now = self.now.max(next.at);
             self.run_due(self.now, &next);
             self.run_jobs_due();
-            if options.check_invariants {
-                self.engine.check_invariants();
+            self.maybe_change_knob();
+            // Under faults the invariants are checked every
+            // CHAOS_CHECK_EVERY events (and at the end): a full check is
+            // linear in the cached pages.
+            let due = options.check_invariants
+                || (self.chaos.is_some() && iterations.is_multiple_of(CHAOS_CHECK_EVERY));
+            if due && !self.check_invariants() {
+                break;
             }
             iterations += 1;
             if iterations.is_multiple_of(8192) {
@@ -243,6 +312,9 @@ impl Sim {
             }
         }
         self.drain_actions(self.now);
+        if self.chaos.is_some() {
+            self.check_invariants();
+        }
     }
 
     /// The earliest pending job event as (time, order scheduled, job).
@@ -284,10 +356,15 @@ impl VirtualRuntime for Sim {
     }
 
     fn next_completion(&self) -> Option<Instant> {
+        let held = self
+            .chaos
+            .as_ref()
+            .and_then(|c| c.held.keys().next().map(|&(at, _)| at));
         let io = self
             .devices
             .iter()
             .filter_map(|d| d.next_completion())
+            .chain(held)
             .min();
         if self.releases_pending == 0 {
             return io;
@@ -300,7 +377,7 @@ impl VirtualRuntime for Sim {
         for d in 0..self.devices.len() {
             if self.devices[d].next_completion().is_some_and(|t| t <= now) {
                 for id in self.devices[d].complete(now) {
-                    self.engine.io_complete(now, IoId(id), Ok(()));
+                    self.device_done(now, id);
                 }
             }
             if let Some((_, id)) = self.releases[d].filter(|&(at, _)| at <= now) {
@@ -309,6 +386,7 @@ impl VirtualRuntime for Sim {
                 self.engine.release_done(now, id, Ok(()));
             }
         }
+        self.complete_held(now);
     }
 
     fn carry_out(&mut self, now: Instant, action: Action) {
@@ -321,6 +399,9 @@ impl VirtualRuntime for Sim {
                     offset: base + req.first_page * PAGE_SIZE,
                     len: req.pages as u64 * PAGE_SIZE,
                 };
+                if !req.direct {
+                    self.plan_request_fault(&req);
+                }
                 self.devices[req.device.index()].submit(now, dev_req);
             }
             Action::Wake(task) => self.schedule(task.index(), now),
@@ -421,11 +502,20 @@ impl Sim {
                 }
             }
         };
-        match result {
-            Ok(Step::Sleep(stall)) => self.schedule(job, stall.until),
-            Ok(Step::Done) => self.op_done(job, true),
-            Err(_) => self.op_done(job, false),
+        let ok = match result {
+            Ok(Step::Sleep(stall)) => {
+                self.schedule(job, stall.until);
+                return;
+            }
+            Ok(Step::Done) => true,
+            Err(_) => false,
+        };
+        if let (Some(chaos), Some(Op::Fsync { file })) =
+            (self.chaos.as_mut(), self.jobs[job].run.current_op())
+        {
+            chaos.oracle.fsync_returned(job, file, ok, now.as_ns());
         }
+        self.op_done(job, ok);
     }
 
     /// The operation ends once its CPU cost is paid; its latency includes
@@ -459,5 +549,140 @@ impl Sim {
             engine: EngineReport::new(&self.engine.stats(), &facts),
             io_backend: None,
         }
+    }
+}
+
+impl Sim {
+    fn add_chaos(&mut self, profile: FaultProfile, rng: Rng) {
+        let files: Vec<usize> = self.jobs.iter().map(|j| j.files.len()).collect();
+        let mut plan = FaultPlan::new(profile, rng);
+        let next_knob_at = plan.next_knob_in_ns().map(|ns| self.now + ns);
+        self.chaos = Some(Chaos {
+            plan,
+            oracle: Oracle::new(&files),
+            failing: HashMap::new(),
+            delays: HashMap::new(),
+            held: BTreeMap::new(),
+            next_knob_at,
+        });
+    }
+
+    /// Draws the fate of a request the engine submits.
+    fn plan_request_fault(&mut self, req: &wb_engine::IoRequest) {
+        let Some(chaos) = self.chaos.as_mut() else {
+            return;
+        };
+        let write = req.dir == IoDir::Write;
+        let fault = chaos.plan.request(write);
+        if let Some(error) = fault.error {
+            chaos.failing.insert(req.id.0, (error, write, req.file));
+        }
+        if fault.delay_ns > 0 {
+            chaos.delays.insert(req.id.0, fault.delay_ns);
+        }
+    }
+
+    /// A device finished request `id`: held back by a spike, or reported.
+    fn device_done(&mut self, now: Instant, id: u64) {
+        if let Some(chaos) = self.chaos.as_mut() {
+            if let Some(delay) = chaos.delays.remove(&id) {
+                chaos.held.insert((now + delay, id), ());
+                return;
+            }
+        }
+        self.report_io(now, id);
+    }
+
+    /// Completions held back by spikes that are due.
+    fn complete_held(&mut self, now: Instant) {
+        loop {
+            let Some(chaos) = self.chaos.as_mut() else {
+                return;
+            };
+            let Some(&(at, id)) = chaos.held.keys().next() else {
+                return;
+            };
+            if at > now {
+                return;
+            }
+            chaos.held.remove(&(at, id));
+            self.report_io(now, id);
+        }
+    }
+
+    /// Tells the engine how request `id` ended; a failed write-back is
+    /// owed to every handle of its file (the oracle's books).
+    fn report_io(&mut self, now: Instant, id: u64) {
+        let failed = self.chaos.as_mut().and_then(|c| c.failing.remove(&id));
+        let Some((error, write, file)) = failed else {
+            self.engine.io_complete(now, IoId(id), Ok(()));
+            return;
+        };
+        if write {
+            let (job, idx) = self.file_owner[file.index()];
+            if let Some(chaos) = self.chaos.as_mut() {
+                chaos.oracle.unreported[job][idx] = true;
+            }
+        }
+        self.engine.io_complete(now, IoId(id), Err(error));
+    }
+
+    /// A knob change, when one is due.
+    fn maybe_change_knob(&mut self) {
+        let now = self.now;
+        let devices = self.devices.len();
+        let Some(chaos) = self.chaos.as_mut() else {
+            return;
+        };
+        if chaos.next_knob_at.is_none_or(|at| at > now) {
+            return;
+        }
+        let (device, knob, value) = chaos.plan.knob_change(devices);
+        chaos.next_knob_at = chaos.plan.next_knob_in_ns().map(|ns| now + ns);
+        // Values the engine refuses change nothing; all here are valid.
+        let _ = match device {
+            Some(d) => self
+                .engine
+                .set_device_knob(DeviceId(d as u32), knob, &value),
+            None => self.engine.set_knob(knob, &value),
+        };
+        self.drain_actions(now);
+    }
+
+    /// Checks the engine's invariants; false (a violation noted) if one
+    /// does not hold.
+    fn check_invariants(&mut self) -> bool {
+        let engine = &self.engine;
+        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            engine.check_invariants();
+        }));
+        let Some(chaos) = self.chaos.as_mut() else {
+            if let Err(panic) = held {
+                std::panic::resume_unwind(panic);
+            }
+            return true;
+        };
+        chaos.oracle.count("invariants");
+        match held {
+            Ok(()) => true,
+            Err(panic) => {
+                let what = panic_message(&*panic);
+                chaos
+                    .oracle
+                    .violate("invariants", format!("at {} ns: {what}", self.now.as_ns()));
+                false
+            }
+        }
+    }
+}
+
+/// The message of a caught panic.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".into()
     }
 }

@@ -1,0 +1,239 @@
+//! Faults on top of the pristine device models, and the oracle that
+//! checks what the engine makes of them (TigerBeetle's VOPR, FoundationDB's
+//! simulation): everything drawn from the run's one seed, so a seed
+//! replays a run exactly. With no profile the simulator draws nothing and
+//! runs as before.
+//!
+//! Faults, per request the engine submits (direct requests excepted: their
+//! errors go to their writer, not to the file's error sequence):
+//! - `write_eio`, `read_eio`: the request fails with EIO;
+//! - `enospc`: a write fails with ENOSPC;
+//! - `latency_spike`: the request completes 1 to 3 s late.
+//!
+//! And `knob_change`: every ~200 ms of simulated time a knob changes while
+//! I/O is in flight (wbt_lat_usec on, off and values, queue_depth,
+//! nr_requests, stable_writes, dirty limits).
+//!
+//! Checks, made on every run:
+//! - `invariants`: the engine's invariants after every event (memory
+//!   within its budget, dirty within its limit and slack, counters agree
+//!   with pages, backlog bounds, locks);
+//! - `fsync_reports`: an fsync of a handle returns an error exactly when a
+//!   write-back of its file failed since the handle last heard of one (the
+//!   error reaches every handle once; failed pages are never silently
+//!   clean, or a later fsync would succeed without reporting);
+//! - `no_panic`: the engine returns errors, never panics.
+//!
+//! Not yet modelled: a volatile write cache with power cuts, and a
+//! process crash with restart (the durability oracle needs both).
+
+use crate::rng::Rng;
+use std::collections::BTreeMap;
+use std::fmt;
+use wb_engine::IoErrorKind;
+
+/// Which faults a run injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultProfile {
+    /// Errors and latency spikes of the devices.
+    Io,
+    /// Those and knob changes under load.
+    All,
+}
+
+impl FaultProfile {
+    pub fn parse(text: &str) -> Result<FaultProfile, String> {
+        match text {
+            "io" => Ok(FaultProfile::Io),
+            "all" => Ok(FaultProfile::All),
+            other => Err(format!(
+                "unknown fault profile '{other}' (expected io or all)"
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultProfile::Io => "io",
+            FaultProfile::All => "all",
+        }
+    }
+}
+
+impl fmt::Display for FaultProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Fault kinds, as counted.
+pub const FAULT_KINDS: [&str; 5] = [
+    "write_eio",
+    "read_eio",
+    "enospc",
+    "latency_spike",
+    "knob_change",
+];
+/// Check kinds, as counted.
+pub const CHECK_KINDS: [&str; 3] = ["invariants", "fsync_reports", "no_panic"];
+
+/// Chance per request of each device fault.
+const P_WRITE_EIO: f64 = 0.004;
+const P_READ_EIO: f64 = 0.004;
+const P_ENOSPC: f64 = 0.002;
+const P_SPIKE: f64 = 0.001;
+/// A latency spike's length: 1 s plus up to this much.
+const SPIKE_EXTRA_NS: u64 = 2_000_000_000;
+/// Mean simulated time between knob changes.
+const KNOB_MEAN_NS: f64 = 200_000_000.0;
+
+/// What happens to one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestFault {
+    pub error: Option<IoErrorKind>,
+    pub delay_ns: u64,
+}
+
+/// A knob change: (device index or None for the cache, knob, value).
+pub type KnobChange = (Option<usize>, &'static str, String);
+
+/// The faults of one run, drawn from its seed.
+pub struct FaultPlan {
+    profile: FaultProfile,
+    rng: Rng,
+    pub injected: BTreeMap<&'static str, u64>,
+}
+
+impl FaultPlan {
+    pub fn new(profile: FaultProfile, rng: Rng) -> FaultPlan {
+        let injected = FAULT_KINDS.iter().map(|&k| (k, 0)).collect();
+        FaultPlan {
+            profile,
+            rng,
+            injected,
+        }
+    }
+
+    fn count(&mut self, kind: &'static str) {
+        *self.injected.entry(kind).or_insert(0) += 1;
+    }
+
+    /// The fate of a request (a write if `write`).
+    pub fn request(&mut self, write: bool) -> RequestFault {
+        let roll = self.rng.next_f64();
+        let error = if write && roll < P_WRITE_EIO {
+            self.count("write_eio");
+            Some(IoErrorKind::Io)
+        } else if write && roll < P_WRITE_EIO + P_ENOSPC {
+            self.count("enospc");
+            Some(IoErrorKind::NoSpace)
+        } else if !write && roll < P_READ_EIO {
+            self.count("read_eio");
+            Some(IoErrorKind::Io)
+        } else {
+            None
+        };
+        let delay_ns = if self.rng.next_f64() < P_SPIKE {
+            self.count("latency_spike");
+            1_000_000_000 + self.rng.below(SPIKE_EXTRA_NS)
+        } else {
+            0
+        };
+        RequestFault { error, delay_ns }
+    }
+
+    /// Time until the next knob change, or None if the profile has none.
+    pub fn next_knob_in_ns(&mut self) -> Option<u64> {
+        (self.profile == FaultProfile::All).then(|| self.rng.exponential(KNOB_MEAN_NS) as u64 + 1)
+    }
+
+    /// A knob change for a run with `devices` devices.
+    pub fn knob_change(&mut self, devices: usize) -> KnobChange {
+        self.count("knob_change");
+        let device = Some(self.rng.below(devices.max(1) as u64) as usize);
+        let pick = |rng: &mut Rng, values: &[&str]| {
+            values[rng.below(values.len() as u64) as usize].to_string()
+        };
+        match self.rng.below(7) {
+            0 => (
+                device,
+                "wbt_lat_usec",
+                pick(&mut self.rng, &["0", "-1", "2000", "75000", "500"]),
+            ),
+            1 => (
+                device,
+                "queue_depth",
+                pick(&mut self.rng, &["1", "4", "32", "64"]),
+            ),
+            2 => (
+                device,
+                "nr_requests",
+                pick(&mut self.rng, &["4", "32", "128"]),
+            ),
+            3 => (
+                device,
+                "stable_writes",
+                pick(&mut self.rng, &["none", "wait", "snapshot", "auto"]),
+            ),
+            4 => (None, "dirty_ratio", pick(&mut self.rng, &["5", "20", "40"])),
+            5 => (
+                None,
+                "dirty_background_ratio",
+                pick(&mut self.rng, &["1", "5", "10"]),
+            ),
+            _ => (
+                None,
+                "dirty_expire_centisecs",
+                pick(&mut self.rng, &["10", "300", "3000"]),
+            ),
+        }
+    }
+}
+
+/// The oracle's view of one run.
+#[derive(Debug, Default)]
+pub struct Oracle {
+    /// Per job, per file of the job: a write-back of the file failed since
+    /// the job's handle last heard of one.
+    pub unreported: Vec<Vec<bool>>,
+    pub checks: BTreeMap<&'static str, u64>,
+    /// The first violation: (check, what happened).
+    pub violation: Option<(&'static str, String)>,
+}
+
+impl Oracle {
+    pub fn new(files_per_job: &[usize]) -> Oracle {
+        Oracle {
+            unreported: files_per_job.iter().map(|&n| vec![false; n]).collect(),
+            checks: CHECK_KINDS.iter().map(|&k| (k, 0)).collect(),
+            violation: None,
+        }
+    }
+
+    pub fn count(&mut self, check: &'static str) {
+        *self.checks.entry(check).or_insert(0) += 1;
+    }
+
+    pub fn violate(&mut self, check: &'static str, what: String) {
+        if self.violation.is_none() {
+            self.violation = Some((check, what));
+        }
+    }
+
+    /// An fsync of job `job`'s file `file` returned (`ok` or an error).
+    pub fn fsync_returned(&mut self, job: usize, file: usize, ok: bool, now_ns: u64) {
+        self.count("fsync_reports");
+        let owed = std::mem::take(&mut self.unreported[job][file]);
+        if ok && owed {
+            self.violate(
+                "fsync_reports",
+                format!("at {now_ns} ns job {job}'s fsync of its file {file} returned Ok with a failed write-back unreported"),
+            );
+        } else if !ok && !owed {
+            self.violate(
+                "fsync_reports",
+                format!("at {now_ns} ns job {job}'s fsync of its file {file} reported an error twice, or one that did not happen"),
+            );
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Many seeds, each a random scenario run with faults and the oracle
+//! (faults.rs): the simulator's VOPR. A seed names its whole run (the
+//! scenario is drawn from it, the faults too), so a violation is replayed
+//! with that one seed.
+
+use crate::faults::FaultProfile;
+use crate::rng::Rng;
+use crate::runner::{self, panic_message, FaultOutcome, SimOptions};
+use std::fmt::Write;
+
+/// The random stream the scenario is drawn from.
+const SCENARIO_STREAM: u64 = 0x5ce7;
+
+/// What one seed's run came to.
+#[derive(Debug, Default)]
+pub struct SeedRun {
+    pub outcome: FaultOutcome,
+}
+
+/// The scenario of `seed`, as TOML (so it is checked as a user's file is,
+/// and can be printed to replay a run by hand).
+pub fn scenario_text(seed: u64) -> String {
+    let mut rng = Rng::new(seed).fork(SCENARIO_STREAM);
+    let mut pick = |values: &[&str]| values[rng.below(values.len() as u64) as usize].to_string();
+    let memory = pick(&["16MiB", "32MiB", "64MiB"]);
+    let duration = pick(&["1s", "2s", "3s"]);
+    let ratio = pick(&["10", "20", "40"]);
+    let bg = pick(&["2", "5"]);
+    let mut t = String::new();
+    // Writing to a String cannot fail.
+    let _ = write!(
+        t,
+        "name = \"vopr-{seed}\"\nseed = {seed}\nduration = \"{duration}\"\n\n\
+         [cache]\nmemory = \"{memory}\"\ndirty_ratio = {ratio}\ndirty_background_ratio = {bg}\n"
+    );
+    let mut rng = Rng::new(seed).fork(SCENARIO_STREAM + 1);
+    let mut pick = |values: &[&str]| values[rng.below(values.len() as u64) as usize].to_string();
+    let devices = if pick(&["1", "2"]) == "1" { 1 } else { 2 };
+    for d in 0..devices {
+        let model = pick(&["hdd", "sata-ssd", "nvme"]);
+        let wbt = pick(&["-1", "0", "2000"]);
+        let depth = pick(&["1", "4", "32"]);
+        let stable = pick(&["none", "wait", "snapshot"]);
+        let _ = write!(
+            t,
+            "\n[[device]]\nname = \"d{d}\"\nmodel = \"{model}\"\nwbt_lat_usec = {wbt}\n\
+             queue_depth = {depth}\nstable_writes = \"{stable}\"\n"
+        );
+    }
+    let jobs = 2 + pick(&["0", "1", "2"]).parse::<usize>().unwrap_or(0);
+    for j in 0..jobs {
+        let device = format!(
+            "d{}",
+            pick(&["0", "1"]).parse::<usize>().unwrap_or(0) % devices
+        );
+        // The first job is a foreground writer: every run writes.
+        let kind = if j == 0 {
+            "writer".to_string()
+        } else {
+            pick(&["writer", "reader", "fsync-loop", "occasional-writer"])
+        };
+        let _ = write!(
+            t,
+            "\n[[job]]\nname = \"j{j}\"\nkind = \"{kind}\"\ndevice = \"{device}\"\n"
+        );
+        let _ = match kind.as_str() {
+            "writer" => {
+                let files = pick(&["1", "2", "3"]);
+                let size = pick(&["4MiB", "16MiB", "48MiB"]);
+                let block = pick(&["4KiB", "64KiB", "1MiB"]);
+                let sync = pick(&["true", "false"]);
+                let mode = pick(&["buffered", "buffered", "dontcache"]);
+                write!(
+                    t,
+                    "files = {files}\nfile_size = \"{size}\"\nblock_size = \"{block}\"\n\
+                     sync = {sync}\nmode = \"{mode}\"\n"
+                )
+            }
+            "reader" => {
+                let size = pick(&["4MiB", "16MiB"]);
+                let pattern = pick(&["random", "sequential"]);
+                write!(
+                    t,
+                    "file_size = \"{size}\"\nblock_size = \"4KiB\"\npattern = \"{pattern}\"\n\
+                     background = true\n"
+                )
+            }
+            _ => {
+                let interval = pick(&["5ms", "20ms", "100ms"]);
+                let count = pick(&["20", "100"]);
+                write!(
+                    t,
+                    "block_size = \"4KiB\"\ninterval = \"{interval}\"\ncount = {count}\n"
+                )
+            }
+        };
+    }
+    t
+}
+
+/// Runs `seed`'s scenario with `profile`'s faults. A panic anywhere is a
+/// violation (`no_panic`); so is a scenario the generator got wrong.
+pub fn run_seed(seed: u64, profile: FaultProfile) -> SeedRun {
+    let text = scenario_text(seed);
+    let path = std::path::Path::new("vopr");
+    let scenario = match wb_scenario::parse(path, &text, &crate::device::validate) {
+        Ok(s) => s,
+        Err(e) => {
+            return violation(
+                "no_panic",
+                format!("the generated scenario is refused: {e}"),
+            )
+        }
+    };
+    let run = std::panic::catch_unwind(|| {
+        let options = SimOptions {
+            check_invariants: false,
+            progress: None,
+            faults: Some(profile),
+        };
+        runner::run_with_faults(&scenario, options)
+    });
+    match run {
+        Ok(Ok((_, mut outcome))) => {
+            *outcome.checks.entry("no_panic").or_insert(0) += 1;
+            SeedRun { outcome }
+        }
+        Ok(Err(e)) => violation(
+            "no_panic",
+            format!("the simulator refused the scenario: {e}"),
+        ),
+        Err(panic) => violation("no_panic", panic_message(&*panic)),
+    }
+}
+
+fn violation(check: &'static str, what: String) -> SeedRun {
+    SeedRun {
+        outcome: FaultOutcome {
+            violation: Some((check, what)),
+            ..FaultOutcome::default()
+        },
+    }
+}
