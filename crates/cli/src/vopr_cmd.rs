@@ -18,12 +18,14 @@ const MAX_SEEDS: u64 = 10_000_000;
 #[command(after_help = "\
 Each seed draws a scenario (devices, jobs, knobs: `wb vopr --print-scenario SEED` shows it)
 and its faults; the run is checked by the oracle:
-  invariants      the engine's invariants after every event (memory within budget, ...)
+  invariants      the engine's invariants every 64 events and at the end (memory within budget, ...)
   fsync_reports   an fsync reports a failed write-back exactly once to each handle
+  durability      after the power cut, every page an Ok fsync or sync acknowledged is on the media
   no_panic        the engine returns errors, never panics
 Faults (--faults io): write_eio, read_eio, enospc, latency_spike; all: also knob_change
-(wbt_lat_usec, queue_depth, nr_requests, stable_writes, dirty limits under load).
-Not yet: power cuts, crashes and restarts.
+(wbt_lat_usec, queue_depth, nr_requests, stable_writes, dirty limits under load) and one
+power_cut a run (device write caches lost, writes in flight torn at 4 KiB).
+Not yet: process crashes and restarts.
 
 Exit status: 0 with no violation, 1 with one or more, 2 for bad arguments.")]
 pub struct VoprArgs {

@@ -250,19 +250,7 @@ fn pattern(seed: u64, buf: &mut [u8]) {
 
 /// Sets `user.writeback.dontcache=1` on `path`: its writes go uncached.
 fn tag_dontcache(path: &Path) {
-    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: path and name are NUL-terminated strings alive for the call;
-    // the value is one byte read from a live slice.
-    let rc = unsafe {
-        libc::setxattr(
-            path.as_ptr(),
-            c"user.writeback.dontcache".as_ptr(),
-            b"1".as_ptr().cast(),
-            1,
-            0,
-        )
-    };
-    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+    set_xattr(path, c"user.writeback.dontcache", b"1").expect("setxattr");
 }
 
 // ---------------------------------------------------------------- tests

@@ -6,6 +6,10 @@
 //! tell wbt, wake whoever waits, and pump the device again.
 
 use crate::action::{IoDir, IoErrorKind, IoRequest};
+
+/// Planted bug (a) (feature `planted-clean-on-error`, for the simulator's
+/// oracle tests only): failed pages are marked clean.
+const PLANTED_CLEAN_ON_ERROR: bool = cfg!(feature = "planted-clean-on-error");
 use crate::engine::Engine;
 use crate::ids::{FileId, IoId, WbId};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
@@ -82,7 +86,12 @@ impl Engine {
                 "page under writeback stays cached"
             );
             // A failed write leaves the data dirty: never silently clean.
-            (flags & !PG_WRITEBACK) | if failed { PG_DIRTY } else { 0 }
+            (flags & !PG_WRITEBACK)
+                | if failed && !PLANTED_CLEAN_ON_ERROR {
+                    PG_DIRTY
+                } else {
+                    0
+                }
         });
         self.account_dontcache(file, before);
         let after = self.files[file.index()].counts();

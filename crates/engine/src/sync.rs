@@ -13,6 +13,12 @@ use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 use std::collections::BTreeMap;
 
+/// Planted bugs (features `planted-skip-flush`, `planted-early-ack`, for
+/// the simulator's oracle tests only): a sync that does not flush the
+/// device, and one acknowledged before its writes complete.
+const PLANTED_SKIP_FLUSH: bool = cfg!(feature = "planted-skip-flush");
+const PLANTED_EARLY_ACK: bool = cfg!(feature = "planted-early-ack");
+
 /// The fsync and sync operations in progress, by id.
 #[derive(Debug)]
 pub(crate) struct SyncTable {
@@ -278,7 +284,7 @@ impl Engine {
         id: u64,
     ) -> Result<Step, EngineError> {
         self.sync_check_issued(id);
-        if !self.sync_done(id) {
+        if !self.sync_done(id) && !PLANTED_EARLY_ACK {
             return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
         }
         // sync() also waits for the deferred releases of unlinked files
@@ -295,7 +301,11 @@ impl Engine {
         if !op.flushes_asked {
             let files: Vec<FileId> = op.files.iter().map(|sf| sf.file).collect();
             let metadata = op.metadata;
-            let asked = self.request_flushes(id, &files, metadata);
+            let asked = if PLANTED_SKIP_FLUSH {
+                0
+            } else {
+                self.request_flushes(id, &files, metadata)
+            };
             let op = self.syncs.ops.get_mut(&id).expect("sync op exists");
             op.flushes_asked = true;
             op.flushes_left = asked;

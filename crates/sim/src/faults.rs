@@ -22,10 +22,14 @@
 //!   write-back of its file failed since the handle last heard of one (the
 //!   error reaches every handle once; failed pages are never silently
 //!   clean, or a later fsync would succeed without reporting);
+//! - `durability`: after a power cut (with `all`, one a run, at a time
+//!   drawn in its last three quarters, or at its end), every version of a
+//!   page that an Ok fsync or sync acknowledged is on the media, or a newer
+//!   one (durability.rs: device write caches, flushes, torn writes);
 //! - `no_panic`: the engine returns errors, never panics.
 //!
-//! Not yet modelled: a volatile write cache with power cuts, and a
-//! process crash with restart (the durability oracle needs both).
+//! Not yet modelled: a process crash and a restart of the engine over the
+//! surviving state.
 
 use crate::rng::Rng;
 use std::collections::BTreeMap;
@@ -67,15 +71,16 @@ impl fmt::Display for FaultProfile {
 }
 
 /// Fault kinds, as counted.
-pub const FAULT_KINDS: [&str; 5] = [
+pub const FAULT_KINDS: [&str; 6] = [
     "write_eio",
     "read_eio",
     "enospc",
     "latency_spike",
     "knob_change",
+    "power_cut",
 ];
-/// Check kinds, as counted.
-pub const CHECK_KINDS: [&str; 3] = ["invariants", "fsync_reports", "no_panic"];
+/// Check kinds, as counted (`durability`: pages checked after power cuts).
+pub const CHECK_KINDS: [&str; 4] = ["invariants", "fsync_reports", "durability", "no_panic"];
 
 /// Chance per request of each device fault.
 const P_WRITE_EIO: f64 = 0.004;
@@ -145,6 +150,22 @@ impl FaultPlan {
     /// Time until the next knob change, or None if the profile has none.
     pub fn next_knob_in_ns(&mut self) -> Option<u64> {
         (self.profile == FaultProfile::All).then(|| self.rng.exponential(KNOB_MEAN_NS) as u64 + 1)
+    }
+
+    /// When the power goes, for a run of `end_ns`: with `all`, at a time
+    /// drawn in its last three quarters, or None (`io`: no power cut).
+    pub fn power_cut_in_ns(&mut self, end_ns: u64) -> Option<u64> {
+        (self.profile == FaultProfile::All)
+            .then(|| end_ns / 4 + self.rng.below(end_ns - end_ns / 4))
+    }
+
+    pub fn count_power_cut(&mut self) {
+        self.count("power_cut");
+    }
+
+    /// The plan's random stream (for tearing writes at a power cut).
+    pub fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
     }
 
     /// A knob change for a run with `devices` devices.

@@ -1,6 +1,7 @@
 //! `wb-sim`: the writeback engine on virtual time against device models.
 
 pub mod device;
+pub mod durability;
 pub mod faults;
 pub mod job;
 pub mod layout;

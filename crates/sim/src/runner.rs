@@ -4,6 +4,7 @@
 //! [`crate::job`], shared with `wb run`.
 
 use crate::device::{self, DevRequest, DeviceModel};
+use crate::durability::DataModel;
 use crate::faults::{FaultPlan, FaultProfile, Oracle};
 use crate::job::{self, JobRun};
 use crate::layout::Layout;
@@ -76,6 +77,10 @@ pub struct FaultOutcome {
 struct Chaos {
     plan: FaultPlan,
     oracle: Oracle,
+    /// The versions of every page, for the durability oracle.
+    data: DataModel,
+    /// When the power goes (the run ends there; at its end if it ends first).
+    power_cut_at: Option<Instant>,
     /// Requests to fail when they complete: id -> (error, a write, file).
     failing: HashMap<u64, (IoErrorKind, bool, FileId)>,
     /// Requests held back by a latency spike: id -> extra ns.
@@ -138,10 +143,10 @@ pub fn run_with_faults(
 ) -> Result<(RunReport, FaultOutcome), SimError> {
     let wall = std::time::Instant::now();
     let mut sim = Sim::build(scenario)?;
-    if let Some(profile) = options.faults {
-        sim.add_chaos(profile, Rng::new(scenario.seed).fork(FAULT_STREAM));
-    }
     let end = Instant(scenario.duration_ns);
+    if let Some(profile) = options.faults {
+        sim.add_chaos(profile, Rng::new(scenario.seed).fork(FAULT_STREAM), end);
+    }
     sim.event_loop(end, options);
     let report = sim.report(scenario, wall.elapsed().as_secs_f64());
     let outcome = sim
@@ -292,6 +297,9 @@ impl Sim {
                 self.now = end;
                 break;
             }
+            if self.power_cut_due(next.at) {
+                break;
+            }
             self.now = self.now.max(next.at);
             self.run_due(self.now, &next);
             self.run_jobs_due();
@@ -314,6 +322,7 @@ impl Sim {
         self.drain_actions(self.now);
         if self.chaos.is_some() {
             self.check_invariants();
+            self.power_cut();
         }
     }
 
@@ -401,6 +410,10 @@ impl VirtualRuntime for Sim {
                 };
                 if !req.direct {
                     self.plan_request_fault(&req);
+                    if let Some(c) = self.chaos.as_mut().filter(|_| req.dir == IoDir::Write) {
+                        let (first, pages) = (req.first_page as usize, req.pages as usize);
+                        c.data.submitted(req.id.0, req.file.index(), first, pages);
+                    }
                 }
                 self.devices[req.device.index()].submit(now, dev_req);
             }
@@ -408,11 +421,27 @@ impl VirtualRuntime for Sim {
             Action::Release { id, file, step } => self.release(now, id, file, step),
             // The device models have no volatile cache yet: a flush
             // is done at once.
-            Action::MakeDurable { id, .. } => self.engine.durable_done(id, Ok(())),
+            Action::MakeDurable { id, file, .. } => {
+                if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
+                    data.flushed(file.index());
+                }
+                self.engine.durable_done(id, Ok(()))
+            }
+            // The durability oracle follows the versions of the bytes.
+            Action::CopyIn {
+                task,
+                file,
+                pos,
+                len,
+                ..
+            } => {
+                if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
+                    data.copy_in(task.index(), file.index(), pos, len);
+                }
+            }
             // The simulator moves no data and keeps no page index.
             Action::ZeroFrames { .. }
             | Action::CopyFrames { .. }
-            | Action::CopyIn { .. }
             | Action::Unmapped { .. }
             | Action::Evict { .. } => {}
         }
@@ -447,6 +476,15 @@ impl Sim {
 
     fn engine_op(&mut self, job: usize, op: Op) -> Result<Step, EngineError> {
         let now = self.now;
+        if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
+            let files = &self.jobs[job].files;
+            match op {
+                Op::Write { .. } => data.write_begins(job),
+                Op::Fsync { file } => data.sync_begins(job, Some(files[file].index())),
+                Op::Sync => data.sync_begins(job, None),
+                Op::Read { .. } | Op::Unlink { .. } => {}
+            }
+        }
         let j = &self.jobs[job];
         let task = j.task;
         match op {
@@ -510,10 +548,15 @@ impl Sim {
             Ok(Step::Done) => true,
             Err(_) => false,
         };
-        if let (Some(chaos), Some(Op::Fsync { file })) =
-            (self.chaos.as_mut(), self.jobs[job].run.current_op())
-        {
-            chaos.oracle.fsync_returned(job, file, ok, now.as_ns());
+        if let Some(chaos) = self.chaos.as_mut() {
+            match self.jobs[job].run.current_op() {
+                Some(Op::Fsync { file }) => {
+                    chaos.oracle.fsync_returned(job, file, ok, now.as_ns());
+                    chaos.data.sync_returned(job, ok);
+                }
+                Some(Op::Sync) => chaos.data.sync_returned(job, ok),
+                _ => {}
+            }
         }
         self.op_done(job, ok);
     }
@@ -553,12 +596,16 @@ impl Sim {
 }
 
 impl Sim {
-    fn add_chaos(&mut self, profile: FaultProfile, rng: Rng) {
+    fn add_chaos(&mut self, profile: FaultProfile, rng: Rng, end: Instant) {
         let files: Vec<usize> = self.jobs.iter().map(|j| j.files.len()).collect();
         let mut plan = FaultPlan::new(profile, rng);
         let next_knob_at = plan.next_knob_in_ns().map(|ns| self.now + ns);
+        let power_cut_at = plan.power_cut_in_ns(end.as_ns()).map(Instant);
+        let data = DataModel::new(&self.file_dev, self.jobs.len());
         self.chaos = Some(Chaos {
             plan,
+            data,
+            power_cut_at,
             oracle: Oracle::new(&files),
             failing: HashMap::new(),
             delays: HashMap::new(),
@@ -613,7 +660,11 @@ impl Sim {
     /// Tells the engine how request `id` ended; a failed write-back is
     /// owed to every handle of its file (the oracle's books).
     fn report_io(&mut self, now: Instant, id: u64) {
-        let failed = self.chaos.as_mut().and_then(|c| c.failing.remove(&id));
+        let failed = self.chaos.as_mut().and_then(|c| {
+            let failed = c.failing.remove(&id);
+            c.data.completed(id, failed.is_none());
+            failed
+        });
         let Some((error, write, file)) = failed else {
             self.engine.io_complete(now, IoId(id), Ok(()));
             return;
@@ -684,5 +735,42 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "a panic without a message".into()
+    }
+}
+
+impl Sim {
+    /// Whether the power cut comes before the next event at `next`.
+    fn power_cut_due(&mut self, next: Instant) -> bool {
+        let at = self.chaos.as_ref().and_then(|c| c.power_cut_at);
+        match at {
+            Some(at) if at <= next => {
+                self.now = self.now.max(at);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The power goes (once): what syncs acknowledged must be on the media.
+    fn power_cut(&mut self) {
+        let now = self.now.as_ns();
+        let Some(chaos) = self.chaos.as_mut() else {
+            return;
+        };
+        if chaos.power_cut_at.take().is_none() {
+            return;
+        }
+        chaos.plan.count_power_cut();
+        let (lost, checked) = chaos.data.power_cut(chaos.plan.rng());
+        *chaos.oracle.checks.entry("durability").or_insert(0) += checked;
+        if let Some((file, page, acked, found)) = lost {
+            let (job, idx) = self.file_owner[file];
+            chaos.oracle.violate(
+                "durability",
+                format!(
+                    "power cut at {now} ns: job {job}'s file {idx}, page {page}: a sync acknowledged version {acked}, the media has {found}"
+                ),
+            );
+        }
     }
 }

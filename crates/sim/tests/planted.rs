@@ -1,0 +1,38 @@
+//! The oracle catches the engine's planted bugs within the default seed
+//! range (1..1000 of `wb vopr`). Each bug is a feature of wb-engine, so
+//! this file has a test only when one is on; scripts/test.sh runs it once
+//! per bug:
+//!
+//! ```sh
+//! cargo test --release -p wb-sim --features planted-clean-on-error --test planted
+//! cargo test --release -p wb-sim --features planted-skip-flush --test planted
+//! cargo test --release -p wb-sim --features planted-early-ack --test planted
+//! ```
+#![cfg(any(
+    feature = "planted-clean-on-error",
+    feature = "planted-skip-flush",
+    feature = "planted-early-ack"
+))]
+
+use wb_sim::faults::FaultProfile;
+use wb_sim::vopr::run_seed;
+
+#[test]
+fn the_planted_bug_is_caught_within_the_default_seeds() {
+    let caught = (1..1000).find_map(|seed| {
+        let run = run_seed(seed, FaultProfile::All);
+        run.outcome.violation.map(|v| (seed, v))
+    });
+    let Some((seed, (check, what))) = caught else {
+        panic!("no violation in seeds 1..1000: the oracle missed the planted bug");
+    };
+    println!("caught with seed {seed} by {check}: {what}");
+    println!("replay: wb vopr --seeds {seed} --faults all");
+    // A bug that loses acknowledged data is caught as such.
+    if cfg!(any(
+        feature = "planted-clean-on-error",
+        feature = "planted-skip-flush"
+    )) {
+        assert_eq!(check, "durability", "{what}");
+    }
+}
