@@ -41,6 +41,11 @@ pub struct VoprArgs {
     /// Print the scenario a seed draws (TOML) and exit.
     #[arg(long, value_name = "SEED")]
     pub print_scenario: Option<u64>,
+    /// Run one seed and print its whole report as `wb sim --json` does,
+    /// with the faults and checks (the same seed: the same bytes, apart
+    /// from wall_time_s).
+    #[arg(long, value_name = "SEED")]
+    pub report: Option<u64>,
 }
 
 fn parse_seeds(text: &str) -> Result<(u64, u64), String> {
@@ -75,6 +80,9 @@ pub fn run(args: VoprArgs) -> ExitCode {
     if let Some(seed) = args.print_scenario {
         print!("{}", wb_sim::vopr::scenario_text(seed));
         return ExitCode::SUCCESS;
+    }
+    if let Some(seed) = args.report {
+        return report(seed, args.faults);
     }
     let (first, end) = args.seeds;
     let total = end - first;
@@ -150,5 +158,42 @@ pub fn run(args: VoprArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILURE)
+    }
+}
+
+/// `--report SEED`: one run's whole report, its faults and its checks.
+fn report(seed: u64, profile: FaultProfile) -> ExitCode {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let run = wb_sim::vopr::run_seed_report(seed, profile);
+    std::panic::set_hook(hook);
+    let (report, outcome) = match run {
+        Ok(r) => r,
+        Err(what) => {
+            eprintln!("wb vopr: seed {seed}: {what}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    let violation = outcome
+        .violation
+        .as_ref()
+        .map(|(check, what)| json!({"check": check, "what": what}));
+    let out = json!({
+        "report": report,
+        "faults": outcome.injected,
+        "checks": outcome.checks,
+        "violation": violation,
+    });
+    match serde_json::to_string_pretty(&out) {
+        Ok(text) => println!("{text}"),
+        Err(e) => {
+            eprintln!("wb vopr: could not encode the report: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    }
+    if outcome.violation.is_some() {
+        ExitCode::from(EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
     }
 }

@@ -506,6 +506,24 @@ fn vopr_json_counts_runs_faults_and_checks() {
     assert_eq!(json(&wb(&["vopr", "--seeds", "1..6", "--json"])), v);
     let scenario = wb(&["vopr", "--print-scenario", "3"]);
     assert!(String::from_utf8_lossy(&scenario.stdout).contains("name = \"vopr-3\""));
+    // One seed's whole report, twice: the same bytes but for the wall time.
+    let report = || {
+        let out = wb(&["vopr", "--report", "7"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let kept: Vec<String> = text
+            .lines()
+            .filter(|l| !l.contains("wall_time_s"))
+            .map(String::from)
+            .collect();
+        assert!(kept.len() > 50, "{text}");
+        kept
+    };
+    assert_eq!(report(), report());
 }
 
 #[test]

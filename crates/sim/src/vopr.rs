@@ -4,6 +4,7 @@
 //! with that one seed.
 
 use crate::faults::FaultProfile;
+use crate::report::RunReport;
 use crate::rng::Rng;
 use crate::runner::{self, panic_message, FaultOutcome, SimOptions};
 use std::fmt::Write;
@@ -101,17 +102,23 @@ pub fn scenario_text(seed: u64) -> String {
 /// Runs `seed`'s scenario with `profile`'s faults. A panic anywhere is a
 /// violation (`no_panic`); so is a scenario the generator got wrong.
 pub fn run_seed(seed: u64, profile: FaultProfile) -> SeedRun {
+    match run_seed_report(seed, profile) {
+        Ok((_, outcome)) => SeedRun { outcome },
+        Err(what) => violation("no_panic", what),
+    }
+}
+
+/// As [`run_seed`], with the run's whole report (what `wb sim --json`
+/// prints): the same seed gives the same report, byte for byte apart from
+/// `wall_time_s`. Err: what panicked, or why the scenario was refused.
+pub fn run_seed_report(
+    seed: u64,
+    profile: FaultProfile,
+) -> Result<(RunReport, FaultOutcome), String> {
     let text = scenario_text(seed);
     let path = std::path::Path::new("vopr");
-    let scenario = match wb_scenario::parse(path, &text, &crate::device::validate) {
-        Ok(s) => s,
-        Err(e) => {
-            return violation(
-                "no_panic",
-                format!("the generated scenario is refused: {e}"),
-            )
-        }
-    };
+    let scenario = wb_scenario::parse(path, &text, &crate::device::validate)
+        .map_err(|e| format!("the generated scenario is refused: {e}"))?;
     let run = std::panic::catch_unwind(|| {
         let options = SimOptions {
             check_invariants: false,
@@ -121,15 +128,12 @@ pub fn run_seed(seed: u64, profile: FaultProfile) -> SeedRun {
         runner::run_with_faults(&scenario, options)
     });
     match run {
-        Ok(Ok((_, mut outcome))) => {
+        Ok(Ok((report, mut outcome))) => {
             *outcome.checks.entry("no_panic").or_insert(0) += 1;
-            SeedRun { outcome }
+            Ok((report, outcome))
         }
-        Ok(Err(e)) => violation(
-            "no_panic",
-            format!("the simulator refused the scenario: {e}"),
-        ),
-        Err(panic) => violation("no_panic", panic_message(&*panic)),
+        Ok(Err(e)) => Err(format!("the simulator refused the scenario: {e}")),
+        Err(panic) => Err(panic_message(&*panic)),
     }
 }
 
