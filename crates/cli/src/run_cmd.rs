@@ -112,17 +112,6 @@ pub fn run(args: RunArgs) -> ExitCode {
             job.name
         ));
     }
-    if let Some(job) = scenario
-        .jobs
-        .iter()
-        .find(|j| matches!(j.kind, JobKind::Remover { .. }))
-    {
-        return bad_input(format!(
-            "job '{}': kind \"remover\" is simulated only for now (wb sim); the library's \
-             unlink does not yet defer the release of a file to the backlog",
-            job.name
-        ));
-    }
     let dirs = match device_dirs(&scenario, &args.dirs) {
         Ok(d) => d,
         Err(e) => return bad_input(e),
@@ -151,6 +140,8 @@ pub fn run(args: RunArgs) -> ExitCode {
 
 struct JobFiles {
     files: Vec<File>,
+    /// A remover's files, by path (not open: `Cache::unlink` removes them).
+    paths: Vec<PathBuf>,
     /// How the job's writes go through the cache (`mode`).
     write_flags: writeback::WriteFlags,
 }
@@ -162,14 +153,15 @@ fn block_size(kind: &JobKind) -> u64 {
         | JobKind::OccasionalWriter { block_size, .. }
         | JobKind::FsyncLoop { block_size, .. }
         | JobKind::Dbench { block_size, .. } => block_size,
-        // Refused before anything runs (simulated only).
+        // A remover reads and writes nothing.
         JobKind::Remover { .. } => 4096,
     }
 }
 
 /// A cold file of `size` bytes for a reader: written once with O_DIRECT
-/// (never through the kernel's page cache), reused when it is already there.
-fn prepare_cold_file(path: &Path, size: u64) -> std::io::Result<()> {
+/// (never through the kernel's page cache), reused when it is already
+/// there; made durable if `sync` (else the caller syncs).
+fn prepare_cold_file(path: &Path, size: u64, sync: bool) -> std::io::Result<()> {
     if std::fs::metadata(path)
         .map(|m| m.len() == size)
         .unwrap_or(false)
@@ -187,11 +179,36 @@ fn prepare_cold_file(path: &Path, size: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut off = 0;
     while off < size {
-        file.write_all_at(buf.as_slice(), off)?;
-        off += chunk as u64;
+        // Whole pages (O_DIRECT), no more than the file needs.
+        let n = ((size - off).div_ceil(4096) * 4096).min(chunk as u64) as usize;
+        file.write_all_at(&buf.as_slice()[..n], off)?;
+        off += n as u64;
     }
     file.set_len(size)?;
-    file.sync_all()
+    if sync {
+        file.sync_all()?;
+    }
+    Ok(())
+}
+
+/// A remover's tree, written and made durable before the run: its files
+/// (`workload_files`: sizes) in `dir`, named after the job.
+fn prepare_tree(dir: &Path, job: &str, sizes: &[u64]) -> Result<Vec<PathBuf>, String> {
+    let bytes: u64 = sizes.iter().sum();
+    eprintln!(
+        "wb run: job '{job}': writing {} files ({bytes} bytes) to remove",
+        sizes.len()
+    );
+    let mut paths = Vec::with_capacity(sizes.len());
+    for (i, &size) in sizes.iter().enumerate() {
+        let path = dir.join(format!("{job}-{i}"));
+        prepare_cold_file(&path, size, false).map_err(|e| format!("{}: {e}", path.display()))?;
+        paths.push(path);
+    }
+    let d = std::fs::File::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    nix::unistd::syncfs(std::os::fd::AsFd::as_fd(&d))
+        .map_err(|e| format!("syncfs {}: {e}", dir.display()))?;
+    Ok(paths)
 }
 
 fn open_job_files(
@@ -203,6 +220,14 @@ fn open_job_files(
     let spec = &scenario.jobs[job];
     let dir = &dirs[spec.device];
     let workload = wb_sim::workload::for_job(&spec.kind, Rng::new(0));
+    if matches!(spec.kind, JobKind::Remover { .. }) {
+        let sizes: Vec<u64> = workload.files().into_iter().map(|(size, _)| size).collect();
+        return Ok(JobFiles {
+            files: Vec::new(),
+            paths: prepare_tree(dir, &spec.name, &sizes)?,
+            write_flags: wb_sim::job::write_flags(spec.mode),
+        });
+    }
     let mut files = Vec::new();
     for (i, (size, _extent)) in workload.files().into_iter().enumerate() {
         let path = dir.join(format!("{}-{i}", spec.name));
@@ -212,7 +237,7 @@ fn open_job_files(
                 path.display(),
                 size
             );
-            prepare_cold_file(&path, size).map_err(|e| format!("{}: {e}", path.display()))?;
+            prepare_cold_file(&path, size, true).map_err(|e| format!("{}: {e}", path.display()))?;
         } else {
             std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         }
@@ -224,6 +249,7 @@ fn open_job_files(
     }
     Ok(JobFiles {
         files,
+        paths: Vec::new(),
         write_flags: wb_sim::job::write_flags(spec.mode),
     })
 }
@@ -288,8 +314,8 @@ fn job_thread(
                         .map(|_| ()),
                     Op::Fsync { file } => files.files[file].sync_data(),
                     Op::Sync => cache.sync(),
-                    // Remover jobs are refused before the run starts.
-                    Op::Unlink { .. } => Ok(()),
+                    // The name goes now; the blocks through the backlog.
+                    Op::Unlink { file, .. } => cache.unlink(&files.paths[file]),
                 };
                 job.end_op(since(run_start), result.is_ok());
             }

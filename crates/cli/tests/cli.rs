@@ -540,3 +540,49 @@ fn vopr_refuses_bad_arguments() {
         "{err}"
     );
 }
+
+const REMOVER_RUN: &str = r#"
+name = "remover-run"
+seed = 1
+duration = "60s"
+
+[cache]
+memory = "64MiB"
+
+[[device]]
+name = "disk"
+model = "sata-ssd"
+
+[[job]]
+name = "rm"
+kind = "remover"
+device = "disk"
+files = 300
+file_size = "4KiB"
+big_files = 2
+big_file_size = "40MiB"
+"#;
+
+#[test]
+fn run_removes_a_remover_jobs_tree_through_the_backlog() {
+    let Some((base, dir, _)) = common::bench_dirs("run-remover") else {
+        return;
+    };
+    let path = write_temp("remover-run.toml", REMOVER_RUN);
+    let v = run_json(&path, &dir);
+    // The device's directory under --dir.
+    let left = common::files_in(&dir.join("disk"));
+    let _ = std::fs::remove_dir_all(&base);
+    let job = &v["jobs"][0];
+    assert_eq!(
+        (job["ops"].as_u64(), job["errors"].as_u64()),
+        (Some(302), Some(0)),
+        "{v}"
+    );
+    assert!(left.is_empty(), "files left: {left:?}");
+    // Every file released by the backlog; the 40 MiB ones in three steps
+    // each (16 + 16 MiB cut, then the removal), the others in one.
+    let backlog = &v["engine"]["devices"][0]["backlog"];
+    assert_eq!(backlog["items_done"], 302, "{v}");
+    assert_eq!(backlog["steps_done"], 300 + 2 * 3, "{v}");
+}
