@@ -20,12 +20,13 @@ Each seed draws a scenario (devices, jobs, knobs: `wb vopr --print-scenario SEED
 and its faults; the run is checked by the oracle:
   invariants      the engine's invariants every 64 events and at the end (memory within budget, ...)
   fsync_reports   an fsync reports a failed write-back exactly once to each handle
+  restart         at the crash, acknowledged pages are on the device, files as long as synced
   durability      after the power cut, every page an Ok fsync or sync acknowledged is on the media
   no_panic        the engine returns errors, never panics
 Faults (--faults io): write_eio, read_eio, enospc, latency_spike; all: also knob_change
-(wbt_lat_usec, queue_depth, nr_requests, stable_writes, dirty limits under load) and one
-power_cut a run (device write caches lost, writes in flight torn at 4 KiB).
-Not yet: process crashes and restarts.
+(wbt_lat_usec, queue_depth, nr_requests, stable_writes, dirty limits under load), a crash
+(the engine restarts over what survived) in the first half of most runs, and one power_cut
+a run (device write caches lost, writes in flight torn at 4 KiB).
 
 Exit status: 0 with no violation, 1 with one or more, 2 for bad arguments.")]
 pub struct VoprArgs {

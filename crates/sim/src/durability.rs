@@ -15,6 +15,11 @@
 //! - A power cut loses the volatile cache; writes in flight are torn,
 //!   each 4 KiB page either written or not. Then every acknowledged
 //!   version must be on the media, or a newer one (`durability`).
+//! - A process crash loses the cache, not the device's: every
+//!   acknowledged version must be in the volatile cache or on the media,
+//!   and every file at least as long as a sync found it (`restart_sizes`:
+//!   a flush persists the file's length). The engine then restarts over
+//!   what survived; its cache holds what the device holds.
 
 use crate::rng::Rng;
 use std::collections::HashMap;
@@ -45,13 +50,18 @@ pub struct DataModel {
     /// Per job: the version of its write in progress, and the versions
     /// its sync in progress will acknowledge (file, versions).
     op_version: Vec<u64>,
-    syncing: Vec<Vec<(usize, Pages)>>,
+    syncing: Vec<Vec<(usize, Pages, u64)>>,
     next_version: u64,
+    /// Per file: the length its last flush persisted, and the longest a
+    /// sync that returned Ok found it.
+    durable_size: Vec<u64>,
+    synced_size: Vec<u64>,
 }
 
 impl DataModel {
-    /// For files on devices `device` (one entry a file), and `jobs` jobs.
-    pub fn new(device: &[usize], jobs: usize) -> DataModel {
+    /// For files on devices `device` of `sizes` bytes at the start (one
+    /// entry a file: what is on the device already), and `jobs` jobs.
+    pub fn new(device: &[usize], sizes: &[u64], jobs: usize) -> DataModel {
         let blank: Vec<Pages> = vec![Vec::new(); device.len()];
         DataModel {
             cache: blank.clone(),
@@ -63,6 +73,8 @@ impl DataModel {
             op_version: vec![0; jobs],
             syncing: vec![Vec::new(); jobs],
             next_version: 1,
+            durable_size: sizes.to_vec(),
+            synced_size: vec![0; device.len()],
         }
     }
 
@@ -98,8 +110,10 @@ impl DataModel {
         }
     }
 
-    /// A flush of `file`'s device: its whole volatile cache is durable.
-    pub fn flushed(&mut self, file: usize) {
+    /// A flush of `file` (`size` bytes long): its device's whole volatile
+    /// cache is durable, and the file's length.
+    pub fn flushed(&mut self, file: usize, size: u64) {
+        self.durable_size[file] = size;
         let device = self.device[file];
         for f in 0..self.cache.len() {
             if self.device[f] == device {
@@ -110,15 +124,16 @@ impl DataModel {
         }
     }
 
-    /// Job `job` starts an fsync of `file`, or a sync (None: every file).
-    pub fn sync_begins(&mut self, job: usize, file: Option<usize>) {
+    /// Job `job` starts an fsync of `file`, or a sync (None: every file);
+    /// `size(file)` is a file's length now.
+    pub fn sync_begins(&mut self, job: usize, file: Option<usize>, size: impl Fn(usize) -> u64) {
         let files: Vec<usize> = match file {
             Some(f) => vec![f],
             None => (0..self.cache.len()).collect(),
         };
         self.syncing[job] = files
             .into_iter()
-            .map(|f| (f, self.cache[f].clone()))
+            .map(|f| (f, self.cache[f].clone(), size(f)))
             .collect();
     }
 
@@ -128,7 +143,8 @@ impl DataModel {
         if !ok {
             return;
         }
-        for (file, versions) in synced {
+        for (file, versions, size) in synced {
+            self.synced_size[file] = self.synced_size[file].max(size);
             let acked = room(&mut self.acked[file], versions.len());
             for (acked, v) in acked.iter_mut().zip(versions) {
                 *acked = (*acked).max(v);
@@ -163,5 +179,70 @@ impl DataModel {
             }
         }
         (None, checked)
+    }
+}
+
+/// A page or a length that a crash lost.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// (file, page, acknowledged version, surviving version).
+    Page(usize, usize, u64, u64),
+    /// (file, length a sync found, length that survived).
+    Size(usize, u64, u64),
+}
+
+impl DataModel {
+    /// The version of `file`'s `page` the device holds (cache or media).
+    fn on_device(&self, file: usize, page: usize) -> u64 {
+        let v = self.volatile[file].get(page).copied().unwrap_or(0);
+        v.max(self.durable[file].get(page).copied().unwrap_or(0))
+    }
+
+    /// The process crashes: the cache is gone, the device keeps its
+    /// volatile cache and finishes the writes in flight. Returns the first
+    /// acknowledged page or length that did not survive, and the checks
+    /// made. The cache then holds what the device does (a restarted
+    /// engine reads it back), and syncs in progress are gone.
+    pub fn crash(&mut self) -> (Option<Lost>, u64) {
+        let mut checked = 0;
+        let mut lost = None;
+        for (file, acked) in self.acked.iter().enumerate() {
+            for (page, &want) in acked.iter().enumerate() {
+                checked += 1;
+                let survived = self.on_device(file, page);
+                if survived < want && lost.is_none() {
+                    lost = Some(Lost::Page(file, page, want, survived));
+                }
+            }
+            checked += 1;
+            let (synced, kept) = (self.synced_size[file], self.durable_size[file]);
+            if kept < synced && lost.is_none() {
+                lost = Some(Lost::Size(file, synced, kept));
+            }
+        }
+        for file in 0..self.cache.len() {
+            let survived: Pages = (0..self.cache[file].len())
+                .map(|p| self.on_device(file, p))
+                .collect();
+            self.cache[file] = survived;
+        }
+        for syncing in &mut self.syncing {
+            syncing.clear();
+        }
+        (lost, checked)
+    }
+
+    /// A restarted engine flushes every device once (as the runtime does
+    /// when it meets a device: syncfs of its directory).
+    pub fn flush_all(&mut self) {
+        for f in 0..self.cache.len() {
+            let volatile = &self.volatile[f];
+            room(&mut self.durable[f], volatile.len())[..volatile.len()].copy_from_slice(volatile);
+        }
+    }
+
+    /// The length a restarted engine finds `file` at (its last flush's).
+    pub fn surviving_size(&self, file: usize) -> u64 {
+        self.durable_size[file]
     }
 }

@@ -28,8 +28,10 @@
 //!   one (durability.rs: device write caches, flushes, torn writes);
 //! - `no_panic`: the engine returns errors, never panics.
 //!
-//! Not yet modelled: a process crash and a restart of the engine over the
-//! surviving state.
+//! - `restart`: at a process crash (with `all`, one a run, in its first
+//!   half), every acknowledged version is still on the device (its
+//!   volatile cache or media) and every file as long as a sync found it;
+//!   the engine then restarts over what survived, and the run goes on.
 
 use crate::rng::Rng;
 use std::collections::BTreeMap;
@@ -71,16 +73,24 @@ impl fmt::Display for FaultProfile {
 }
 
 /// Fault kinds, as counted.
-pub const FAULT_KINDS: [&str; 6] = [
+pub const FAULT_KINDS: [&str; 7] = [
     "write_eio",
     "read_eio",
     "enospc",
     "latency_spike",
     "knob_change",
+    "crash",
     "power_cut",
 ];
-/// Check kinds, as counted (`durability`: pages checked after power cuts).
-pub const CHECK_KINDS: [&str; 4] = ["invariants", "fsync_reports", "durability", "no_panic"];
+/// Check kinds, as counted (`durability`: pages checked after power cuts;
+/// `restart`: pages and lengths checked at crashes).
+pub const CHECK_KINDS: [&str; 5] = [
+    "invariants",
+    "fsync_reports",
+    "restart",
+    "durability",
+    "no_panic",
+];
 
 /// Chance per request of each device fault.
 const P_WRITE_EIO: f64 = 0.004;
@@ -157,6 +167,16 @@ impl FaultPlan {
     pub fn power_cut_in_ns(&mut self, end_ns: u64) -> Option<u64> {
         (self.profile == FaultProfile::All)
             .then(|| end_ns / 4 + self.rng.below(end_ns - end_ns / 4))
+    }
+
+    /// When the process crashes, for a run of `end_ns`: with `all`, at a
+    /// time drawn in its first half, or None (`io`: no crash).
+    pub fn crash_in_ns(&mut self, end_ns: u64) -> Option<u64> {
+        (self.profile == FaultProfile::All).then(|| 1 + self.rng.below(end_ns / 2))
+    }
+
+    pub fn count_crash(&mut self) {
+        self.count("crash");
     }
 
     pub fn count_power_cut(&mut self) {

@@ -81,6 +81,8 @@ struct Chaos {
     data: DataModel,
     /// When the power goes (the run ends there; at its end if it ends first).
     power_cut_at: Option<Instant>,
+    /// When the process crashes (the engine restarts at once).
+    crash_at: Option<Instant>,
     /// Requests to fail when they complete: id -> (error, a write, file).
     failing: HashMap<u64, (IoErrorKind, bool, FileId)>,
     /// Requests held back by a latency spike: id -> extra ns.
@@ -124,6 +126,10 @@ struct Sim {
     /// The job and job-file index of each engine file.
     file_owner: Vec<(usize, usize)>,
     chaos: Option<Chaos>,
+    /// The scenario, to restart the engine after a crash.
+    scenario: Scenario,
+    /// Engines started so far, less one (a crash starts another).
+    generation: u64,
 
     seq: u64,
     now: Instant,
@@ -159,6 +165,10 @@ pub fn run_with_faults(
         });
     Ok((report, outcome))
 }
+
+/// Request ids given to the devices carry the engine's generation from
+/// this bit up.
+const GENERATION_SHIFT: u32 = 48;
 
 /// Under faults, the engine's invariants are checked every this many
 /// events (`SimOptions::check_invariants` checks every one).
@@ -264,6 +274,8 @@ impl Sim {
             jobs,
             file_owner,
             chaos: None,
+            scenario: scenario.clone(),
+            generation: 0,
             seq: 0,
             now,
             foreground_left,
@@ -299,6 +311,10 @@ impl Sim {
             }
             if self.power_cut_due(next.at) {
                 break;
+            }
+            if self.crash_due(next.at) {
+                self.crash();
+                continue;
             }
             self.now = self.now.max(next.at);
             self.run_due(self.now, &next);
@@ -402,17 +418,20 @@ impl VirtualRuntime for Sim {
         match action {
             Action::Submit(req) => {
                 let base = self.file_base[req.file.index()];
+                // Tagged with the engine's generation: after a restart the
+                // old engine's requests still complete, to the device only.
+                let cid = self.generation << GENERATION_SHIFT | req.id.0;
                 let dev_req = DevRequest {
-                    id: req.id.0,
+                    id: cid,
                     write: req.dir == IoDir::Write,
                     offset: base + req.first_page * PAGE_SIZE,
                     len: req.pages as u64 * PAGE_SIZE,
                 };
                 if !req.direct {
-                    self.plan_request_fault(&req);
+                    self.plan_request_fault(cid, &req);
                     if let Some(c) = self.chaos.as_mut().filter(|_| req.dir == IoDir::Write) {
                         let (first, pages) = (req.first_page as usize, req.pages as usize);
-                        c.data.submitted(req.id.0, req.file.index(), first, pages);
+                        c.data.submitted(cid, req.file.index(), first, pages);
                     }
                 }
                 self.devices[req.device.index()].submit(now, dev_req);
@@ -422,8 +441,9 @@ impl VirtualRuntime for Sim {
             // The device models have no volatile cache yet: a flush
             // is done at once.
             Action::MakeDurable { id, file, .. } => {
+                let size = self.engine.file_size(file).unwrap_or(0);
                 if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
-                    data.flushed(file.index());
+                    data.flushed(file.index(), size);
                 }
                 self.engine.durable_done(id, Ok(()))
             }
@@ -476,12 +496,14 @@ impl Sim {
 
     fn engine_op(&mut self, job: usize, op: Op) -> Result<Step, EngineError> {
         let now = self.now;
-        if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
-            let files = &self.jobs[job].files;
+        if let Some(chaos) = self.chaos.as_mut() {
+            let (files, engine) = (&self.jobs[job].files, &self.engine);
+            let size = |f: usize| engine.file_size(FileId(f as u32)).unwrap_or(0);
+            let data = &mut chaos.data;
             match op {
                 Op::Write { .. } => data.write_begins(job),
-                Op::Fsync { file } => data.sync_begins(job, Some(files[file].index())),
-                Op::Sync => data.sync_begins(job, None),
+                Op::Fsync { file } => data.sync_begins(job, Some(files[file].index()), size),
+                Op::Sync => data.sync_begins(job, None, size),
                 Op::Read { .. } | Op::Unlink { .. } => {}
             }
         }
@@ -601,11 +623,13 @@ impl Sim {
         let mut plan = FaultPlan::new(profile, rng);
         let next_knob_at = plan.next_knob_in_ns().map(|ns| self.now + ns);
         let power_cut_at = plan.power_cut_in_ns(end.as_ns()).map(Instant);
-        let data = DataModel::new(&self.file_dev, self.jobs.len());
+        let crash_at = plan.crash_in_ns(end.as_ns()).map(Instant);
+        let data = DataModel::new(&self.file_dev, &self.file_bytes, self.jobs.len());
         self.chaos = Some(Chaos {
             plan,
             data,
             power_cut_at,
+            crash_at,
             oracle: Oracle::new(&files),
             failing: HashMap::new(),
             delays: HashMap::new(),
@@ -615,17 +639,17 @@ impl Sim {
     }
 
     /// Draws the fate of a request the engine submits.
-    fn plan_request_fault(&mut self, req: &wb_engine::IoRequest) {
+    fn plan_request_fault(&mut self, cid: u64, req: &wb_engine::IoRequest) {
         let Some(chaos) = self.chaos.as_mut() else {
             return;
         };
         let write = req.dir == IoDir::Write;
         let fault = chaos.plan.request(write);
         if let Some(error) = fault.error {
-            chaos.failing.insert(req.id.0, (error, write, req.file));
+            chaos.failing.insert(cid, (error, write, req.file));
         }
         if fault.delay_ns > 0 {
-            chaos.delays.insert(req.id.0, fault.delay_ns);
+            chaos.delays.insert(cid, fault.delay_ns);
         }
     }
 
@@ -657,16 +681,22 @@ impl Sim {
         }
     }
 
-    /// Tells the engine how request `id` ended; a failed write-back is
-    /// owed to every handle of its file (the oracle's books).
-    fn report_io(&mut self, now: Instant, id: u64) {
+    /// Tells the engine how request `cid` (generation and id) ended; a
+    /// failed write-back is owed to every handle of its file (the
+    /// oracle's books). A request of an engine that crashed reaches the
+    /// device only.
+    fn report_io(&mut self, now: Instant, cid: u64) {
         let failed = self.chaos.as_mut().and_then(|c| {
-            let failed = c.failing.remove(&id);
-            c.data.completed(id, failed.is_none());
+            let failed = c.failing.remove(&cid);
+            c.data.completed(cid, failed.is_none());
             failed
         });
+        if cid >> GENERATION_SHIFT != self.generation {
+            return;
+        }
+        let id = IoId(cid & ((1 << GENERATION_SHIFT) - 1));
         let Some((error, write, file)) = failed else {
-            self.engine.io_complete(now, IoId(id), Ok(()));
+            self.engine.io_complete(now, id, Ok(()));
             return;
         };
         if write {
@@ -675,7 +705,7 @@ impl Sim {
                 chaos.oracle.unreported[job][idx] = true;
             }
         }
-        self.engine.io_complete(now, IoId(id), Err(error));
+        self.engine.io_complete(now, id, Err(error));
     }
 
     /// A knob change, when one is due.
@@ -771,6 +801,108 @@ impl Sim {
                     "power cut at {now} ns: job {job}'s file {idx}, page {page}: a sync acknowledged version {acked}, the media has {found}"
                 ),
             );
+        }
+    }
+}
+
+impl Sim {
+    /// Whether the process crash comes before the next event at `next`.
+    fn crash_due(&mut self, next: Instant) -> bool {
+        let at = self.chaos.as_ref().and_then(|c| c.crash_at);
+        match at {
+            Some(at) if at <= next => {
+                self.now = self.now.max(at);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The process crashes (once): what syncs acknowledged must still be
+    /// on the device, the files as long as syncs found them; then the
+    /// engine restarts over what survived.
+    fn crash(&mut self) {
+        let now = self.now.as_ns();
+        let Some(chaos) = self.chaos.as_mut() else {
+            return;
+        };
+        chaos.crash_at = None;
+        chaos.plan.count_crash();
+        let (lost, checked) = chaos.data.crash();
+        *chaos.oracle.checks.entry("restart").or_insert(0) += checked;
+        let what = lost.map(|lost| match lost {
+            crate::durability::Lost::Page(file, page, acked, found) => {
+                let (job, idx) = self.file_owner[file];
+                format!("crash at {now} ns: job {job}'s file {idx}, page {page}: a sync acknowledged version {acked}, the device has {found}")
+            }
+            crate::durability::Lost::Size(file, synced, kept) => {
+                let (job, idx) = self.file_owner[file];
+                format!("crash at {now} ns: job {job}'s file {idx} was {synced} bytes at a sync, {kept} survived")
+            }
+        });
+        // The errors of the old process's handles died with it.
+        for flags in &mut chaos.oracle.unreported {
+            flags.fill(false);
+        }
+        if let Some(what) = what {
+            chaos.oracle.violate("restart", what);
+        }
+        self.restart_engine();
+    }
+
+    /// A new engine over the surviving state: the same devices, domains,
+    /// files (at the lengths their last flush persisted), handles and
+    /// tasks, in the same order (so the same ids); the jobs' operations in
+    /// progress failed, the jobs going on with their next ones.
+    fn restart_engine(&mut self) {
+        let now = self.now;
+        let mut engine = Engine::new(self.scenario.cache.clone(), now);
+        for (i, spec) in self.scenario.devices.iter().enumerate() {
+            let model = &self.devices[i];
+            let dev = engine.add_device(
+                &spec.name,
+                spec.config.clone(),
+                model.idle_read_latency_ns(),
+            );
+            engine
+                .set_stable_writes_required(dev, model.stable_writes_required())
+                .expect("the device was just added");
+        }
+        for (j, spec) in self.scenario.jobs.iter().enumerate() {
+            let domain = engine
+                .domain(&spec.domain)
+                .expect("the domain was made at the start");
+            let mut handles = Vec::new();
+            for &old in &self.jobs[j].files {
+                let size = self
+                    .chaos
+                    .as_ref()
+                    .map_or(0, |c| c.data.surviving_size(old.index()));
+                let file = engine
+                    .add_file(now, DeviceId(spec.device as u32), domain, size)
+                    .expect("the job's device and domain exist");
+                assert_eq!(file, old, "files are added again in their order");
+                handles.push(engine.open(file).expect("a file just added opens"));
+            }
+            let task = engine.add_task();
+            assert_eq!(task.index(), j, "a task a job, in order");
+            self.jobs[j].handles = handles;
+        }
+        self.engine = engine;
+        self.generation += 1;
+        // As the runtime, the new engine flushes each device it meets.
+        if let Some(chaos) = self.chaos.as_mut() {
+            chaos.data.flush_all();
+        }
+        self.releases.fill(None);
+        self.releases_pending = 0;
+        for j in 0..self.jobs.len() {
+            if self.jobs[j].run.current_op().is_some() {
+                self.jobs[j].run.end_op(now, false);
+            }
+            if !self.jobs[j].run.is_finished() {
+                self.schedule(j, now);
+            }
         }
     }
 }

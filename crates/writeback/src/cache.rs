@@ -278,6 +278,7 @@ impl Cache {
             return Ok(false);
         }
         let idle_ns = self.idle_latency(dir)?;
+        flush_at_start(dir)?;
         let mut core = self.shared.lock();
         if core.devices.contains_key(&st_dev) {
             return Ok(false);
@@ -312,6 +313,7 @@ impl Cache {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         let idle_ns = self.idle_latency(dir)?;
+        flush_at_start(dir)?;
         let mut core = self.shared.lock();
         if let Some(&d) = core.devices.get(&st_dev) {
             return Ok(d);
@@ -606,4 +608,22 @@ impl Drop for Cache {
             let _ = t.join();
         }
     }
+}
+
+/// Makes durable what earlier processes left on the filesystem of `dir`
+/// (syncfs: a device cache flush among it), once, when the cache meets a
+/// device: after a crash, data the crashed process wrote may sit in the
+/// device's volatile cache, and an fsync through this cache of a file it
+/// has not changed asks the device for nothing (the simulator's restart
+/// check found it).
+fn flush_at_start(dir: &Path) -> Result<(), Error> {
+    use std::os::fd::AsRawFd;
+    let d = std::fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
+    // SAFETY: syncfs takes a descriptor, open for the whole call (`d`
+    // lives to the end of the function), and no pointers.
+    let rc = unsafe { libc::syncfs(d.as_raw_fd()) };
+    if rc != 0 {
+        return Err(Error::io(dir, std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
