@@ -28,11 +28,12 @@ fn the_planted_bug_is_caught_within_the_default_seeds() {
     };
     println!("caught with seed {seed} by {check}: {what}");
     println!("replay: wb vopr --seeds {seed} --faults all");
-    // A bug that loses acknowledged data is caught as such.
+    // A bug that loses acknowledged data is caught as such: at the crash
+    // (the device lacks it) or at the power cut (the media does).
     if cfg!(any(
         feature = "planted-clean-on-error",
         feature = "planted-skip-flush"
     )) {
-        assert_eq!(check, "durability", "{what}");
+        assert!(check == "restart" || check == "durability", "{check}: {what}");
     }
 }
