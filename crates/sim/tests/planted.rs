@@ -34,6 +34,9 @@ fn the_planted_bug_is_caught_within_the_default_seeds() {
         feature = "planted-clean-on-error",
         feature = "planted-skip-flush"
     )) {
-        assert!(check == "restart" || check == "durability", "{check}: {what}");
+        assert!(
+            check == "restart" || check == "durability",
+            "{check}: {what}"
+        );
     }
 }
