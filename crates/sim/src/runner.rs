@@ -772,6 +772,12 @@ impl Sim {
     /// Whether the power cut comes before the next event at `next`.
     fn power_cut_due(&mut self, next: Instant) -> bool {
         let at = self.chaos.as_ref().and_then(|c| c.power_cut_at);
+        self.due_before(at, next)
+    }
+
+    /// Whether a fault at `at` comes before the next event at `next`
+    /// (then the clock moves to it).
+    fn due_before(&mut self, at: Option<Instant>, next: Instant) -> bool {
         match at {
             Some(at) if at <= next => {
                 self.now = self.now.max(at);
@@ -809,13 +815,7 @@ impl Sim {
     /// Whether the process crash comes before the next event at `next`.
     fn crash_due(&mut self, next: Instant) -> bool {
         let at = self.chaos.as_ref().and_then(|c| c.crash_at);
-        match at {
-            Some(at) if at <= next => {
-                self.now = self.now.max(at);
-                true
-            }
-            _ => false,
-        }
+        self.due_before(at, next)
     }
 
     /// The process crashes (once): what syncs acknowledged must still be
