@@ -88,15 +88,12 @@ pub fn run(args: VoprArgs) -> ExitCode {
     let (first, end) = args.seeds;
     let total = end - first;
     let show = std::io::stderr().is_terminal() && !args.json;
-    // Panics are violations, reported below: not printed as they happen.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
     let mut faults: BTreeMap<&str, u64> = FAULT_KINDS.iter().map(|&k| (k, 0)).collect();
     let mut checks: BTreeMap<&str, u64> = CHECK_KINDS.iter().map(|&k| (k, 0)).collect();
     let mut failures = Vec::new();
     let started = std::time::Instant::now();
     for (i, seed) in (first..end).enumerate() {
-        let run = wb_sim::vopr::run_seed(seed, args.faults);
+        let run = quietly(|| wb_sim::vopr::run_seed(seed, args.faults));
         for (k, n) in run.outcome.injected {
             *faults.entry(k).or_insert(0) += n;
         }
@@ -116,7 +113,6 @@ pub fn run(args: VoprArgs) -> ExitCode {
             );
         }
     }
-    std::panic::set_hook(hook);
     if show {
         eprintln!();
     }
@@ -164,10 +160,7 @@ pub fn run(args: VoprArgs) -> ExitCode {
 
 /// `--report SEED`: one run's whole report, its faults and its checks.
 fn report(seed: u64, profile: FaultProfile) -> ExitCode {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let run = wb_sim::vopr::run_seed_report(seed, profile);
-    std::panic::set_hook(hook);
+    let run = quietly(|| wb_sim::vopr::run_seed_report(seed, profile));
     let (report, outcome) = match run {
         Ok(r) => r,
         Err(what) => {
@@ -197,4 +190,14 @@ fn report(seed: u64, profile: FaultProfile) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Runs `f` with panic messages unprinted: a panic in a run is a
+/// violation, reported with the others.
+fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = f();
+    std::panic::set_hook(hook);
+    out
 }

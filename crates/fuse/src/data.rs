@@ -72,16 +72,13 @@ impl WbFs {
         let Some(file) = state.file.take() else {
             return;
         };
-        let orphan = match std::mem::take(&mut state.orphan) {
-            Orphan::Pending(path) => {
-                state.orphan = Orphan::Released;
-                Some(path)
-            }
-            other => {
-                state.orphan = other;
-                None
-            }
+        let orphan = match &state.orphan {
+            Orphan::Pending(path) => Some(path.clone()),
+            Orphan::No | Orphan::Released => None,
         };
+        if orphan.is_some() {
+            state.orphan = Orphan::Released;
+        }
         drop(state);
         if let Some(orphan) = orphan {
             drop(file);

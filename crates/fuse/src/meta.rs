@@ -215,11 +215,10 @@ impl WbFs {
     fn orphaned(&self, orphan: std::path::PathBuf) {
         // The file now named `orphan` (a concurrent rename could have
         // put another there than the one looked at).
-        let Ok(meta) = std::fs::symlink_metadata(&orphan) else {
-            return;
-        };
+        // If it cannot be looked at, the release says why (on stderr).
         use std::os::unix::fs::MetadataExt;
-        if let Some(inode) = self.inodes.find((meta.dev(), meta.ino())) {
+        let key = std::fs::symlink_metadata(&orphan).map(|m| (m.dev(), m.ino()));
+        if let Some(inode) = key.ok().and_then(|key| self.inodes.find(key)) {
             let mut state = inode.open_state();
             if state.handles > 0 {
                 state.orphan = Orphan::Pending(orphan);

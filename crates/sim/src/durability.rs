@@ -117,11 +117,15 @@ impl DataModel {
         let device = self.device[file];
         for f in 0..self.cache.len() {
             if self.device[f] == device {
-                let volatile = &self.volatile[f];
-                room(&mut self.durable[f], volatile.len())[..volatile.len()]
-                    .copy_from_slice(volatile);
+                self.persist(f);
             }
         }
+    }
+
+    /// What the volatile cache holds of file `f` is on the media.
+    fn persist(&mut self, f: usize) {
+        let volatile = &self.volatile[f];
+        room(&mut self.durable[f], volatile.len())[..volatile.len()].copy_from_slice(volatile);
     }
 
     /// Job `job` starts an fsync of `file`, or a sync (None: every file);
@@ -236,8 +240,7 @@ impl DataModel {
     /// when it meets a device: syncfs of its directory).
     pub fn flush_all(&mut self) {
         for f in 0..self.cache.len() {
-            let volatile = &self.volatile[f];
-            room(&mut self.durable[f], volatile.len())[..volatile.len()].copy_from_slice(volatile);
+            self.persist(f);
         }
     }
 

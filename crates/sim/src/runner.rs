@@ -205,14 +205,7 @@ impl Sim {
                 device: spec.name.clone(),
                 message,
             })?;
-            let dev = engine.add_device(
-                &spec.name,
-                spec.config.clone(),
-                model.idle_read_latency_ns(),
-            );
-            engine
-                .set_stable_writes_required(dev, model.stable_writes_required())
-                .expect("the device was just added");
+            add_engine_device(&mut engine, spec, &*model);
             devices.push(model);
             models.push(spec.model.clone());
         }
@@ -757,6 +750,18 @@ impl Sim {
     }
 }
 
+/// Adds the scenario's device `spec`, modelled by `model`, to `engine`.
+fn add_engine_device(engine: &mut Engine, spec: &wb_scenario::DeviceSpec, model: &dyn DeviceModel) {
+    let dev = engine.add_device(
+        &spec.name,
+        spec.config.clone(),
+        model.idle_read_latency_ns(),
+    );
+    engine
+        .set_stable_writes_required(dev, model.stable_writes_required())
+        .expect("the device was just added");
+}
+
 /// The message of a caught panic.
 pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
@@ -858,15 +863,7 @@ impl Sim {
         let now = self.now;
         let mut engine = Engine::new(self.scenario.cache.clone(), now);
         for (i, spec) in self.scenario.devices.iter().enumerate() {
-            let model = &self.devices[i];
-            let dev = engine.add_device(
-                &spec.name,
-                spec.config.clone(),
-                model.idle_read_latency_ns(),
-            );
-            engine
-                .set_stable_writes_required(dev, model.stable_writes_required())
-                .expect("the device was just added");
+            add_engine_device(&mut engine, spec, &*self.devices[i]);
         }
         for (j, spec) in self.scenario.jobs.iter().enumerate() {
             let domain = engine

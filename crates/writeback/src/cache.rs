@@ -343,19 +343,7 @@ impl Cache {
     /// about `backlog_wait_ms` (the engine's `backlog.rs`); [`Cache::sync`]
     /// waits until every release is done.
     pub fn unlink(&self, path: impl AsRef<Path>) -> Result<(), Error> {
-        use std::os::unix::fs::MetadataExt;
-        let path = path.as_ref();
-        let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
-        if !meta.is_file() || meta.nlink() > 1 {
-            // Nothing to release: another name keeps the data, or it is
-            // not a regular file.
-            return std::fs::remove_file(path).map_err(|e| Error::io(path, e));
-        }
-        // Known to the cache, or made known: the cache's descriptor keeps
-        // the blocks until the backlog releases them.
-        let file = self.known_file(path, &meta)?;
-        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
-        self.shared.unlink_when_closed(file)
+        self.remove(path.as_ref(), false)
     }
 
     /// Removes the regular file at `path` later, name and all: for a front
@@ -367,17 +355,28 @@ impl Cache {
     /// before then leaves `path`: pass it here again at the next start.
     /// A file with another name is just unlinked (nothing to release).
     pub fn remove_later(&self, path: impl AsRef<Path>) -> Result<(), Error> {
+        self.remove(path.as_ref(), true)
+    }
+
+    /// Removes `path`'s name now, or (`later`) by the last step of the
+    /// file's release; the release is the backlog's.
+    fn remove(&self, path: &Path, later: bool) -> Result<(), Error> {
         use std::os::unix::fs::MetadataExt;
-        let path = path.as_ref();
         let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
         if !meta.is_file() || meta.nlink() > 1 {
+            // Nothing to release: another name keeps the data, or it is
+            // not a regular file.
             return std::fs::remove_file(path).map_err(|e| Error::io(path, e));
         }
+        // Known to the cache, or made known: the cache's descriptor keeps
+        // the blocks until the backlog releases them.
         let file = self.known_file(path, &meta)?;
-        self.shared
-            .lock()
-            .remove_at_release
-            .insert(file, path.to_path_buf());
+        if later {
+            let name = path.to_path_buf();
+            self.shared.lock().remove_at_release.insert(file, name);
+        } else {
+            std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+        }
         self.shared.unlink_when_closed(file)
     }
 

@@ -160,7 +160,7 @@ pub fn run(args: UnlinkArgs) -> Result<(), BenchError> {
     progress!(
         "trees of {} files of {} and {} of {} in {}",
         args.files,
-        human_bytes_exact(args.file_size),
+        wb_engine::units::format_bytes(args.file_size),
         args.big_files,
         human_bytes(args.big_file_size),
         dir.display()
@@ -185,14 +185,6 @@ pub fn run(args: UnlinkArgs) -> Result<(), BenchError> {
         print!("{}", render(&results));
     }
     Ok(())
-}
-
-fn human_bytes_exact(bytes: u64) -> String {
-    if bytes < 1 << 20 {
-        format!("{} KiB", bytes.div_ceil(1024))
-    } else {
-        human_bytes(bytes)
-    }
 }
 
 /// Builds the tree, makes it durable, drops the page cache, removes it.
