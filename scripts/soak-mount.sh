@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak (issue 11): `wb mount` with memory=64MiB serving fio (randrw,
 # verify=crc32c, 4 jobs) for SECONDS (default 600) while a knob changes
-# every second; samples the server's RSS every second. Prints the fio
+# every second (the memory among them: down to 16 MiB and back); samples the server's RSS every second. Prints the fio
 # errors, the knob changes made and the largest RSS; exits 1 on a fio
 # error, a dead server, or RSS over the budget + 64 MiB + 5 %.
 #   scripts/soak-mount.sh [SECONDS] [DIR]     # DIR on a disk (O_DIRECT), default /var/tmp/wb-soak
@@ -29,7 +29,7 @@ knobs=("$dev/wbt_lat_usec 0" "$dev/wbt_lat_usec -1" "$dev/wbt_lat_usec 2000" "$d
        "$dev/queue_depth 32" "$dev/nr_requests 4" "$dev/nr_requests 128" "$dev/stable_writes wait"
        "$dev/stable_writes snapshot" "$dev/stable_writes none" "dirty_ratio 5" "dirty_ratio 40"
        "dirty_background_ratio 2" "dirty_background_ratio 10" "dirty_expire_centisecs 100"
-       "dirty_expire_centisecs 3000")
+       "dirty_expire_centisecs 3000" "memory 16MiB" "memory 64MiB" "memory 32MiB" "memory 64MiB")
 changes=0; max_rss=0; i=0
 while kill -0 "$fio_pid" 2>/dev/null; do
   set -- ${knobs[$((i % ${#knobs[@]}))]}

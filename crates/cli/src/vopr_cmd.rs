@@ -22,9 +22,11 @@ and its faults; the run is checked by the oracle:
   fsync_reports   an fsync reports a failed write-back exactly once to each handle
   restart         at the crash, acknowledged pages are on the device, files as long as synced
   durability      after the power cut, every page an Ok fsync or sync acknowledged is on the media
+  stall_bounds    no sleep longer than its reason's bound (a throttle pause 200 ms, an event
+                  wait re-checked after 100 ms), and every sleeper woken by its end
   no_panic        the engine returns errors, never panics
 Faults (--faults io): write_eio, read_eio, enospc, latency_spike; all: also knob_change
-(wbt_lat_usec, queue_depth, nr_requests, stable_writes, dirty limits under load), a crash
+(wbt_lat_usec, queue_depth, nr_requests, stable_writes, dirty limits, memory under load), a crash
 (the engine restarts over what survived) in the first half of most runs, and one power_cut
 a run (device write caches lost, writes in flight torn at 4 KiB).
 

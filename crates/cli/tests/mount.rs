@@ -377,10 +377,25 @@ fn knob_files_and_stats() {
     let err = fs::write(&ratio, "101").expect_err("out of range");
     assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
     assert_eq!(fs::read_to_string(&ratio).expect("read"), "15\n");
-    let err = fs::write(ctl.join("memory"), "1GiB").expect_err("memory is fixed");
-    assert!(
-        matches!(err.raw_os_error(), Some(libc::EINVAL) | Some(libc::EACCES)),
-        "{err}"
+    // The memory goes down, and back up to what the mount started with,
+    // never past it.
+    let memory = ctl.join("memory");
+    let start: u64 = fs::read_to_string(&memory)
+        .expect("read memory")
+        .trim()
+        .parse()
+        .expect("memory in bytes");
+    let err = fs::write(&memory, (2 * start).to_string()).expect_err("past the start");
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+    fs::write(&memory, (start / 2).to_string()).expect("lowered");
+    assert_eq!(
+        fs::read_to_string(&memory).expect("read"),
+        format!("{}\n", start / 2)
+    );
+    fs::write(&memory, start.to_string()).expect("raised back");
+    assert_eq!(
+        fs::read_to_string(&memory).expect("read"),
+        format!("{start}\n")
     );
     // Nothing reached the backing directory.
     assert!(!mount.backing.join(".writeback").exists());
@@ -585,17 +600,13 @@ fn dd_two_gib_then_cmp() {
     run(Command::new("cmp").arg(&source).arg(backing.join("big")));
 }
 
-/// Writes `values` in turn to the device knob files every 100 ms until
-/// `stop`; returns how many writes were made.
-fn flip_knobs(
-    device: PathBuf,
-    values: Vec<(&'static str, &'static str)>,
-    stop: Arc<AtomicBool>,
-) -> u64 {
+/// Writes `values` in turn to their knob files every 100 ms until `stop`;
+/// returns how many writes were made.
+fn flip_knobs(values: Vec<(PathBuf, String)>, stop: Arc<AtomicBool>) -> u64 {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let (knob, value) = values[n as usize % values.len()];
-        fs::write(device.join(knob), value).expect("a valid knob value is accepted");
+        let (knob, value) = &values[n as usize % values.len()];
+        fs::write(knob, value).expect("a valid knob value is accepted");
         n += 1;
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -616,20 +627,39 @@ fn knobs_flipped_every_100ms_during_dd_lose_nothing() {
         .find(|p| p.is_dir())
         .expect("a device directory");
     let stop = Arc::new(AtomicBool::new(false));
-    let values = vec![
-        ("wbt_lat_usec", "0"),
-        ("wbt_lat_usec", "-1"),
-        ("wbt_lat_usec", "2000"),
-        ("nr_requests", "2"),
-        ("wbt_lat_usec", "0"),
-        ("queue_depth", "1"),
-        ("wbt_lat_usec", "2000"),
-        ("nr_requests", "128"),
-        ("queue_depth", "32"),
-    ];
+    // The memory too: down to a quarter of the mount's and back.
+    let memory = mount.mnt.join(".writeback/memory");
+    let start: u64 = fs::read_to_string(&memory)
+        .expect("read memory")
+        .trim()
+        .parse()
+        .expect("memory in bytes");
+    let values: Vec<(PathBuf, String)> = [
+        ("wbt_lat_usec", "0".to_string()),
+        ("wbt_lat_usec", "-1".to_string()),
+        ("memory", (start / 4).to_string()),
+        ("wbt_lat_usec", "2000".to_string()),
+        ("nr_requests", "2".to_string()),
+        ("wbt_lat_usec", "0".to_string()),
+        ("memory", start.to_string()),
+        ("queue_depth", "1".to_string()),
+        ("wbt_lat_usec", "2000".to_string()),
+        ("nr_requests", "128".to_string()),
+        ("queue_depth", "32".to_string()),
+    ]
+    .into_iter()
+    .map(|(knob, value)| {
+        let path = if knob == "memory" {
+            memory.clone()
+        } else {
+            device.join(knob)
+        };
+        (path, value)
+    })
+    .collect();
     let flipper = {
         let stop = stop.clone();
-        std::thread::spawn(move || flip_knobs(device, values, stop))
+        std::thread::spawn(move || flip_knobs(values, stop))
     };
     let target = mount.mnt.join("big");
     run(Command::new("dd")

@@ -119,6 +119,18 @@ pub enum StallReason {
 }
 
 impl StallReason {
+    /// The longest one sleep of this reason may last: the caller is woken
+    /// by then and looks again (an operation may sleep several times).
+    /// A dirty-throttle pause is at most Linux's MAX_PAUSE (the 2007
+    /// throttle's congestion wait and the DONTCACHE wait are shorter);
+    /// every wait for an event re-checks after `EVENT_WAIT_MAX_NS`.
+    pub fn max_sleep_ns(self) -> u64 {
+        match self {
+            StallReason::DirtyThrottle => crate::balance_dirty::MAX_PAUSE_NS,
+            _ => crate::task::EVENT_WAIT_MAX_NS,
+        }
+    }
+
     pub const ALL: [StallReason; 9] = [
         StallReason::DirtyThrottle,
         StallReason::StablePage,

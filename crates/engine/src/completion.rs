@@ -49,6 +49,9 @@ impl Engine {
                 self.check_syncs();
             }
         }
+        if self.over_budget && !self.trim_to_budget() {
+            self.wake(crate::task::WaitKey::Memory);
+        }
         self.pump(now, req.device);
     }
 

@@ -59,7 +59,14 @@ pub const MAX_DOMAIN_NAME_BYTES: usize = 256;
 
 pub struct Engine {
     pub(crate) config: Config,
+    /// The cache budget: the `memory` knob, lowered or raised at run time
+    /// within `frame_pages` (reclaim.rs, `trim_to_budget`).
     pub(crate) memory_pages: u64,
+    /// The frames the runtime owns: the budget the cache started with.
+    pub(crate) frame_pages: u64,
+    /// The cache holds more than a lowered budget; it frees pages as they
+    /// come clean until it is within it, and allocates none meanwhile.
+    pub(crate) over_budget: bool,
     /// The global dirty limits and writeout shares (dirty_limits.rs).
     pub(crate) dom: WbDomain,
     pub(crate) files: Vec<CachedFile>,
@@ -111,6 +118,8 @@ impl Engine {
         let mut engine = Engine {
             config,
             memory_pages,
+            frame_pages: memory_pages,
+            over_budget: false,
             dom: WbDomain {
                 thresh,
                 dirty_limit: thresh.thresh,
@@ -326,7 +335,14 @@ impl Engine {
         self.nr_cached
     }
 
+    /// The cache budget now (the `memory` knob).
     pub fn memory_pages(&self) -> u64 {
         self.memory_pages
+    }
+
+    /// The frames the runtime provides: the budget the cache started with,
+    /// the most the `memory` knob can be raised to.
+    pub fn frame_pages(&self) -> u64 {
+        self.frame_pages
     }
 }

@@ -13,12 +13,13 @@ impl Engine {
     /// Panics with a description if an invariant does not hold. Cost is
     /// linear in the number of cached pages.
     pub fn check_invariants(&self) {
+        let used = self.nr_cached + self.nr_snapshot;
         assert!(
-            self.nr_cached + self.nr_snapshot <= self.memory_pages,
-            "cache {} over budget {}",
-            self.nr_cached,
+            used <= self.memory_pages || self.over_budget,
+            "cache {used} over budget {} (not lowered)",
             self.memory_pages
         );
+        assert!(used <= self.frame_pages, "cache {used} over its frames");
         self.check_page_locks();
         self.check_backlogs();
         let limit = self.hard_limit_pages() + self.dirty_slack_pages();
@@ -75,7 +76,7 @@ impl Engine {
         }
         assert_eq!(
             frames_used + self.nr_snapshot + self.frames.free_frames(),
-            self.memory_pages,
+            self.frame_pages,
             "every frame is free or holds one cached page"
         );
         // The queue's coverage costs a sort; the simulator checks after
@@ -147,7 +148,7 @@ impl Engine {
     /// queue stays within its bound.
     fn check_reclaim_queue(&self) {
         assert!(
-            self.reclaim.len() <= self.memory_pages as usize + crate::reclaim::RECLAIM_QUEUE_SLACK,
+            self.reclaim.len() <= self.frame_pages as usize + crate::reclaim::RECLAIM_QUEUE_SLACK,
             "reclaim queue over its bound"
         );
         let mut covered: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.files.len()];

@@ -60,18 +60,26 @@ impl Engine {
         Ok(())
     }
 
-    /// Changes a cache-wide knob at run time. Bad values change nothing;
-    /// the cache budget is fixed once the engine exists.
+    /// Changes a cache-wide knob at run time. Bad values change nothing.
+    /// The cache budget (`memory`) can be lowered, and raised again up to
+    /// what the cache started with (the runtime's frames); over a lowered
+    /// budget, clean pages go at once and dirty ones once written back.
     pub fn set_knob(&mut self, knob: &str, value: &str) -> Result<(), crate::config::KnobError> {
         let mut config = self.config.clone();
         config.set(knob, value)?;
-        if config.memory_bytes != self.config.memory_bytes {
+        let memory_pages = config.memory_bytes / crate::ids::PAGE_SIZE;
+        if memory_pages > self.frame_pages {
             return Err(crate::config::KnobError::Invalid {
                 knob: knob.to_string(),
                 value: value.to_string(),
-                reason: "the cache budget cannot change while the cache runs".to_string(),
+                reason: format!(
+                    "the cache started with {} and cannot grow past it while it runs",
+                    crate::units::format_bytes(self.frame_pages * crate::ids::PAGE_SIZE)
+                ),
             });
         }
+        self.memory_pages = memory_pages;
+        self.stats.memory_pages = memory_pages;
         self.dom.thresh = domain_dirty_limits(&config, self.memory_pages);
         // The hard limit follows a raised threshold at once and a lowered one slowly.
         self.dom.dirty_limit = self.dom.dirty_limit.max(self.dom.thresh.thresh);
@@ -83,6 +91,11 @@ impl Engine {
         self.config = config;
         if backlog_changed {
             self.backlog_recheck();
+        }
+        self.trim_to_budget();
+        // A raised budget has room for whoever waits for memory.
+        if self.free_pages() > 0 {
+            self.wake(crate::task::WaitKey::Memory);
         }
         Ok(())
     }

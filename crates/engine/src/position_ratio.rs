@@ -72,7 +72,10 @@ pub fn wb_position_ratio(dtc: &Dtc, write_bw: u64, strict_limit: bool) -> f64 {
     let x = wb_thresh as f64 / (dtc.thresh.max(1)) as f64;
     let wb_setpoint = setpoint as f64 * x;
     // Span 8 * write_bw for a single context, moving toward wb_thresh for many (JBOD).
-    let span = ((dtc.thresh - wb_thresh) as f64 + 8.0 * write_bw as f64) * x;
+    // Saturating: right after the threshold is lowered (the memory or a
+    // dirty ratio knob), the hard limit is still far above it and
+    // (limit - dirty) / 8 can exceed the threshold.
+    let span = (dtc.thresh.saturating_sub(wb_thresh) as f64 + 8.0 * write_bw as f64) * x;
     let x_intercept = wb_setpoint + span;
     let wb_dirty = dtc.wb_dirty as f64;
     if wb_dirty < x_intercept - span / 4.0 {
@@ -114,6 +117,24 @@ mod tests {
         assert!(pos_ratio_polynom(100, 0, 200) > 1.9);
         assert!(pos_ratio_polynom(100, 199, 200) < 0.1);
         assert_eq!(pos_ratio_polynom(100, 0, 101), 2.0, "clamped");
+    }
+
+    #[test]
+    fn a_threshold_lowered_far_under_the_hard_limit() {
+        // memory 64 -> 16 MiB and dirty_ratio 40 -> 5 at run time: the
+        // threshold falls 32-fold, the hard limit follows slowly, and
+        // (limit - dirty) / 8 exceeds the threshold (a u64 underflow once).
+        let d = Dtc {
+            dirty: 100,
+            thresh: 200,
+            bg_thresh: 100,
+            limit: 6_400,
+            wb_dirty: 100,
+            wb_thresh: 200,
+            wb_bg_thresh: 100,
+        };
+        let ratio = wb_position_ratio(&d, 2560, false);
+        assert!(ratio.is_finite() && ratio > 0.0, "{ratio}");
     }
 
     #[test]

@@ -153,10 +153,28 @@ impl Engine {
         freed
     }
 
+    /// Brings the cache within a lowered budget: frees clean pages now,
+    /// and while that is not enough has the dirty ones written back
+    /// (reason vmscan, as `reserve` does) and frees them as they come
+    /// clean (`io_complete`, `handle_timeout`). Returns whether the cache
+    /// is still over its budget.
+    pub(crate) fn trim_to_budget(&mut self) -> bool {
+        let used = self.nr_cached + self.nr_snapshot;
+        if used > self.memory_pages {
+            self.shrink(used - self.memory_pages);
+        }
+        self.over_budget = self.nr_cached + self.nr_snapshot > self.memory_pages;
+        if self.over_budget {
+            for wb in self.wbs.iter_mut().filter(|wb| wb.dirty > 0) {
+                wb.flusher.start_all(WbReason::Vmscan);
+            }
+        }
+        self.over_budget
+    }
+
     /// Ensures room for `pages` more cached pages. On failure, kicks
     /// writeback for reclaim; the caller must wait (reason Memory).
     pub(crate) fn reserve(&mut self, now: Instant, pages: u64) -> bool {
-        assert!(pages <= self.memory_pages);
         let free = self.free_pages();
         if free >= pages {
             return true;
@@ -268,7 +286,7 @@ impl Engine {
     /// (truncate, eviction, failed reads) stay until the hand reaches
     /// them; past this many, drop those that cover no queued page.
     fn bound_reclaim_queue(&mut self) {
-        let limit = self.memory_pages as usize + RECLAIM_QUEUE_SLACK;
+        let limit = self.frame_pages as usize + RECLAIM_QUEUE_SLACK;
         if self.reclaim.len() <= limit {
             return;
         }

@@ -94,8 +94,10 @@ impl Engine {
         }
     }
 
-    /// Frames neither cached pages nor kept by writes in flight hold.
+    /// Room under the budget: pages neither cached nor kept by writes in
+    /// flight (none while the cache is over a lowered budget).
     pub(crate) fn free_pages(&self) -> u64 {
-        self.memory_pages - self.nr_cached - self.nr_snapshot
+        self.memory_pages
+            .saturating_sub(self.nr_cached + self.nr_snapshot)
     }
 }

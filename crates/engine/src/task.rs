@@ -124,6 +124,11 @@ impl Engine {
         key: Option<WaitKey>,
     ) -> Step {
         assert!(stall.until >= now, "a stall ends in the future");
+        assert!(
+            stall.until.since_ns(now) <= stall.reason.max_sleep_ns(),
+            "a {} sleep within its bound",
+            stall.reason.name()
+        );
         let t = &mut self.tasks[task.index()];
         assert!(t.stall.is_none(), "task already stalled");
         t.stall = Some((stall.reason, now));

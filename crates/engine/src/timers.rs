@@ -101,6 +101,13 @@ impl Engine {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        // A lowered budget's vmscan writeback starts here (knobs are
+        // changed without a time) and then from each completion.
+        if self.over_budget && self.trim_to_budget() {
+            for d in 0..self.devices.len() {
+                self.pump(now, DeviceId(d as u32));
+            }
+        }
         if now >= self.timers.next_bandwidth {
             self.update_bandwidths(now);
             self.timers.next_bandwidth = now + BANDWIDTH_INTERVAL_NS;

@@ -167,3 +167,77 @@ fn queue_knobs_and_wbt_changed_together_under_load() {
     hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
     assert_eq!(hs.engine.stats().dirty_pages, 0);
 }
+
+/// Runs time forward in 1 ms steps until `until`, checking the invariants
+/// and that the cache never grows while over its budget.
+fn idle_checking_memory(hs: &mut Harness, until: Instant) {
+    let mut last = hs.engine.stats().cached_pages;
+    while hs.now < until {
+        hs.idle_until(hs.now + 1_000_000);
+        hs.engine.check_invariants();
+        let stats = hs.engine.stats();
+        if last > stats.memory_pages {
+            assert!(
+                stats.cached_pages <= last,
+                "over its budget the cache only shrinks: {last} -> {}",
+                stats.cached_pages
+            );
+        }
+        last = stats.cached_pages;
+    }
+}
+
+#[test]
+fn memory_lowered_under_dirty_pages_writes_them_back_and_shrinks() {
+    let (mut hs, _, task, h) = busy_engine("0");
+    hs.run(task, |e, now| e.write(now, task, h, 0, 24 * MIB))
+        .unwrap();
+    let before = hs.engine.stats();
+    assert!(
+        before.cached_pages > 2 * 2048 && before.dirty_pages > 0,
+        "{} cached, {} dirty",
+        before.cached_pages,
+        before.dirty_pages
+    );
+    hs.engine.set_knob("memory", "8MiB").unwrap();
+    assert_eq!(hs.engine.stats().memory_pages, 2048);
+    hs.engine.check_invariants();
+    let until = hs.now + 3_000_000_000;
+    idle_checking_memory(&mut hs, until);
+    let after = hs.engine.stats();
+    assert!(
+        after.cached_pages <= 2048,
+        "within the lowered budget: {} cached",
+        after.cached_pages
+    );
+    assert_eq!(after.dirty_pages, 0, "what was dirty was written back");
+    // The written data is still there to be read back, and new writes fit.
+    hs.run(task, |e, now| e.write(now, task, h, 24 * MIB, 16 * MIB))
+        .unwrap();
+    let until = hs.now + 100_000_000;
+    idle_checking_memory(&mut hs, until);
+    assert!(hs.engine.stats().cached_pages <= 2048);
+    hs.run(task, |e, now| e.fsync(now, task, h)).unwrap();
+    assert_eq!(hs.engine.stats().dirty_pages, 0);
+}
+
+#[test]
+fn memory_raised_back_but_never_past_what_the_cache_started_with() {
+    let (mut hs, _, task, h) = busy_engine("0");
+    hs.engine.set_knob("memory", "16MiB").unwrap();
+    let e = hs.engine.set_knob("memory", "65MiB").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid value '65MiB' for memory: the cache started with 64.0MiB and cannot grow past it while it runs"
+    );
+    assert_eq!(hs.engine.stats().memory_pages, 4096, "nothing changed");
+    hs.engine.set_knob("memory", "64MiB").unwrap();
+    assert_eq!(hs.engine.stats().memory_pages, 16384);
+    hs.run(task, |e, now| e.write(now, task, h, 0, 40 * MIB))
+        .unwrap();
+    hs.engine.check_invariants();
+    assert!(
+        hs.engine.stats().cached_pages > 4096,
+        "the raised budget is used"
+    );
+}

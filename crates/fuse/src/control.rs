@@ -10,7 +10,9 @@
 //! Reading a knob gives its value and a newline; writing sets it (`echo 0 >
 //! MOUNT/.writeback/vda/wbt_lat_usec`). An invalid value gets EINVAL and
 //! changes nothing (the engine validates before it changes anything).
-//! `memory` is read-only: the budget is fixed while the cache runs.
+//! `memory` can be lowered, and raised again up to what the mount started
+//! with (its frames are allocated then); over a lowered budget the cache
+//! frees clean pages at once and dirty ones once written back.
 //!
 //! The directory is reachable by name only: it is left out of the root's
 //! listing so that `cp -a`, `diff -r`, `find` or `rm -rf` over the mount
@@ -84,7 +86,6 @@ impl Node {
         match self {
             Node::Dir | Node::DeviceDir(_) => VirtualKind::Dir,
             Node::Stats => VirtualKind::ReadOnly,
-            Node::Knob(k) if Config::KNOBS[k] == "memory" => VirtualKind::ReadOnly,
             _ => VirtualKind::Writable,
         }
     }

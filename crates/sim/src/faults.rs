@@ -12,7 +12,7 @@
 //!
 //! And `knob_change`: every ~200 ms of simulated time a knob changes while
 //! I/O is in flight (wbt_lat_usec on, off and values, queue_depth,
-//! nr_requests, stable_writes, dirty limits).
+//! nr_requests, stable_writes, dirty limits, the cache's memory).
 //!
 //! Checks, made on every run:
 //! - `invariants`: the engine's invariants after every event (memory
@@ -26,6 +26,11 @@
 //!   drawn in its last three quarters, or at its end), every version of a
 //!   page that an Ok fsync or sync acknowledged is on the media, or a newer
 //!   one (durability.rs: device write caches, flushes, torn writes);
+//! - `stall_bounds`: no sleep the engine imposes is longer than its
+//!   reason's bound (`StallReason::max_sleep_ns`: a throttle pause at most
+//!   200 ms, a wait for an event re-checked after 100 ms), and the task is
+//!   woken by its end. (An operation's whole wait has no bound under
+//!   faults: a sync waits for a write delayed 3 s by a latency spike.)
 //! - `no_panic`: the engine returns errors, never panics.
 //!
 //! - `restart`: at a process crash (with `all`, one a run, in its first
@@ -83,10 +88,12 @@ pub const FAULT_KINDS: [&str; 7] = [
     "power_cut",
 ];
 /// Check kinds, as counted (`durability`: pages checked after power cuts;
-/// `restart`: pages and lengths checked at crashes).
-pub const CHECK_KINDS: [&str; 5] = [
+/// `restart`: pages and lengths checked at crashes; `stall_bounds`: sleeps
+/// checked).
+pub const CHECK_KINDS: [&str; 6] = [
     "invariants",
     "fsync_reports",
+    "stall_bounds",
     "restart",
     "durability",
     "no_panic",
@@ -189,13 +196,16 @@ impl FaultPlan {
     }
 
     /// A knob change for a run with `devices` devices.
-    pub fn knob_change(&mut self, devices: usize) -> KnobChange {
+    /// A knob change for a run on `devices` devices whose cache started
+    /// with `memory_bytes` (the `memory` knob goes down to a quarter of
+    /// that and back up).
+    pub fn knob_change(&mut self, devices: usize, memory_bytes: u64) -> KnobChange {
         self.count("knob_change");
         let device = Some(self.rng.below(devices.max(1) as u64) as usize);
         let pick = |rng: &mut Rng, values: &[&str]| {
             values[rng.below(values.len() as u64) as usize].to_string()
         };
-        match self.rng.below(7) {
+        match self.rng.below(8) {
             0 => (
                 device,
                 "wbt_lat_usec",
@@ -222,6 +232,11 @@ impl FaultPlan {
                 "dirty_background_ratio",
                 pick(&mut self.rng, &["1", "5", "10"]),
             ),
+            6 => {
+                let share = [4, 2, 1][self.rng.below(3) as usize];
+                let bytes = (memory_bytes / share).max(wb_engine::MIN_MEMORY_BYTES);
+                (None, "memory", bytes.min(memory_bytes).to_string())
+            }
             _ => (
                 None,
                 "dirty_expire_centisecs",
@@ -240,6 +255,8 @@ pub struct Oracle {
     pub checks: BTreeMap<&'static str, u64>,
     /// The first violation: (check, what happened).
     pub violation: Option<(&'static str, String)>,
+    /// Per job, the sleep it is in: (since, until, reason).
+    sleeping: Vec<Option<(u64, u64, wb_engine::StallReason)>>,
 }
 
 impl Oracle {
@@ -248,7 +265,46 @@ impl Oracle {
             unreported: files_per_job.iter().map(|&n| vec![false; n]).collect(),
             checks: CHECK_KINDS.iter().map(|&k| (k, 0)).collect(),
             violation: None,
+            sleeping: vec![None; files_per_job.len()],
         }
+    }
+
+    /// Job `job` was put to sleep at `now_ns` by `stall`.
+    pub fn slept(&mut self, job: usize, now_ns: u64, stall: &wb_engine::Stall) {
+        let until = stall.until.as_ns();
+        let bound = stall.reason.max_sleep_ns();
+        if until.saturating_sub(now_ns) > bound {
+            self.violate(
+                "stall_bounds",
+                format!(
+                    "at {now_ns} ns job {job} was put to sleep ({}) until {until} ns, past its bound of {bound} ns",
+                    stall.reason.name()
+                ),
+            );
+        }
+        self.sleeping[job] = Some((now_ns, until, stall.reason));
+    }
+
+    /// Job `job` runs again at `now_ns`: by the end of the sleep it was in.
+    pub fn woke(&mut self, job: usize, now_ns: u64) {
+        let Some((since, until, reason)) = self.sleeping[job].take() else {
+            return;
+        };
+        self.count("stall_bounds");
+        if now_ns > until {
+            self.violate(
+                "stall_bounds",
+                format!(
+                    "job {job} slept ({}) from {since} ns to {now_ns} ns, past the sleep's end at {until} ns",
+                    reason.name()
+                ),
+            );
+        }
+    }
+
+    /// A restart: the old process's sleeps ended with it.
+    pub fn forget_sleeps(&mut self) {
+        self.sleeping.fill(None);
     }
 
     pub fn count(&mut self, check: &'static str) {

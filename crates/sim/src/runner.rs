@@ -534,6 +534,9 @@ impl Sim {
         }
         self.jobs[job].run.start(now);
         let result = if self.jobs[job].run.current_op().is_some() {
+            if let Some(chaos) = self.chaos.as_mut() {
+                chaos.oracle.woke(job, now.as_ns());
+            }
             self.engine.resume(now, self.jobs[job].task)
         } else {
             if self.jobs[job].run.should_stop(now, self.foreground_left) {
@@ -557,6 +560,9 @@ impl Sim {
         };
         let ok = match result {
             Ok(Step::Sleep(stall)) => {
+                if let Some(chaos) = self.chaos.as_mut() {
+                    chaos.oracle.slept(job, now.as_ns(), &stall);
+                }
                 self.schedule(job, stall.until);
                 return;
             }
@@ -711,7 +717,8 @@ impl Sim {
         if chaos.next_knob_at.is_none_or(|at| at > now) {
             return;
         }
-        let (device, knob, value) = chaos.plan.knob_change(devices);
+        let memory_bytes = self.engine.frame_pages() * wb_engine::PAGE_SIZE;
+        let (device, knob, value) = chaos.plan.knob_change(devices, memory_bytes);
         chaos.next_knob_at = chaos.plan.next_knob_in_ns().map(|ns| now + ns);
         // Values the engine refuses change nothing; all here are valid.
         let _ = match device {
@@ -845,10 +852,12 @@ impl Sim {
                 format!("crash at {now} ns: job {job}'s file {idx} was {synced} bytes at a sync, {kept} survived")
             }
         });
-        // The errors of the old process's handles died with it.
+        // The errors of the old process's handles died with it, and its
+        // sleeps.
         for flags in &mut chaos.oracle.unreported {
             flags.fill(false);
         }
+        chaos.oracle.forget_sleeps();
         if let Some(what) = what {
             chaos.oracle.violate("restart", what);
         }

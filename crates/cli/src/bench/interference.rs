@@ -120,7 +120,7 @@ pub struct InterferenceArgs {
     pub data_dir: PathBuf,
     /// An engine knob for both engine configurations (cache or device knob,
     /// e.g. max_sectors_kb=128); wbt_lat_usec is set by the configuration. Repeatable.
-    #[arg(long = "engine-set", value_name = "KNOB=VALUE", value_parser = parse_engine_set)]
+    #[arg(long = "engine-set", value_name = "KNOB=VALUE", value_parser = super::parse_engine_set)]
     pub engine_sets: Vec<(String, String)>,
     /// Only these configurations, comma-separated (for experiments; ratios
     /// to the floor or the kernel need those in the list).
@@ -140,20 +140,6 @@ fn parse_config(text: &str) -> Result<Config, String> {
                 names.join(", ")
             )
         })
-}
-
-/// KNOB=VALUE, checked against the engine's knobs.
-fn parse_engine_set(text: &str) -> Result<(String, String), String> {
-    let (knob, value) = text
-        .split_once('=')
-        .ok_or_else(|| format!("'{text}': expected KNOB=VALUE"))?;
-    let checked = if wb_engine::Config::KNOBS.contains(&knob) {
-        wb_engine::Config::default().set(knob, value)
-    } else {
-        wb_engine::DeviceConfig::default().set(knob, value)
-    };
-    checked.map_err(|e| e.to_string())?;
-    Ok((knob.to_string(), value.to_string()))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -193,6 +193,55 @@ pub fn drop_caches() -> Result<(), BenchError> {
     })
 }
 
+/// How long [`quiesce`] waits for the disks to go quiet.
+const QUIESCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+/// Sectors written a second under which the disks count as quiet (1 MiB).
+const QUIESCE_SECTORS: u64 = 2048;
+
+/// Syncs, then waits (at most [`QUIESCE_TIMEOUT`]) until the machine's
+/// block devices write less than 1 MiB in a second: what an earlier phase
+/// left behind (a loop device's image written back by the host
+/// filesystem, XFS pushing its log's metadata in place) must not land in
+/// the next phase's measurements. Returns the seconds waited.
+pub fn quiesce() -> Result<f64, BenchError> {
+    let start = std::time::Instant::now();
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    let mut written = sectors_written()?;
+    while start.elapsed() < QUIESCE_TIMEOUT {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        // SAFETY: as above.
+        unsafe { libc::sync() };
+        let now = sectors_written()?;
+        if now.saturating_sub(written) < QUIESCE_SECTORS {
+            return Ok(start.elapsed().as_secs_f64());
+        }
+        written = now;
+    }
+    progress!(
+        "the disks were still writing after {} s; measuring anyway",
+        QUIESCE_TIMEOUT.as_secs()
+    );
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Sectors written by every whole block device so far (/proc/diskstats,
+/// the tenth field; partitions are left out, their writes are their
+/// disk's).
+fn sectors_written() -> Result<u64, BenchError> {
+    let text = std::fs::read_to_string("/proc/diskstats")
+        .map_err(|e| BenchError::failed("/proc/diskstats", e))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let name = fields.get(2)?;
+            let whole = std::path::Path::new("/sys/block").join(name).exists();
+            whole.then(|| fields.get(9)?.parse::<u64>().ok()).flatten()
+        })
+        .sum())
+}
+
 /// Bytes available to us on the filesystem holding `dir`.
 pub fn free_bytes(dir: &Path) -> Result<u64, BenchError> {
     use std::os::unix::ffi::OsStrExt;
@@ -257,6 +306,20 @@ pub fn human_bytes(bytes: u64) -> String {
     } else {
         format!("{:.0} MiB", b / MIB)
     }
+}
+
+/// KNOB=VALUE, checked against the engine's knobs.
+pub(crate) fn parse_engine_set(text: &str) -> Result<(String, String), String> {
+    let (knob, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}': expected KNOB=VALUE"))?;
+    let checked = if wb_engine::Config::KNOBS.contains(&knob) {
+        wb_engine::Config::default().set(knob, value)
+    } else {
+        wb_engine::DeviceConfig::default().set(knob, value)
+    };
+    checked.map_err(|e| e.to_string())?;
+    Ok((knob.to_string(), value.to_string()))
 }
 
 #[cfg(test)]

@@ -6,9 +6,10 @@
 //! and --big-files large ones is written (through the mount for the
 //! mount's configurations) and made durable (the kernel: syncfs; the
 //! mount: stopped, which writes everything back); the page cache is
-//! dropped; then a walker removes the tree as `rm -rf` does (list a
-//! directory, unlinkat each name, then the directory), timing every
-//! unlinkat. The mount's configurations remove it through a fresh mount
+//! dropped once the disks are quiet (what the build left to write back
+//! must not land in the walk); then a walker removes the tree as `rm -rf`
+//! does (list a directory, unlinkat each name, then the directory),
+//! timing every unlinkat and naming the slowest. The mount's configurations remove it through a fresh mount
 //! (`kernel` removes it directly):
 //!
 //! - `kernel`: unlinkat on the backing filesystem (ext4 frees a file's
@@ -24,7 +25,8 @@ use super::cleanup::TempFile;
 use super::mount::Mount;
 use super::table::Table;
 use super::{
-    drop_caches, free_bytes, human_bytes, parse_size, prepare_dir, progress, BenchError, SplitMix64,
+    drop_caches, free_bytes, human_bytes, parse_size, prepare_dir, progress, quiesce, BenchError,
+    SplitMix64,
 };
 use clap::Args;
 use hdrhistogram::Histogram;
@@ -82,6 +84,25 @@ pub struct UnlinkArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Only these configurations, comma-separated (for experiments).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_config)]
+    pub configs: Vec<Config>,
+    /// A knob for the mount's configurations (e.g. backlog_wait_ms=50);
+    /// memory and backlog_throttle are set by --memory and the configuration.
+    /// Repeatable.
+    #[arg(long = "mount-set", value_name = "KNOB=VALUE", value_parser = super::parse_engine_set)]
+    pub mount_sets: Vec<(String, String)>,
+}
+
+/// A configuration's name, as printed.
+fn parse_config(text: &str) -> Result<Config, String> {
+    CONFIGS
+        .into_iter()
+        .find(|c| c.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<_> = CONFIGS.iter().map(|c| c.name()).collect();
+            format!("'{text}' is not a configuration ({})", names.join(", "))
+        })
 }
 
 fn parse_count(text: &str) -> Result<u64, String> {
@@ -92,7 +113,7 @@ fn parse_count(text: &str) -> Result<u64, String> {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Config {
+pub enum Config {
     Kernel,
     Mount,
     MountFlushAll,
@@ -134,6 +155,7 @@ struct Removal {
     /// The mount's backlog pauses (count, longest in us): what its
     /// unlinks waited for the backlog; None for the kernel.
     backlog_pauses: Option<(u64, u64)>,
+    slowest: Vec<(u64, String, f64)>,
 }
 
 pub fn run(args: UnlinkArgs) -> Result<(), BenchError> {
@@ -166,7 +188,12 @@ pub fn run(args: UnlinkArgs) -> Result<(), BenchError> {
         dir.display()
     );
     let mut results = Vec::new();
-    for config in CONFIGS {
+    let configs = if args.configs.is_empty() {
+        CONFIGS.to_vec()
+    } else {
+        args.configs.clone()
+    };
+    for config in configs {
         let removal = run_config(&args, &dir, config)?;
         progress!(
             "{}: {} unlinks, max {:.1} ms, large-file max {:.1} ms, walk {:.1} s, total {:.1} s",
@@ -177,6 +204,12 @@ pub fn run(args: UnlinkArgs) -> Result<(), BenchError> {
             removal.walk_s,
             removal.total_s
         );
+        for (ns, what, at_s) in &removal.slowest {
+            progress!(
+                "  slow: {:.1} ms, {at_s:.2} s into the walk, {what}",
+                *ns as f64 / 1e6
+            );
+        }
         results.push(removal);
     }
     if args.json {
@@ -192,7 +225,10 @@ fn run_config(args: &UnlinkArgs, dir: &Path, config: Config) -> Result<Removal, 
     let name = format!("wb-unlink-{}", config.name());
     let tree = TempFile::new(dir.join(&name));
     let _ = std::fs::remove_dir_all(tree.path());
-    let sets = config.mount_sets(args.memory);
+    let sets = config.mount_sets(args.memory).map(|mut sets| {
+        sets.extend(args.mount_sets.iter().cloned());
+        sets
+    });
     progress!("{}: writing the tree", config.name());
     match &sets {
         Some(sets) => {
@@ -206,8 +242,12 @@ fn run_config(args: &UnlinkArgs, dir: &Path, config: Config) -> Result<Removal, 
             syncfs(dir)?;
         }
     }
+    let quiet_s = quiesce()?;
     drop_caches()?;
-    progress!("{}: removing it", config.name());
+    progress!(
+        "{}: removing it (the disks quiet after {quiet_s:.0} s)",
+        config.name()
+    );
     let mut walk = Walk::new()?;
     let mut backlog_pauses = None;
     let start = Instant::now();
@@ -238,6 +278,7 @@ fn run_config(args: &UnlinkArgs, dir: &Path, config: Config) -> Result<Removal, 
         walk_s: walk.walk_s,
         total_s,
         backlog_pauses,
+        slowest: walk.slowest,
     })
 }
 
@@ -285,7 +326,13 @@ struct Walk {
     hist: Histogram<u64>,
     big_max_ns: u64,
     walk_s: f64,
+    /// The slowest unlinks: (ns, which one, seconds into the walk).
+    slowest: Vec<(u64, String, f64)>,
+    start: Instant,
 }
+
+/// Slowest unlinks named in the progress lines.
+const SLOWEST_KEPT: usize = 5;
 
 impl Walk {
     fn new() -> Result<Walk, BenchError> {
@@ -295,13 +342,22 @@ impl Walk {
             hist,
             big_max_ns: 0,
             walk_s: 0.0,
+            slowest: Vec::new(),
+            start: Instant::now(),
         })
     }
 
-    fn record(&mut self, ns: u64, big: bool) {
+    fn record(&mut self, ns: u64, big: bool, what: impl FnOnce() -> String) {
         self.hist.saturating_record(ns.clamp(1, LATENCY_MAX_NS));
         if big {
             self.big_max_ns = self.big_max_ns.max(ns);
+        }
+        let kept_min = self.slowest.last().map_or(0, |s| s.0);
+        if self.slowest.len() < SLOWEST_KEPT || ns > kept_min {
+            let at_s = self.start.elapsed().as_secs_f64();
+            self.slowest.push((ns, what(), at_s));
+            self.slowest.sort_by_key(|s| std::cmp::Reverse(s.0));
+            self.slowest.truncate(SLOWEST_KEPT);
         }
     }
 }
@@ -309,11 +365,13 @@ impl Walk {
 /// Removes the tree at `root` as `rm -rf` does: list a directory, unlinkat
 /// each entry (a directory after its contents), then the directory itself.
 fn remove_tree(root: &Path, walk: &mut Walk) -> Result<(), BenchError> {
+    walk.start = Instant::now();
     remove_contents(root, walk)?;
     let parent = root.parent().unwrap_or(Path::new("/"));
     let name = root.file_name().unwrap_or_default();
     let dir = open_dir(parent)?;
-    timed_unlinkat(&dir, name, true, walk, false).map_err(|e| BenchError::failed(root.display(), e))
+    timed_unlinkat(&dir, root, name, true, walk, false)
+        .map_err(|e| BenchError::failed(root.display(), e))
 }
 
 fn remove_contents(dir_path: &Path, walk: &mut Walk) -> Result<(), BenchError> {
@@ -333,7 +391,7 @@ fn remove_contents(dir_path: &Path, walk: &mut Walk) -> Result<(), BenchError> {
             remove_contents(&dir_path.join(&name), walk)?;
         }
         let big = name.as_encoded_bytes().starts_with(b"big-");
-        timed_unlinkat(&dir, &name, is_dir, walk, big)
+        timed_unlinkat(&dir, dir_path, &name, is_dir, walk, big)
             .map_err(|e| BenchError::failed(dir_path.join(&name).display(), e))?;
     }
     Ok(())
@@ -348,6 +406,7 @@ fn open_dir(path: &Path) -> Result<nix::dir::Dir, BenchError> {
 
 fn timed_unlinkat(
     dir: &nix::dir::Dir,
+    dir_path: &Path,
     name: &std::ffi::OsStr,
     is_dir: bool,
     walk: &mut Walk,
@@ -360,7 +419,9 @@ fn timed_unlinkat(
     };
     let start = Instant::now();
     nix::unistd::unlinkat(dir.as_fd(), name, flag)?;
-    walk.record(start.elapsed().as_nanos() as u64, big);
+    walk.record(start.elapsed().as_nanos() as u64, big, || {
+        dir_path.join(name).display().to_string()
+    });
     Ok(())
 }
 

@@ -69,7 +69,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn new(engine: Engine, backend: Box<dyn IoBackend>, writeout: Writeout) -> Shared {
         let backend_name = backend.name();
-        let frames = Arc::new(super::frames::Frames::new(engine.memory_pages()));
+        let frames = Arc::new(super::frames::Frames::new(engine.frame_pages()));
         let (release_tx, release_rx) = std::sync::mpsc::channel();
         let index = Arc::new(PageIndex::new());
         Shared {
