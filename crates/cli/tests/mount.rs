@@ -1500,3 +1500,253 @@ fn a_write_back_error_reaches_every_handle_once_and_nothing_is_lost() {
     let back = fs::read(root.0.join("backing/f")).expect("read back");
     assert!(back == data, "the data is all there after the errors");
 }
+
+/// A shared, writable mapping of a whole file (test helper).
+struct Mapping {
+    addr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(file: &fs::File, len: usize) -> std::io::Result<Mapping> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a new mapping chosen by the kernel (addr NULL), of a file
+        // descriptor that is open for this call; the result is checked.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            addr: addr.cast(),
+            len,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `addr` maps `len` bytes for as long as `self` lives; the
+        // file is at least `len` long, so every byte is backed.
+        unsafe { std::slice::from_raw_parts(self.addr, self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.addr, self.len) }
+    }
+
+    fn msync(&self) {
+        // SAFETY: the whole mapping, which is live.
+        let rc = unsafe { libc::msync(self.addr.cast(), self.len, libc::MS_SYNC) };
+        assert_eq!(rc, 0, "msync: {}", std::io::Error::last_os_error());
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `new` mapped; no reference outlives self.
+        unsafe { libc::munmap(self.addr.cast(), self.len) };
+    }
+}
+
+fn read_at(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let f = fs::File::open(path).expect("open for reading");
+    let mut buf = vec![0u8; len];
+    f.read_exact_at(&mut buf, offset).expect("read");
+    buf
+}
+
+#[test]
+fn mapped_files_stay_coherent_with_reads_and_writes() {
+    use std::os::unix::fs::FileExt;
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("mmap");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let path = mount.mnt.join("mapped");
+    fs::write(&path, vec![b'a'; 16384]).expect("write");
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .expect("open");
+    let mut map = Mapping::new(&file, 16384).expect("mmap of a file on the mount");
+    assert!(
+        map.bytes().iter().all(|&b| b == b'a'),
+        "sees what write() wrote"
+    );
+
+    // write() through another descriptor: the mapping sees it.
+    let other = fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    other.write_all_at(&[b'b'; 4096], 4096).expect("pwrite");
+    assert!(
+        map.bytes()[4096..8192].iter().all(|&b| b == b'b'),
+        "sees a later write()"
+    );
+
+    // Stores through the mapping, synced: read() and the backing file see them.
+    map.bytes_mut()[8192..8200].copy_from_slice(b"cccccccc");
+    map.msync();
+    assert_eq!(read_at(&path, 8192, 8), b"cccccccc");
+    assert_eq!(read_at(&mount.backing.join("mapped"), 8192, 8), b"cccccccc");
+
+    // Stores not synced yet: a read() writes the mapped range back first.
+    map.bytes_mut()[12288..12296].copy_from_slice(b"dddddddd");
+    assert_eq!(read_at(&path, 12288, 8), b"dddddddd");
+    drop(map);
+    drop(file);
+    let backing = mount.backing.clone();
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    let data = fs::read(backing.join("mapped")).expect("read backing");
+    assert_eq!(&data[4096..4100], b"bbbb");
+    assert_eq!(&data[8192..8200], b"cccccccc");
+    assert_eq!(&data[12288..12296], b"dddddddd");
+}
+
+#[test]
+fn sqlite_in_wal_mode_runs_on_the_mount() {
+    require!(false);
+    if Command::new("sqlite3").arg("-version").output().is_err() {
+        wb_testkit::skip("sqlite3 is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    let _serial = serial();
+    let root = TempRoot::new("sqlite");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let db = mount.mnt.join("test.db");
+    // WAL mode maps the -shm index; 100,000 inserts in 10 transactions.
+    let mut script =
+        String::from("PRAGMA journal_mode=WAL;\nCREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);\n");
+    for batch in 0..10 {
+        script.push_str(&format!(
+            "BEGIN;\nWITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 9999) \
+             INSERT INTO t(id, v) SELECT {base} + i, hex(randomblob(32)) FROM n;\nCOMMIT;\n",
+            base = batch * 10_000
+        ));
+    }
+    script.push_str("SELECT count(*) FROM t;\nPRAGMA integrity_check;\n");
+    let mut child = Command::new("sqlite3")
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sqlite3");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("feed sqlite3");
+    let out = child.wait_with_output().expect("sqlite3 ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.is_empty(),
+        "{stdout}\n{stderr}"
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["wal", "100000", "ok"],
+        "{stdout}"
+    );
+}
+
+/// The mode bits of `path`, without the file type.
+fn mode_of(path: &Path) -> u32 {
+    fs::symlink_metadata(path).expect("stat").mode() & 0o7777
+}
+
+/// Appends a byte to `path` as uid/gid 65534 (nobody).
+fn append_as_nobody(path: &Path) {
+    run(Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+        ])
+        .arg(format!("printf x >> '{}'", path.display())));
+}
+
+/// What a write by another user, a write by root and `chown(f, -1, -1)`
+/// do to `dir/NAME`'s mode and change time.
+fn privilege_script(dir: &Path) -> Vec<(String, u32)> {
+    let mut seen = Vec::new();
+    for (name, mode) in [
+        ("suid", 0o4777),
+        ("sgid", 0o2777),
+        ("sgid-nox", 0o2767),
+        ("both", 0o6777),
+    ] {
+        let path = dir.join(name);
+        fs::write(&path, b"x").expect("create");
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+        append_as_nobody(&path);
+        seen.push((format!("{name} after another user's write"), mode_of(&path)));
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(b"y"))
+            .expect("root appends");
+        seen.push((format!("{name} after root's write"), mode_of(&path)));
+    }
+    seen
+}
+
+#[test]
+fn writes_clear_setuid_as_on_the_backing_filesystem() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("privs");
+    let direct = root.dir("direct");
+    // The control: the backing filesystem itself.
+    let expected = privilege_script(&direct);
+    assert_eq!(
+        expected[0],
+        ("suid after another user's write".to_string(), 0o777),
+        "the backing filesystem clears setuid on another user's write"
+    );
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &["--allow-other"]);
+    fs::set_permissions(&mount.mnt, fs::Permissions::from_mode(0o777)).expect("chmod mount root");
+    assert_eq!(privilege_script(&mount.mnt), expected);
+
+    // chown(f, -1, -1) marks a change (ctime) and, on Linux, drops setuid
+    // even for root: the same on the mount as on the backing filesystem.
+    let cases = [(&direct, 0o4755, 0o755), (&direct, 0o644, 0o644)];
+    let cases = cases
+        .into_iter()
+        .chain([(&mount.mnt, 0o4755, 0o755), (&mount.mnt, 0o644, 0o644)]);
+    for (dir, mode, expected) in cases {
+        let path = dir.join("suid");
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+        let before = fs::metadata(&path).expect("stat");
+        std::thread::sleep(Duration::from_millis(20));
+        nix::unistd::chown(&path, None, None).expect("chown -1 -1");
+        let after = fs::metadata(&path).expect("stat");
+        assert!(
+            (after.ctime(), after.ctime_nsec()) > (before.ctime(), before.ctime_nsec()),
+            "{}: ctime {}.{} -> {}.{}",
+            path.display(),
+            before.ctime(),
+            before.ctime_nsec(),
+            after.ctime(),
+            after.ctime_nsec()
+        );
+        assert_eq!(after.mode() & 0o7777, expected, "{}", path.display());
+    }
+}

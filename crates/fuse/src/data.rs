@@ -221,10 +221,17 @@ impl WbFs {
         }
     }
 
-    pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+    pub(crate) fn write(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        writer: (u32, u32),
+    ) -> Result<u32, Errno> {
         match &*self.handles.file(fh)? {
             Handle::File(h) => {
                 let _gate = self.data_gate()?;
+                self.remove_privs(&h.inode, writer)?;
                 let flags = if h.dontcache {
                     writeback::WriteFlags::DONTCACHE
                 } else {

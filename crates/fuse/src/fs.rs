@@ -53,6 +53,9 @@ pub struct WbFs {
     pub(crate) orphans: Orphans,
     /// The cache's fault seam, for tests (`wb mount --fault-seam`).
     pub(crate) faults: Option<writeback::io::Faults>,
+    /// Tells the kernel what changed behind its caches (set once the
+    /// session exists).
+    pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 /// Stops data changes on a filesystem that is being served.
@@ -91,6 +94,7 @@ impl WbFs {
             domains: Default::default(),
             orphans,
             faults: None,
+            notifier: Default::default(),
         })
     }
 
@@ -134,6 +138,21 @@ impl WbFs {
     /// The inode table, for the thread that keeps it within its budget.
     pub(crate) fn inode_table(&self) -> Arc<InodeTable> {
         Arc::clone(&self.inodes)
+    }
+
+    /// Where the session's notifier goes once the session exists.
+    pub(crate) fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        Arc::clone(&self.notifier)
+    }
+
+    /// The kernel's cached attributes of `ino` are stale (the server
+    /// changed them on its own, e.g. cleared a setuid bit): it asks again.
+    pub(crate) fn attrs_changed(&self, ino: u64) {
+        if let Some(notifier) = self.notifier.get() {
+            // Offset -1: the attributes only, no page cache range. A
+            // failure (the inode is gone from the kernel) leaves nothing stale.
+            let _ = notifier.inval_inode(INodeNo(ino), -1, 0);
+        }
     }
 
     /// A handle to stop data changes once the filesystem is being served.
@@ -199,6 +218,7 @@ impl WbFs {
         if let Some(node) = Node::from_ino(ino.0) {
             // `echo 1 > knob` truncates first; nothing else may change.
             let only_size = set.mode.is_none()
+                && !set.ctime
                 && set.uid.is_none()
                 && set.gid.is_none()
                 && set.atime.is_none()
@@ -284,6 +304,14 @@ impl Filesystem for WbFs {
         // Limits the kernel will not accept are left at its defaults.
         let _ = config.set_max_write(MAX_WRITE_BYTES);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Files are opened FOPEN_DIRECT_IO (every read and write reaches the
+        // engine); this lets them be mapped all the same (Linux >= 6.6): a
+        // mapping uses the kernel's page cache, whose dirty pages reach us
+        // as writes, and the kernel keeps the two views coherent (a
+        // read() or write() first writes back the mapped range, and a
+        // write() invalidates it). Older kernels refuse, and mmap gets
+        // ENODEV as before.
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         let _ = config.set_max_background(64);
         Ok(())
     }
@@ -315,7 +343,7 @@ impl Filesystem for WbFs {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -330,6 +358,7 @@ impl Filesystem for WbFs {
             size,
             atime: set_time(atime),
             mtime: set_time(mtime),
+            ctime: ctime.is_some(),
         };
         match self.setattr_any(ino, set) {
             Ok(attr) => reply.attr(&ATTR_TTL, &attr),
@@ -464,7 +493,7 @@ impl Filesystem for WbFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -474,7 +503,7 @@ impl Filesystem for WbFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match WbFs::write(self, fh.0, offset, data) {
+        match WbFs::write(self, fh.0, offset, data, (req.uid(), req.gid())) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(err(e)),
         }

@@ -93,6 +93,7 @@ impl Lifecycle {
         prepare_process();
         let stop = fs.stop_handle();
         let inodes = fs.inode_table();
+        let notifier = fs.notifier_slot();
         let mut config = fuser::Config::default();
         config.mount_options = vec![
             MountOption::FSName(format!("wb:{}", fs.backing.display())),
@@ -107,6 +108,7 @@ impl Lifecycle {
         config.n_threads = Some(SERVE_THREADS);
         config.clone_fd = true;
         let session = fuser::Session::new(fs, mountpoint, &config)?;
+        let _ = notifier.set(session.notifier());
         let budget = crate::prune::inode_budget(fd_limit(), INODES_PERCENT);
         crate::prune::spawn(inodes, session.notifier(), budget)?;
         let tx = self.tx.clone();

@@ -23,6 +23,8 @@ pub(crate) struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<SetTime>,
     pub mtime: Option<SetTime>,
+    /// The change time is to be set (FATTR_CTIME).
+    pub ctime: bool,
 }
 
 impl WbFs {
@@ -288,7 +290,17 @@ impl WbFs {
     /// back so that the times stick.
     pub(crate) fn setattr(&self, inode: &Arc<Inode>, set: SetAttr) -> Result<FileAttr, Errno> {
         let fd = inode.fd();
-        if set.uid.is_some() || set.gid.is_some() {
+        let changes_something = set.uid.is_some()
+            || set.gid.is_some()
+            || set.mode.is_some()
+            || set.size.is_some()
+            || set.atime.is_some()
+            || set.mtime.is_some();
+        // chown(f, -1, -1) changes nothing but the change time, which only
+        // the backing filesystem can set: the same no-op chown there. (The
+        // kernel sends it with nothing to set, FATTR_CTIME only in
+        // writeback-cache mode.)
+        if set.uid.is_some() || set.gid.is_some() || !changes_something {
             sys::chown_fd(fd, set.uid, set.gid)?;
         }
         if let Some(mode) = set.mode {
@@ -310,6 +322,33 @@ impl WbFs {
             }
         }
         self.inode_attr(inode)
+    }
+
+    /// What Linux's file_remove_privs does on a write by a process without
+    /// CAP_FSETID: the setuid bit goes; the setgid bit too when the group
+    /// may execute, or when the writer is not in the file's group
+    /// (setattr_should_drop_sgid). Writes reach us as FOPEN_DIRECT_IO, a
+    /// path on which the kernel's FUSE client does not do this itself. A
+    /// writer other than root is taken to lack CAP_FSETID, and to be in the
+    /// file's group when its fsgid is that group (the request carries the
+    /// uid and gid, not the capabilities or supplementary groups).
+    pub(crate) fn remove_privs(&self, inode: &Inode, writer: (u32, u32)) -> Result<(), Errno> {
+        let (uid, gid) = writer;
+        if uid == 0 {
+            return Ok(());
+        }
+        let st = sys::stat_fd(inode.fd())?;
+        let mode = st.st_mode & 0o7777;
+        let mut kill = mode & libc::S_ISUID;
+        if mode & libc::S_ISGID != 0 && (mode & libc::S_IXGRP != 0 || st.st_gid != gid) {
+            kill |= libc::S_ISGID;
+        }
+        if kill == 0 {
+            return Ok(());
+        }
+        sys::chmod_fd(inode.fd(), mode & !kill)?;
+        self.attrs_changed(inode.nodeid);
+        Ok(())
     }
 
     pub(crate) fn statfs(&self) -> Result<nix::sys::statvfs::Statvfs, Errno> {
