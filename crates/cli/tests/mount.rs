@@ -1750,3 +1750,131 @@ fn writes_clear_setuid_as_on_the_backing_filesystem() {
         assert_eq!(after.mode() & 0o7777, expected, "{}", path.display());
     }
 }
+
+/// fallocate(2) on `f`: Ok or the errno.
+fn fallocate(f: &fs::File, mode: i32, offset: u64, len: u64) -> Result<(), i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a descriptor `f` keeps open for the call and plain integers.
+    let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode, offset as i64, len as i64) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+/// lseek(2) with SEEK_DATA or SEEK_HOLE: the offset or the errno.
+fn seek(f: &fs::File, offset: i64, whence: i32) -> Result<i64, i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: as in `fallocate`.
+    let pos = unsafe { libc::lseek(f.as_raw_fd(), offset, whence) };
+    if pos >= 0 {
+        Ok(pos)
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+/// Every fallocate mode, with writes between them (some still dirty when
+/// the next fallocate comes), then SEEK_DATA / SEEK_HOLE: what each call
+/// returned and what the file holds.
+fn fallocate_script(path: &Path) -> (Vec<String>, Vec<u8>) {
+    use std::os::unix::fs::FileExt;
+    const K: u64 = 1024;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .expect("open");
+    let mut data = vec![0u8; (4 << 20) as usize];
+    pattern(7, &mut data);
+    f.write_all_at(&data, 0).expect("write 4 MiB");
+    let mut seen = Vec::new();
+    // The kernel's FUSE client passes on KEEP_SIZE, PUNCH_HOLE and
+    // ZERO_RANGE only (fuse_file_fallocate); the library does the others
+    // (crates/writeback/tests/space.rs).
+    let steps: [(&str, i32, u64, u64); 7] = [
+        (
+            "punch",
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            64 * K,
+            128 * K,
+        ),
+        (
+            "punch unaligned",
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            300 * K + 100,
+            5000,
+        ),
+        ("zero", libc::FALLOC_FL_ZERO_RANGE, 512 * K, 64 * K),
+        (
+            "zero past the end",
+            libc::FALLOC_FL_ZERO_RANGE,
+            4096 * K - 8 * K,
+            64 * K,
+        ),
+        ("keep size", libc::FALLOC_FL_KEEP_SIZE, 8192 * K, 64 * K),
+        ("extend", 0, 5000 * K, 100 * K),
+        (
+            "punch without keep size",
+            libc::FALLOC_FL_PUNCH_HOLE,
+            0,
+            4096,
+        ),
+    ];
+    for (i, (name, mode, offset, len)) in steps.into_iter().enumerate() {
+        // Dirty data in and around the range, not yet written back.
+        let mut piece = vec![0u8; 96 * K as usize];
+        pattern(100 + i as u64, &mut piece);
+        f.write_all_at(&piece, offset.saturating_sub(16 * K))
+            .expect("write");
+        seen.push(format!(
+            "{name}: {:?}, length {}",
+            fallocate(&f, mode, offset, len),
+            f.metadata().expect("stat").len()
+        ));
+    }
+    seen.push(format!("data from 0: {:?}", seek(&f, 0, libc::SEEK_DATA)));
+    seen.push(format!("hole from 0: {:?}", seek(&f, 0, libc::SEEK_HOLE)));
+    seen.push(format!(
+        "data past the end: {:?}",
+        seek(&f, 1 << 30, libc::SEEK_DATA)
+    ));
+    let mut content = Vec::new();
+    fs::File::open(path)
+        .expect("reopen")
+        .read_to_end(&mut content)
+        .expect("read back");
+    (seen, content)
+}
+
+#[test]
+fn every_fallocate_mode_as_on_the_backing_filesystem() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("fallocate");
+    let direct = root.dir("direct").join("f");
+    let (expected, expected_content) = fallocate_script(&direct);
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let (seen, content) = fallocate_script(&mount.mnt.join("f"));
+    assert_eq!(seen, expected);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(mount.mnt.join("f"))
+        .expect("open");
+    for mode in [libc::FALLOC_FL_COLLAPSE_RANGE, libc::FALLOC_FL_INSERT_RANGE] {
+        assert_eq!(
+            fallocate(&f, mode, 0, 4096),
+            Err(libc::EOPNOTSUPP),
+            "FUSE refuses {mode:#x}"
+        );
+    }
+    drop(f);
+    assert!(content == expected_content, "the contents differ");
+    let backing = mount.backing.clone();
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    assert!(fs::read(backing.join("f")).expect("read backing") == expected_content);
+}

@@ -13,6 +13,7 @@
 //! | `fsync`, `fsync_all`, `sync` | `sync.rs` |
 //! | `durable_done`, `file_unsynced` | `durability.rs` |
 //! | `set_len` | `truncate.rs` |
+//! | `invalidate_range` | `invalidate.rs` |
 //! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict.rs` |
 //! | `resume` | `task.rs` |
 //! | `io_complete` | `completion.rs` |

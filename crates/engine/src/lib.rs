@@ -109,6 +109,7 @@ mod flusher;
 mod frame_notes;
 mod frame_space;
 mod ids;
+mod invalidate;
 mod invariants;
 mod knobs;
 mod page_cache;

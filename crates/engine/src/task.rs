@@ -53,6 +53,12 @@ pub(crate) enum Op {
         /// cut's producer waits for (backlog.rs).
         flush_until: Option<u64>,
     },
+    /// Dropping cached pages `first..end` of a file (invalidate.rs).
+    Invalidate {
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+    },
     /// Queueing the release of an unlinked file (backlog.rs); with
     /// flush-all, the last item that must be done first.
     Unlink {
@@ -189,6 +195,7 @@ impl Engine {
             Op::Read { .. } => self.continue_read(now, task),
             Op::Sync { op } => self.continue_sync(now, task, op),
             Op::Truncate { .. } => self.continue_truncate(now, task),
+            Op::Invalidate { .. } => self.continue_invalidate(now, task),
             Op::Unlink { .. } => self.continue_unlink(now, task),
             Op::DirectWrite { .. } => self.continue_direct(now, task),
         }

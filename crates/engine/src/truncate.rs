@@ -129,9 +129,14 @@ impl Engine {
     /// Makes the dirty pages from `first` on clean without writing them
     /// (their data is gone).
     pub(crate) fn discard_dirty(&mut self, file: FileId, first: PageIndex) {
+        self.discard_dirty_range(file, first, MAX_FILE_PAGES);
+    }
+
+    /// Makes the dirty pages `first..end` clean without writing them.
+    pub(crate) fn discard_dirty_range(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         let f = &mut self.files[file.index()];
         let before = f.counts();
-        f.update(first, MAX_FILE_PAGES, |flags| flags & !PG_DIRTY);
+        f.update(first, end, |flags| flags & !PG_DIRTY);
         self.account_dontcache(file, before);
         let f = &mut self.files[file.index()];
         let discarded = before.dirty - f.counts().dirty;
@@ -143,6 +148,6 @@ impl Engine {
                 wb.dirty_files.remove(&(when, file));
             }
         }
-        self.note_clean(file, first, MAX_FILE_PAGES);
+        self.note_clean(file, first, end);
     }
 }

@@ -12,9 +12,6 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use writeback::File;
 
-/// fallocate modes we support: 0 (allocate and extend) and KEEP_SIZE.
-const FALLOC_FL_KEEP_SIZE: i32 = libc::FALLOC_FL_KEEP_SIZE;
-
 impl WbFs {
     /// The inode's engine file, opening it through the cache if no handle
     /// has it yet (`data_fd`: a read/write O_DIRECT descriptor already
@@ -278,26 +275,34 @@ impl WbFs {
         }
     }
 
-    /// fallocate: mode 0 reserves space on the backing file and extends the
-    /// engine's length; KEEP_SIZE only reserves. Other modes (punching or
-    /// zeroing ranges, which would have to drop cached pages) are refused.
+    /// fallocate, every mode the backing filesystem supports; the cache
+    /// follows (the library's `File::fallocate`: dirty data written back,
+    /// the range's cached pages dropped, the length adjusted).
     pub(crate) fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> Result<(), Errno> {
-        if mode & !FALLOC_FL_KEEP_SIZE != 0 {
-            return Err(libc::EOPNOTSUPP);
-        }
         let handle = self.handles.file(fh)?;
         let Handle::File(h) = &*handle else {
             return Err(libc::EOPNOTSUPP);
         };
         let _gate = self.data_gate()?;
-        let end = offset.checked_add(len).ok_or(libc::EFBIG)?;
-        let fd = sys::reopen(h.inode.fd(), OFlag::O_WRONLY)?;
-        sys::fallocate(&fd, libc::FALLOC_FL_KEEP_SIZE, offset, len)?;
-        if mode & FALLOC_FL_KEEP_SIZE == 0 && end > h.file.len() {
-            h.file.set_len(end).map_err(|e| e.errno())?;
-            h.inode.note_write();
-        }
+        h.file.fallocate(mode, offset, len).map_err(|e| e.errno())?;
+        h.inode.note_write();
         Ok(())
+    }
+
+    /// lseek with SEEK_DATA or SEEK_HOLE (the kernel answers the others).
+    pub(crate) fn seek_data(&self, fh: u64, offset: i64, whence: i32) -> Result<i64, Errno> {
+        let handle = self.handles.file(fh)?;
+        let Handle::File(h) = &*handle else {
+            return Err(libc::EINVAL);
+        };
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(libc::EINVAL),
+        };
+        let offset = u64::try_from(offset).map_err(|_| libc::ENXIO)?;
+        let pos = h.file.seek_data(offset, data).map_err(|e| e.errno())?;
+        i64::try_from(pos).map_err(|_| libc::EOVERFLOW)
     }
 
     /// Truncation (or extension) through setattr, with or without a handle.

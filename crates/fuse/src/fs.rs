@@ -709,4 +709,19 @@ impl Filesystem for WbFs {
     ) {
         reply_empty(reply, WbFs::fallocate(self, fh.0, offset, length, mode));
     }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        match WbFs::seek_data(self, fh.0, offset, whence) {
+            Ok(pos) => reply.offset(pos),
+            Err(e) => reply.error(err(e)),
+        }
+    }
 }

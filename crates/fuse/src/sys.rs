@@ -12,7 +12,7 @@
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::Mode;
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 /// An errno value, as FUSE replies carry them.
@@ -231,13 +231,6 @@ pub(crate) fn utimes_fd(fd: BorrowedFd<'_>, atime: SetTime, mtime: SetTime) -> R
 pub(crate) fn statvfs_fd(fd: BorrowedFd<'_>) -> Result<nix::sys::statvfs::Statvfs, Errno> {
     let path = proc_path(fd);
     nix::sys::statvfs::statvfs(path.as_c_str()).map_err(errno)
-}
-
-pub(crate) fn fallocate(fd: impl AsFd, mode: i32, offset: u64, len: u64) -> Result<(), Errno> {
-    let flags = nix::fcntl::FallocateFlags::from_bits(mode).ok_or(libc::EOPNOTSUPP)?;
-    let offset = i64::try_from(offset).map_err(|_| libc::EFBIG)?;
-    let len = i64::try_from(len).map_err(|_| libc::EFBIG)?;
-    nix::fcntl::fallocate(fd, flags, offset, len).map_err(errno)
 }
 
 /// Owner and group for a new inode made by `uid`/`gid` in a directory with

@@ -18,12 +18,12 @@ const DEFERRED_COPY_MIN_BYTES: usize = 64 * 1024;
 /// An open file. Reads see every write made through any handle of the
 /// same file; lengths include extensions not yet written back.
 pub struct File {
-    shared: Arc<Shared>,
-    file: FileId,
-    handle: HandleId,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) file: FileId,
+    pub(crate) handle: HandleId,
     /// The file's length as published for reads without the engine's lock.
     size: Arc<AtomicU64>,
-    path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 impl File {

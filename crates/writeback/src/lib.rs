@@ -29,6 +29,7 @@ mod error;
 mod file;
 pub mod io;
 mod runtime;
+mod space;
 
 pub use cache::{
     Cache, CacheBuilder, Domain, OpenOptions, Writeout, CALIBRATION_BUDGET,
