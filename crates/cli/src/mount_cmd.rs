@@ -20,8 +20,9 @@ ready. SIGINT, SIGTERM, SIGHUP or `umount MOUNTPOINT` end it: data changes are r
 on, the mount is detached, all dirty data is written back to BACKING_DIR (progress on stderr),
 and wb exits 0. Needs root and /dev/fuse (no libfuse or fusermount needed).
 
-File data goes through the engine and the kernel's page cache is bypassed, so there is exactly
-one cache; metadata (names, modes, owners, times, links) comes from BACKING_DIR. The server
+File data goes through the engine and the kernel's page cache is bypassed, so there is one cache
+(mapped files excepted: a mapping uses the kernel's page cache, kept coherent with reads and
+writes by the kernel); metadata (names, modes, owners, times, links) comes from BACKING_DIR. The server
 never follows a symlink itself and nothing outside BACKING_DIR is reachable.
 
 Knobs and statistics, sysfs style (the directory is not listed in the root, but is there):
@@ -31,6 +32,10 @@ Knobs and statistics, sysfs style (the directory is not listed in the root, but 
 
 Uncached writes: programs opening with O_DIRECT, or files with the extended attribute
 user.writeback.dontcache=1, write DONTCACHE: their pages leave the cache once written back.
+
+The cache's memory: half of the machine's available memory (MemAvailable) at start, at least
+64 MiB, unless --set memory=SIZE says otherwise; it can be lowered at run time (and raised back
+up to that) by writing to MOUNTPOINT/.writeback/memory.
 
 Examples:
   wb mount /srv/data /mnt/wb
@@ -121,8 +126,42 @@ fn device_name(backing: &Path) -> Result<String, String> {
 /// BACKING_DIR's device.
 type Built = (Arc<Cache>, String, Option<writeback::io::Faults>);
 
+/// Share of the machine's available memory (MemAvailable at start) the
+/// mount's cache takes when `memory` is not set: the kernel's page cache
+/// would use all of it; half leaves room for the programs the mount serves.
+const DEFAULT_MEMORY_PERCENT: u64 = 50;
+/// The smallest default (on a machine with little memory available).
+const MIN_DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
+
+/// The default cache budget: [`DEFAULT_MEMORY_PERCENT`] of MemAvailable,
+/// at least [`MIN_DEFAULT_MEMORY_BYTES`]; the engine's own default when
+/// /proc/meminfo cannot be read.
+fn default_memory_bytes() -> u64 {
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|kb| kb.trim().parse::<u64>().ok())
+                .map(|kb| kb * 1024)
+        });
+    match available {
+        Some(bytes) => (bytes / 100 * DEFAULT_MEMORY_PERCENT)
+            .clamp(MIN_DEFAULT_MEMORY_BYTES, wb_engine::MAX_MEMORY_BYTES),
+        None => Config::default().memory_bytes,
+    }
+}
+
 fn build_cache(args: &MountArgs, backing: &Path) -> Result<Built, String> {
-    let (config, device) = knobs(&args.sets)?;
+    let (mut config, device) = knobs(&args.sets)?;
+    if !args
+        .sets
+        .iter()
+        .any(|s| s.trim_start().starts_with("memory="))
+    {
+        config.memory_bytes = default_memory_bytes() / wb_engine::PAGE_SIZE * wb_engine::PAGE_SIZE;
+    }
     // Sized by the open-file limit: raised first.
     let nofile = wb_fuse::raise_fd_limit();
     let mut builder = Cache::builder()

@@ -137,7 +137,7 @@ pub use backlog::{BacklogStats, ReleaseStep, FLUSH_ALL_MAX_ITEMS, RELEASE_STEP_B
 pub use balance_dirty::MAX_PAUSE_NS;
 pub use config::{
     BacklogThrottle, Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush,
-    KnobError, StableWrites, MIN_MEMORY_BYTES,
+    KnobError, StableWrites, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
 };
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
 pub use dontcache::DontcacheStats;

@@ -1,7 +1,9 @@
 //! File data: open, create, read, write, flush, fsync, release, fallocate
 //! and truncation. Data goes through the engine (`writeback::File`);
 //! every open gets FOPEN_DIRECT_IO so the kernel's page cache stays out of
-//! the way and there is exactly one cache.
+//! the way and there is one cache (a mapping excepted: it uses the kernel's
+//! page cache, which the kernel keeps coherent with reads and writes, see
+//! `init` in fs.rs).
 
 use crate::fs::WbFs;
 use crate::handles::{FileHandle, Handle};

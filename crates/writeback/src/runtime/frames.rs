@@ -23,7 +23,6 @@
 //! that lock go and copy: the frames cannot be reused under them.
 
 use crate::io::IoPages;
-use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -38,12 +37,13 @@ pub(crate) const SHARDS: usize = 64;
 const FRAMES_ALIGN: usize = 2 << 20;
 
 pub(crate) struct Frames {
-    /// `len` bytes, FRAMES_ALIGN-aligned, from `alloc_zeroed(layout)`;
-    /// only accessed through raw pointers (under the frame locks, or by
-    /// the kernel for lent frames).
+    /// `len` bytes, FRAMES_ALIGN-aligned, inside an anonymous mapping of
+    /// `map_len` bytes at `map`; only accessed through raw pointers (under
+    /// the frame locks, or by the kernel for lent frames).
     data: NonNull<u8>,
     len: usize,
-    layout: Layout,
+    map: NonNull<u8>,
+    map_len: usize,
     shards: Vec<RwLock<()>>,
     /// Per frame: it holds a dirty page whose data no write request has
     /// copied yet, so bytes written into it now will be written back
@@ -88,22 +88,45 @@ fn shard(frame: u32) -> usize {
 
 impl Frames {
     pub fn new(pages: u64) -> Frames {
-        // Zeroed memory from the allocator is mapped lazily by the OS: the
-        // budget is reserved, not touched.
+        // An anonymous mapping: zero pages the kernel provides on first
+        // touch, so the budget is reserved, not used, until pages are
+        // cached. (The allocator's alloc_zeroed would memset the whole
+        // budget at start: its alignment is above malloc's.) One huge page
+        // more than asked, to start the frames on a huge page boundary.
         let len = (pages as usize).max(1) * PAGE;
-        let layout = Layout::from_size_align(len, FRAMES_ALIGN).expect("cache size fits memory");
-        // SAFETY: `layout` has a non-zero size (at least one page).
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(data) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
+        let map_len = len
+            .checked_add(FRAMES_ALIGN)
+            .expect("cache size fits memory");
+        // SAFETY: a new private anonymous mapping chosen by the kernel
+        // (addr NULL, fd -1): it aliases nothing; the result is checked.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
         };
+        assert!(
+            raw != libc::MAP_FAILED,
+            "mapping {map_len} bytes for the cache: {}",
+            std::io::Error::last_os_error()
+        );
+        let map = NonNull::new(raw.cast::<u8>()).expect("mmap never returns NULL here");
+        let skip = (FRAMES_ALIGN - map.as_ptr() as usize % FRAMES_ALIGN) % FRAMES_ALIGN;
+        // SAFETY: skip < FRAMES_ALIGN, so [map + skip, map + skip + len)
+        // lies inside the mapping of len + FRAMES_ALIGN bytes.
+        let data = unsafe { NonNull::new_unchecked(map.as_ptr().add(skip)) };
         advise_huge_pages(data.as_ptr(), len);
         let shards = (0..SHARDS).map(|_| RwLock::new(())).collect();
         let overwritable = (0..pages).map(|_| AtomicBool::new(false)).collect();
         Frames {
             data,
             len,
-            layout,
+            map,
+            map_len,
             shards,
             overwritable,
         }
@@ -174,9 +197,9 @@ impl Frames {
 
 impl Drop for Frames {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with exactly `self.layout`, freed only
-        // here; no lent frame is in flight any more: an op holds an Arc.
-        unsafe { alloc::dealloc(self.data.as_ptr(), self.layout) }
+        // SAFETY: the mapping made in `new`, unmapped only here; no lent
+        // frame is in flight any more: an op holds an Arc.
+        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
     }
 }
 
@@ -264,6 +287,27 @@ fn advise_huge_pages(data: *mut u8, len: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The process's resident memory in bytes (/proc/self/statm).
+    fn resident_bytes() -> u64 {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
+    #[test]
+    fn a_large_budget_is_reserved_not_touched() {
+        let before = resident_bytes();
+        let frames = Frames::new((2u64 << 30) / PAGE_SIZE);
+        let after = resident_bytes();
+        assert!(
+            after < before + (256 << 20),
+            "2 GiB of frames made the process {} MiB larger",
+            (after - before) >> 20
+        );
+        frames.write(12345).bytes().fill(1);
+        assert_eq!(frames.read(&[12345]).frame(12345)[0], 1);
+    }
 
     #[test]
     fn frames_read_back_what_was_written() {
