@@ -1,6 +1,7 @@
 //! `wb`: the command line of the writeback engine.
 
 mod bench;
+mod fsx_cmd;
 mod human;
 mod mount_cmd;
 mod progress;
@@ -42,6 +43,9 @@ enum Command {
     Mount(mount_cmd::MountArgs),
     /// Many seeds of random scenarios on the simulator, with faults injected and an oracle checking each run.
     Vopr(vopr_cmd::VoprArgs),
+    /// Random file operations checked against an in-memory model (reads, writes, truncates,
+    /// fallocate, mappings, fsync), on a mount or any directory.
+    Fsx(fsx_cmd::FsxArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,5 +56,6 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Mount(args) => mount_cmd::run(args),
         Command::Vopr(args) => vopr_cmd::run(args),
+        Command::Fsx(args) => fsx_cmd::run(args),
     }
 }

@@ -586,3 +586,70 @@ fn run_removes_a_remover_jobs_tree_through_the_backlog() {
     assert_eq!(backlog["items_done"], 302, "{v}");
     assert_eq!(backlog["steps_done"], 300 + 2 * 3, "{v}");
 }
+
+#[test]
+fn fsx_passes_on_a_plain_directory_and_catches_a_planted_corruption() {
+    let dir = std::env::temp_dir().join(format!("wb-fsx-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ok = std::process::Command::new(env!("CARGO_BIN_EXE_wb"))
+        .args(["fsx", "--ops", "5000", "--seed", "3"])
+        .arg(&dir)
+        .output()
+        .expect("run wb fsx");
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        stdout.starts_with("fsx: 5000 operations on 4 files"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(": 0 mismatches"), "{stdout}");
+
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_wb"))
+        .args([
+            "fsx",
+            "--ops",
+            "20000",
+            "--seed",
+            "3",
+            "--corrupt-at",
+            "100",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("run wb fsx");
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("wb fsx: MISMATCH with seed 3: "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\nreplay: wb fsx "), "{stderr}");
+    assert!(
+        stderr.contains("the last 200 operations:\n  #"),
+        "the log: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fsx_refuses_bad_arguments() {
+    for args in [
+        &["--files", "0"][..],
+        &["--files", "65"],
+        &["--max-size", "1KiB"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wb"))
+            .arg("fsx")
+            .arg(std::env::temp_dir().join("wb-fsx-never"))
+            .args(args)
+            .output()
+            .expect("run wb fsx");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("wb fsx: --"), "{args:?}: {stderr}");
+    }
+}

@@ -1878,3 +1878,28 @@ fn every_fallocate_mode_as_on_the_backing_filesystem() {
     assert!(status.success(), "{status}: {err}");
     assert!(fs::read(backing.join("f")).expect("read backing") == expected_content);
 }
+
+#[test]
+fn fsx_on_the_mount_matches_its_model() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("fsx");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    for extra in [&["--seed", "11"][..], &["--seed", "12", "--direct"]] {
+        let out = Command::new(WB)
+            .args(["fsx", "--ops", "20000"])
+            .arg(mount.mnt.join("fsx"))
+            .args(extra)
+            .output()
+            .expect("run wb fsx");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains(": 0 mismatches"), "{stdout}");
+    }
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
