@@ -1903,3 +1903,191 @@ fn fsx_on_the_mount_matches_its_model() {
     let (status, err) = mount.stop();
     assert!(status.success(), "{status}: {err}");
 }
+
+/// Sets up `dir` as root for [`PERMISSION_SCRIPT`]: a sticky directory
+/// with a file of root's, a read-only directory, files of nobody's.
+fn permission_setup(dir: &Path) {
+    let mode =
+        |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).expect("chmod");
+    let nobody =
+        |p: &Path| nix::unistd::chown(p, Some(65534.into()), Some(65534.into())).expect("chown");
+    mode(dir, 0o777);
+    let sticky = dir.join("sticky");
+    fs::create_dir(&sticky).expect("mkdir");
+    mode(&sticky, 0o1777);
+    fs::write(sticky.join("rootfile"), b"root").expect("write");
+    mode(&sticky.join("rootfile"), 0o666);
+    let ro = dir.join("ro");
+    fs::create_dir(&ro).expect("mkdir");
+    mode(&ro, 0o755);
+    fs::write(ro.join("f"), b"read only").expect("write");
+    mode(&ro.join("f"), 0o644);
+    for (name, m) in [("own", 0o644), ("suid", 0o4755), ("suid2", 0o6775)] {
+        let p = dir.join(name);
+        fs::write(&p, b"nobody's").expect("write");
+        nobody(&p);
+        mode(&p, m);
+    }
+}
+
+/// Run as nobody in the prepared directory: every line says what a
+/// command did (its message or "ok") and what the files look like.
+const PERMISSION_SCRIPT: &str = r#"
+t() { if out=$("$@" 2>&1); then echo "$* -> ok $out"; else echo "$* -> $out"; fi; }
+t touch ro/new
+t rm -f sticky/rootfile
+t mv sticky/rootfile sticky/moved
+t sh -c 'echo x > ro/f'
+t cat ro/f
+t chmod 600 own
+t chown 0 own
+t chgrp 0 own
+t chmod 4755 own
+t touch sticky/mine
+t mv sticky/mine sticky/mine2
+t rm sticky/mine2
+t ln ro/f hardlink
+t mkdir d
+t mkdir d/e
+t rmdir d
+t rm -r d
+t sh -c 'printf x >> suid'
+t truncate -s 1 suid2
+t ln -s ro/f symlink
+t chmod 600 ro/f
+t touch -d @0 ro/f
+t touch -d @0 own
+for f in ro ro/f own suid suid2 sticky sticky/rootfile symlink; do
+  echo "$f: $(stat -c '%A %u %g %s' "$f" 2>&1)"
+done
+"#;
+
+fn permission_run(dir: &Path) -> String {
+    permission_setup(dir);
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+        ])
+        .arg(format!("cd '{}' && {PERMISSION_SCRIPT}", dir.display()))
+        .output()
+        .expect("run the script as nobody");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn permissions_for_another_user_as_on_the_backing_filesystem() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("perm");
+    let expected = permission_run(&root.dir("direct"));
+    assert!(
+        expected.contains("touch ro/new -> touch: cannot touch 'ro/new': Permission denied"),
+        "{expected}"
+    );
+    assert!(
+        expected.contains("rm -f sticky/rootfile -> rm: cannot remove"),
+        "the sticky bit: {expected}"
+    );
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &["--allow-other"]);
+    let seen = permission_run(&mount.mnt);
+    assert_eq!(seen, expected);
+}
+
+/// Runs `git` with `args` in `dir`; its stdout, or a failure with stderr.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=wb",
+            "-c",
+            "user.email=wb@example.invalid",
+            "-c",
+            "gc.auto=0",
+        ])
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn git_clone_fsck_and_gc_on_the_mount() {
+    require!(false);
+    if Command::new("git").arg("--version").output().is_err() {
+        wb_testkit::skip("git is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    let _serial = serial();
+    let root = TempRoot::new("git");
+    // A repository of 2,000 files in 20 directories, two commits.
+    let src = root.dir("src");
+    git(&src, &["init", "-q"]);
+    for i in 0..2000u64 {
+        let dir = src.join(format!("d{:02}", i % 20));
+        fs::create_dir_all(&dir).expect("mkdir");
+        let mut data = vec![0u8; 512 + (i as usize % 7) * 300];
+        pattern(i, &mut data);
+        fs::write(dir.join(format!("f{i:04}")), &data).expect("write");
+    }
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-qm", "first"]);
+    for i in (0..2000u64).step_by(10) {
+        fs::write(
+            src.join(format!("d{:02}/f{i:04}", i % 20)),
+            format!("changed {i}"),
+        )
+        .expect("write");
+    }
+    git(&src, &["commit", "-qam", "second"]);
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let clone = mount.mnt.join("clone");
+    let out = Command::new("git")
+        .args(["clone", "-q", "--no-hardlinks"])
+        .arg(&src)
+        .arg(&clone)
+        .output()
+        .expect("run git clone");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(&clone, &["fsck", "--full", "--strict"]);
+    git(&clone, &["gc", "-q", "--aggressive"]);
+    git(&clone, &["fsck", "--full", "--strict"]);
+    assert_eq!(
+        git(&clone, &["status", "--porcelain"]),
+        "",
+        "a clean work tree"
+    );
+    assert_eq!(
+        git(&clone, &["rev-parse", "HEAD"]),
+        git(&src, &["rev-parse", "HEAD"])
+    );
+    for i in [0u64, 7, 1234, 1999] {
+        let rel = format!("d{:02}/f{i:04}", i % 20);
+        assert!(
+            fs::read(src.join(&rel)).expect("read") == fs::read(clone.join(&rel)).expect("read"),
+            "{rel} differs"
+        );
+    }
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
