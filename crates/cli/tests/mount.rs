@@ -2091,3 +2091,74 @@ fn git_clone_fsck_and_gc_on_the_mount() {
     let (status, err) = mount.stop();
     assert!(status.success(), "{status}: {err}");
 }
+
+/// A tmpfs of `size` mounted on `dir` for a test; unmounted on drop.
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    fn mount(dir: PathBuf, size: &str) -> SmallFs {
+        fs::create_dir_all(&dir).expect("mkdir");
+        run(Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir));
+        SmallFs(dir)
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_backing_filesystem_fails_the_write_and_loses_nothing_acknowledged() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("full");
+    let small = SmallFs::mount(root.0.join("backing"), "16m");
+    let mount = Mount::start(&small.0, &root.dir("mnt"), &[]);
+    let mut data = vec![0u8; 1 << 20];
+    pattern(5, &mut data);
+    let mut f = fs::File::create(mount.mnt.join("big")).expect("create");
+    let mut acked = 0u64;
+    let err = loop {
+        match f.write_all(&data) {
+            Ok(()) => acked += data.len() as u64,
+            Err(e) => break e,
+        }
+        assert!(acked <= 64 << 20, "a 16 MiB filesystem takes no 64 MiB");
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    assert!(
+        acked >= 8 << 20,
+        "most of the filesystem was usable: {acked} bytes"
+    );
+    drop(f);
+    let enospc = stat_line(
+        &mount.mnt,
+        &format!("{}.enospc_writes", device_of(&mount.mnt)),
+    );
+    assert!(enospc.is_some_and(|n| n >= 1), "{enospc:?}");
+    let backing = mount.backing.clone();
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    assert!(!err.contains("writing back failed"), "{err}");
+    // Every byte write() acknowledged is in the backing file.
+    let on_disk = fs::read(backing.join("big")).expect("read backing");
+    assert!(on_disk.len() as u64 >= acked, "{} < {acked}", on_disk.len());
+    for chunk in on_disk[..acked as usize].chunks(1 << 20) {
+        assert!(chunk == &data[..chunk.len()], "acknowledged data intact");
+    }
+    drop(small);
+}
+
+/// The name of the mount's one device in `.writeback`.
+fn device_of(mnt: &Path) -> String {
+    fs::read_dir(mnt.join(".writeback"))
+        .expect("list .writeback")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.is_dir())
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .expect("a device directory")
+}

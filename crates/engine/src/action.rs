@@ -82,6 +82,9 @@ pub enum Action {
         file: FileId,
         step: crate::backlog::ReleaseStep,
     },
+    /// Report the free space of `device`'s filesystem
+    /// (`Engine::set_free_space`, or `space_unknown` if it cannot be had).
+    StatFs { device: DeviceId },
     /// Pages `first..end` of `file` left the cache: a runtime that keeps a
     /// page index of its own (for reads without the engine) must drop them
     /// before it acts on any later action: their frames may be reused.

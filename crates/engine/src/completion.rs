@@ -53,6 +53,7 @@ impl Engine {
             self.wake(crate::task::WaitKey::Memory);
         }
         self.pump(now, req.device);
+        self.space_progress(now, req.device);
     }
 
     fn complete_read(&mut self, req: &IoRequest, result: Result<(), IoErrorKind>) {
@@ -105,6 +106,7 @@ impl Engine {
         match result {
             Ok(()) => {
                 self.mark_unsynced(file);
+                self.space_written(file, req.first_page, req.first_page + pages);
                 self.account_written(wb_id, req, pages);
                 self.drop_behind(file, req.first_page, req.first_page + pages);
             }

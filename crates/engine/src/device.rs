@@ -64,6 +64,8 @@ pub(crate) struct Device {
     /// Deferred releases of unlinked files (backlog.rs).
     /// Boxed: rarely used, and the device's hot fields stay together.
     pub backlog: Box<crate::backlog::Backlog>,
+    /// Free space reserved for dirty pages (space.rs).
+    pub space: crate::space::DeviceSpace,
     pub stats: DeviceStats,
 }
 

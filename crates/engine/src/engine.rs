@@ -14,6 +14,7 @@
 //! | `durable_done`, `file_unsynced` | `durability.rs` |
 //! | `set_len` | `truncate.rs` |
 //! | `invalidate_range` | `invalidate.rs` |
+//! | `set_free_space`, `space_unknown` | `space.rs` |
 //! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict.rs` |
 //! | `resume` | `task.rs` |
 //! | `io_complete` | `completion.rs` |
@@ -200,6 +201,7 @@ impl Engine {
             next_wb: 0,
             stable_required: false,
             backlog: Default::default(),
+            space: Default::default(),
             stats,
         });
         DeviceId((self.devices.len() - 1) as u32)

@@ -17,6 +17,10 @@ pub enum EngineError {
     BadDevice(DeviceId),
     /// The writeback domain does not exist.
     BadDomain(DomainId),
+    /// The backing filesystem has no room for the write (space.rs): it
+    /// needs `needed_bytes` of new blocks, `room_bytes` are left after the
+    /// margin and the other dirty data's reservations.
+    NoSpace { needed_bytes: u64, room_bytes: u64 },
     /// The file is in use (open, dirty or with I/O in flight).
     FileBusy(FileId),
     /// The task already has an operation in progress; finish it with `resume`.
@@ -49,6 +53,16 @@ impl fmt::Display for EngineError {
             EngineError::BadFile(file) => write!(f, "no file {}", file.0),
             EngineError::BadDevice(d) => write!(f, "no device {}", d.0),
             EngineError::BadDomain(d) => write!(f, "no writeback domain {}", d.0),
+            EngineError::NoSpace {
+                needed_bytes,
+                room_bytes,
+            } => write!(
+                f,
+                "no space left on the device: the write needs {} of new blocks, {} are free \
+                 for it (after what dirty data holds reserved and a margin)",
+                crate::units::format_bytes(*needed_bytes),
+                crate::units::format_bytes(*room_bytes)
+            ),
             EngineError::FileBusy(file) => {
                 write!(
                     f,

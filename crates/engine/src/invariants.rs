@@ -4,7 +4,7 @@
 //! plus the documented slack.
 
 use crate::engine::Engine;
-use crate::page_cache::{PG_IN_LRU, PG_LOCKED};
+use crate::page_cache::{PG_DIRTY, PG_IN_LRU, PG_LOCKED, PG_RESERVED, PG_WRITEBACK};
 
 /// How often `check_invariants` also checks the reclaim queue's coverage.
 const RECLAIM_QUEUE_CHECK_EVERY: u64 = 64;
@@ -38,9 +38,11 @@ impl Engine {
             open_handles[h.file.index()] += 1;
         }
         let mut frames_used = 0u64;
+        let mut dev_reserved = vec![0u64; self.devices.len()];
         for (idx, f) in self.files.iter().enumerate() {
             f.check();
             let counts = f.counts();
+            dev_reserved[f.device.index()] += counts.reserved;
             assert_eq!(f.open_handles, open_handles[idx], "open handle count");
             assert!(
                 !f.evicted || (counts.cached == 0 && f.open_handles == 0),
@@ -61,6 +63,10 @@ impl Engine {
                     !run.reclaimable() || run.flags & PG_IN_LRU != 0,
                     "file {idx}: clean pages at {start} that reclaim cannot find"
                 );
+                assert!(
+                    run.flags & PG_RESERVED == 0 || run.flags & (PG_DIRTY | PG_WRITEBACK) != 0,
+                    "file {idx}: pages at {start} hold a space reservation but are clean"
+                );
                 if run.flags & PG_LOCKED != 0 {
                     self.check_locked_run(crate::ids::FileId(idx as u32), start, run.len);
                 }
@@ -73,6 +79,12 @@ impl Engine {
             wb_writeback[f.wb.index()] += counts.writeback;
             wb_dontcache[f.wb.index()] += counts.dontcache_dirty;
             wb_unclean[f.wb.index()] += counts.dontcache_unclean;
+        }
+        for (d, dev) in self.devices.iter().enumerate() {
+            assert_eq!(
+                dev.space.reserved, dev_reserved[d],
+                "device {d}: reserved space is what its pages hold"
+            );
         }
         assert_eq!(
             frames_used + self.nr_snapshot + self.frames.free_frames(),

@@ -120,6 +120,7 @@ mod ratelimit;
 mod read_path;
 mod reclaim;
 mod rq_depth;
+mod space;
 mod stable;
 mod stats;
 mod sync;

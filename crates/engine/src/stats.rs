@@ -66,6 +66,15 @@ pub struct DeviceStats {
     pub stable_writes: String,
     /// The backlog of deferred releases (backlog.rs).
     pub backlog: crate::backlog::BacklogStats,
+    /// Free space at the runtime's last report, in pages (space.rs).
+    pub space_free_pages: u64,
+    /// Dirty pages holding a reservation of it.
+    pub space_reserved_pages: u64,
+    /// Writes that found too little room and had the device's dirty pages
+    /// written back to learn the real free space.
+    pub space_flushes: u64,
+    /// Writes refused with ENOSPC.
+    pub enospc_writes: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -142,6 +151,7 @@ impl crate::engine::Engine {
                     mode => mode.name().to_string(),
                 };
                 ds.backlog = d.backlog.stats(self.config.backlog_wait_ms);
+                ds.space_reserved_pages = d.space.reserved;
                 let wbs = self.wbs.iter().filter(|w| w.device.index() == i);
                 for w in wbs {
                     ds.dirty_pages += w.dirty;

@@ -37,6 +37,9 @@ pub(crate) enum Op {
         throttle_again: bool,
         /// 2007-style throttle: waiting for own writeback since this count.
         wait_2007: Option<u64>,
+        /// Too little free space was found once: the device's dirty pages
+        /// were written back to learn the real free space (space.rs).
+        space_flushed: bool,
     },
     Read {
         handle: HandleId,
@@ -102,6 +105,8 @@ pub(crate) enum WaitKey {
     /// The device's backlog went under its low watermark (or, flush-all,
     /// finished an item).
     Backlog(crate::ids::DeviceId),
+    /// The device's free space was reported (space.rs).
+    Space(crate::ids::DeviceId),
 }
 
 impl Engine {

@@ -61,6 +61,13 @@ impl Engine {
             if let Some(end) = dev.wbt.window_end {
                 arm(end);
             }
+            // Free space is asked for again only while some is reserved.
+            if let Some(at) = dev.space.next_statfs.filter(|_| dev.space.reserved > 0) {
+                arm(at);
+            }
+            if let Some(at) = dev.space.flush_started {
+                arm(at + crate::space::SPACE_FLUSH_MAX_NS);
+            }
         }
         next
     }
@@ -125,6 +132,7 @@ impl Engine {
             self.timers.next_kupdate = Self::kupdate_interval(&self.config).map(|ns| now + ns);
         }
         for d in 0..self.devices.len() {
+            self.space_progress(now, DeviceId(d as u32));
             let dev = &self.devices[d];
             if dev.wbt.window_end.is_some_and(|end| now >= end) {
                 let recent = self.recent_dirty_sleep(DeviceId(d as u32), now);

@@ -110,6 +110,7 @@ impl Engine {
                 return Ok(step);
             }
         }
+        self.space_truncated(file, len);
         let f = &mut self.files[file.index()];
         f.size = len;
         f.writeback_index = f.writeback_index.min(first_gone);
@@ -149,5 +150,6 @@ impl Engine {
             }
         }
         self.note_clean(file, first, end);
+        self.unreserve_discarded(file, first, end);
     }
 }

@@ -83,6 +83,7 @@ impl Engine {
                 flush_op: None,
                 throttle_again: false,
                 wait_2007: None,
+                space_flushed: false,
             },
         )?;
         self.continue_write(now, task)
@@ -102,11 +103,28 @@ impl Engine {
             flush_op,
             throttle_again,
             wait_2007,
+            mut space_flushed,
         } = self.tasks[task.index()].op.clone()
         else {
             unreachable!("continue_write on a task that is not writing");
         };
         let file = self.handle(handle)?.file;
+        // Room on the backing filesystem for what the write adds, checked
+        // before any of it is in the cache (space.rs).
+        if pos == start {
+            let checked = self.check_space(now, task, file, (start, end), &mut space_flushed);
+            if let Op::Write {
+                space_flushed: f, ..
+            } = &mut self.tasks[task.index()].op
+            {
+                *f = space_flushed;
+            }
+            match checked {
+                None => {}
+                Some(Ok(step)) => return Ok(step),
+                Some(Err(e)) => return self.finish(task, Err(e)),
+            }
+        }
         if wait_2007.is_some() {
             if let Some(step) = self.throttle_2007(now, task, file) {
                 return Ok(step);
@@ -321,6 +339,7 @@ impl Engine {
         let before = f.counts();
         f.update(first, end, |fl| (fl | PG_DIRTY | PG_REFERENCED) & !clear);
         self.account_dontcache(file, before);
+        self.reserve_dirtied(file, first, end);
         let f = &mut self.files[file.index()];
         let newly = f.counts().dirty - before.dirty;
         if newly == 0 {

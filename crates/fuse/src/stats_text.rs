@@ -67,6 +67,19 @@ pub(crate) fn render(stats: &Stats) -> String {
             d.pages_read * PAGE_SIZE,
         );
         line(&mut out, &format!("{name}.write_errors"), d.write_errors);
+        // Space reserved at write time for dirty data (the engine's space.rs).
+        line(
+            &mut out,
+            &format!("{name}.space_free_bytes"),
+            d.space_free_pages * PAGE_SIZE,
+        );
+        line(
+            &mut out,
+            &format!("{name}.space_reserved_bytes"),
+            d.space_reserved_pages * PAGE_SIZE,
+        );
+        line(&mut out, &format!("{name}.space_flushes"), d.space_flushes);
+        line(&mut out, &format!("{name}.enospc_writes"), d.enospc_writes);
         // What writers do with pages under writeback, one flag per mode
         // (values stay integers), and whether the device decided (auto).
         for mode in ["none", "wait", "snapshot"] {

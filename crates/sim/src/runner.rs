@@ -431,6 +431,9 @@ impl VirtualRuntime for Sim {
             }
             Action::Wake(task) => self.schedule(task.index(), now),
             Action::Release { id, file, step } => self.release(now, id, file, step),
+            // The device models report no free space, so the engine never
+            // asks: their capacity is not limited by reservations.
+            Action::StatFs { .. } => {}
             // The device models have no volatile cache yet: a flush
             // is done at once.
             Action::MakeDurable { id, file, .. } => {

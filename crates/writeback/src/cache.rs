@@ -288,6 +288,7 @@ impl Cache {
             .set_stable_writes_required(d, stable_writes_required(st_dev))
             .expect("the device was just added");
         core.devices.insert(st_dev, d);
+        register_space(&mut core, d, dir, self.shared.clock.now());
         if let Some(stats) = DiskStats::for_st_dev(st_dev) {
             core.diskstats.push((d, stats));
         }
@@ -326,6 +327,7 @@ impl Cache {
             .set_stable_writes_required(d, stable_writes_required(st_dev))
             .expect("the device was just added");
         core.devices.insert(st_dev, d);
+        register_space(&mut core, d, dir, self.shared.clock.now());
         if let Some(stats) = DiskStats::for_st_dev(st_dev) {
             core.diskstats.push((d, stats));
         }
@@ -607,6 +609,27 @@ impl Drop for Cache {
             let _ = t.join();
         }
     }
+}
+
+/// Remembers a directory on device `d`'s filesystem and reports its free
+/// space, so the engine reserves it for dirty data from the first write
+/// (a device whose space cannot be read is not limited).
+fn register_space(
+    core: &mut crate::runtime::core::Core,
+    d: wb_engine::DeviceId,
+    dir: &Path,
+    now: wb_engine::Instant,
+) {
+    if core.device_dirs.len() <= d.index() {
+        core.device_dirs
+            .resize(d.index() + 1, std::path::PathBuf::new());
+    }
+    core.device_dirs[d.index()] = dir.to_path_buf();
+    // The device was just added: it exists.
+    let _ = match crate::runtime::space::free_bytes(dir) {
+        Ok(bytes) => core.engine.set_free_space(now, d, bytes),
+        Err(_) => core.engine.space_unknown(d),
+    };
 }
 
 /// Makes durable what earlier processes left on the filesystem of `dir`

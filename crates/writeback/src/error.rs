@@ -21,6 +21,9 @@ pub enum Error {
     Read(IoErrorKind),
     /// The range does not fit in a file.
     OutOfRange { offset: u64, len: u64 },
+    /// The backing filesystem has no room for the write: nothing of it
+    /// was written (ENOSPC at write time; the engine's space.rs).
+    NoSpace(String),
     /// The cache was shut down while the file was still open.
     Closed,
     /// A writeback domain name was rejected (empty, too long, not
@@ -43,6 +46,7 @@ impl fmt::Display for Error {
                     "{len} bytes at offset {offset} is beyond the largest file size"
                 )
             }
+            Error::NoSpace(m) => f.write_str(m),
             Error::Closed => f.write_str("the cache was shut down"),
             Error::Domain(m) => f.write_str(m),
             Error::Internal(m) => write!(f, "internal error (a bug, please report it): {m}"),
@@ -83,6 +87,7 @@ impl Error {
                 libc::ENOSPC
             }
             Error::WriteBack(_) | Error::Read(_) => libc::EIO,
+            Error::NoSpace(_) => libc::ENOSPC,
             Error::Closed => libc::EBADF,
             Error::Internal(_) => libc::EIO,
         }
@@ -95,6 +100,7 @@ pub(crate) fn from_engine(e: EngineError) -> Error {
         EngineError::WriteBack(k) | EngineError::Durability(k) => Error::WriteBack(k),
         EngineError::Read(k) => Error::Read(k),
         EngineError::OutOfRange { offset, len } => Error::OutOfRange { offset, len },
+        e @ EngineError::NoSpace { .. } => Error::NoSpace(e.to_string()),
         e @ (EngineError::BadDomainName { .. } | EngineError::TooManyDomains { .. }) => {
             Error::Domain(e.to_string())
         }

@@ -27,7 +27,7 @@ mod run;
 
 pub use run::{
     PageCounts, Run, MAX_FILE_PAGES, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU, PG_LOCKED, PG_READING,
-    PG_REFERENCED, PG_WRITEBACK,
+    PG_REFERENCED, PG_RESERVED, PG_WRITEBACK,
 };
 
 use crate::ids::{DeviceId, IoId, PageIndex, WbId};
@@ -77,6 +77,9 @@ pub struct CachedFile {
     pub unsynced: Option<u64>,
     /// When the file was last used (evict.rs).
     pub last_use: u64,
+    /// Pages below this are on the backing file (space.rs): its length
+    /// when added, grown by completed write-backs, cut by truncation.
+    pub disk_pages: PageIndex,
 }
 
 impl CachedFile {
@@ -102,6 +105,7 @@ impl CachedFile {
             cut_pending: false,
             unsynced: None,
             last_use: 0,
+            disk_pages: size.div_ceil(crate::ids::PAGE_SIZE),
         }
     }
 

@@ -17,6 +17,10 @@ pub const PG_DROPBEHIND: u8 = 32;
 /// PG_locked from write_begin to write_end; page_lock.rs): not written
 /// back, reclaimed, truncated or read through the engine until unlocked.
 pub const PG_LOCKED: u8 = 64;
+/// Dirtied past the end of its backing file: a block of the backing
+/// filesystem's free space is reserved for it until it is written back
+/// (space.rs).
+pub const PG_RESERVED: u8 = 128;
 
 /// Largest file, in pages (16 TiB): ranges beyond it are rejected.
 pub const MAX_FILE_PAGES: u64 = 1 << 32;
@@ -75,6 +79,8 @@ pub struct PageCounts {
     pub dontcache_unclean: u64,
     /// Marked drop-behind, in any state.
     pub dropbehind: u64,
+    /// Holding a reservation of the backing filesystem's space.
+    pub reserved: u64,
 }
 
 impl PageCounts {
@@ -86,6 +92,7 @@ impl PageCounts {
         self.dontcache_dirty += run.len * run.dontcache_dirty() as u64;
         self.dontcache_unclean += run.len * run.dontcache_unclean() as u64;
         self.dropbehind += run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
+        self.reserved += run.len * (run.flags & PG_RESERVED != 0) as u64;
     }
 
     pub(super) fn sub(&mut self, run: &Run) {
@@ -96,5 +103,6 @@ impl PageCounts {
         self.dontcache_dirty -= run.len * run.dontcache_dirty() as u64;
         self.dontcache_unclean -= run.len * run.dontcache_unclean() as u64;
         self.dropbehind -= run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
+        self.reserved -= run.len * (run.flags & PG_RESERVED != 0) as u64;
     }
 }

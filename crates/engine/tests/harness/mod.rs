@@ -36,6 +36,11 @@ pub struct Harness {
     pub held_flushes: Option<Vec<u64>>,
     /// Release steps asked for and not reported yet (`finish_releases`).
     pub releases: Vec<(u64, FileId, ReleaseStep)>,
+    /// The free space reported when the engine asks (`Action::StatFs`);
+    /// None: never reported.
+    pub free_space: Option<u64>,
+    /// How often the engine asked for it.
+    pub statfs_asked: u64,
     /// Tasks woken since the last `drain`.
     woken: Vec<TaskId>,
 }
@@ -57,6 +62,8 @@ impl Harness {
             fail_flushes: None,
             held_flushes: None,
             releases: Vec::new(),
+            free_space: None,
+            statfs_asked: 0,
             woken: Vec::new(),
         }
     }
@@ -179,6 +186,14 @@ impl VirtualRuntime for Harness {
                     .durable_done(id, self.fail_flushes.map_or(Ok(()), Err));
             }
             Action::Release { id, file, step } => self.releases.push((id, file, step)),
+            Action::StatFs { device } => {
+                self.statfs_asked += 1;
+                if let Some(bytes) = self.free_space {
+                    self.engine
+                        .set_free_space(now, device, bytes)
+                        .expect("the device exists");
+                }
+            }
             Action::ZeroFrames { .. }
             | Action::CopyFrames { .. }
             | Action::CopyIn { .. }

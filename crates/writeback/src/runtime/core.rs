@@ -54,6 +54,9 @@ pub(crate) struct Core {
     pub by_inode: BTreeMap<(u64, u64), FileId>,
     /// Engine devices by st_dev.
     pub devices: BTreeMap<u64, DeviceId>,
+    /// A directory on each engine device's filesystem, by DeviceId (for
+    /// its free space, `Action::StatFs`).
+    pub device_dirs: Vec<std::path::PathBuf>,
     inflight: BTreeMap<u64, IoRequest>,
     /// Per task: woken since its last engine call.
     pub woken: Vec<bool>,
@@ -100,6 +103,9 @@ pub(crate) struct Out {
     /// carried out once the lock is released (`copy_in`), then reported
     /// to the engine (`Engine::write_end`).
     pub copies: Vec<CopyIn>,
+    /// Devices whose free space the engine asked for (`Action::StatFs`),
+    /// with a directory on each: statvfs once the lock is released.
+    pub statfs: Vec<(DeviceId, std::path::PathBuf)>,
 }
 
 impl Out {
@@ -111,6 +117,7 @@ impl Out {
         self.woke |= later.woke;
         self.releases.extend(later.releases);
         self.copies.extend(later.copies);
+        self.statfs.extend(later.statfs);
     }
 }
 
@@ -188,6 +195,7 @@ impl Core {
             writeout,
             by_inode: BTreeMap::new(),
             devices: BTreeMap::new(),
+            device_dirs: Vec::new(),
             inflight: BTreeMap::new(),
             woken: Vec::new(),
             closed: false,
@@ -298,6 +306,11 @@ impl Core {
                         name,
                         step,
                     });
+                }
+                Action::StatFs { device } => {
+                    if let Some(dir) = self.device_dirs.get(device.index()) {
+                        out.statfs.push((device, dir.clone()));
+                    }
                 }
                 Action::Evict { file } => {
                     // Its pages are gone; the engine will not use the id again.

@@ -12,4 +12,5 @@ pub(crate) mod frames;
 pub(crate) mod length_lock;
 pub(crate) mod page_index;
 pub(crate) mod shared;
+pub(crate) mod space;
 pub(crate) mod stable_writes;

@@ -181,6 +181,19 @@ impl Shared {
             drop(core);
             self.dispatch(more);
         }
+        for (device, dir) in out.statfs {
+            let free = super::space::free_bytes(&dir);
+            let mut core = self.lock();
+            let now = self.clock.now();
+            // The device is the engine's own (registered with its directory).
+            let _ = match free {
+                Ok(bytes) => core.engine.set_free_space(now, device, bytes),
+                Err(_) => core.engine.space_unknown(device),
+            };
+            let more = core.drain(None);
+            drop(core);
+            self.dispatch(more);
+        }
         for release in out.releases {
             let tx = self.release_tx.lock().unwrap_or_else(|p| p.into_inner());
             let release = match tx.as_ref() {
