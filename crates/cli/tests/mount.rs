@@ -1024,8 +1024,7 @@ fn dbench_error_lines_are_told_from_its_harmless_warning() {
 #[test]
 fn dbench_completes_on_the_mount() {
     require!(false);
-    if Command::new("dbench").arg("--help").output().is_err() {
-        wb_testkit::skip("dbench is not installed (./scripts/setup.sh installs it)");
+    if tool_missing("dbench", "--help") {
         return;
     }
     let _serial = serial();
@@ -1501,6 +1500,18 @@ fn a_write_back_error_reaches_every_handle_once_and_nothing_is_lost() {
     assert!(back == data, "the data is all there after the errors");
 }
 
+/// Whether `tool` (run with `arg`) cannot run here: then the calling test
+/// is skipped, with the reason (a failure under CI).
+fn tool_missing(tool: &str, arg: &str) -> bool {
+    if Command::new(tool).arg(arg).output().is_ok() {
+        return false;
+    }
+    wb_testkit::skip(&format!(
+        "{tool} is not installed (./scripts/setup.sh installs it)"
+    ));
+    true
+}
+
 /// A shared, writable mapping of a whole file (test helper).
 struct Mapping {
     addr: *mut u8,
@@ -1618,8 +1629,7 @@ fn mapped_files_stay_coherent_with_reads_and_writes() {
 #[test]
 fn sqlite_in_wal_mode_runs_on_the_mount() {
     require!(false);
-    if Command::new("sqlite3").arg("-version").output().is_err() {
-        wb_testkit::skip("sqlite3 is not installed (scripts/setup.sh installs it)");
+    if tool_missing("sqlite3", "-version") {
         return;
     }
     let _serial = serial();
@@ -2030,8 +2040,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 #[test]
 fn git_clone_fsck_and_gc_on_the_mount() {
     require!(false);
-    if Command::new("git").arg("--version").output().is_err() {
-        wb_testkit::skip("git is not installed (scripts/setup.sh installs it)");
+    if tool_missing("git", "--version") {
         return;
     }
     let _serial = serial();

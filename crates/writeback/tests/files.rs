@@ -1,6 +1,9 @@
 //! The library on real files: what is written reads back, through the
 //! cache and after it is gone; partial pages; several handles; lengths.
 
+mod common;
+
+use common::pattern;
 use std::path::PathBuf;
 use writeback::{Cache, OpenOptions};
 
@@ -23,18 +26,6 @@ fn cache(memory: &str) -> Cache {
         .calibrate(false)
         .build()
         .unwrap()
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 const CREATE: OpenOptions = OpenOptions { create: true };

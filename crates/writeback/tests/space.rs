@@ -4,23 +4,13 @@
 
 mod common;
 
+use common::pattern;
+
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use writeback::{Cache, Error, OpenOptions};
 
 const K: u64 = 1024;
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// The calls: (name, mode, offset, len).
 const STEPS: [(&str, i32, u64, u64); 11] = [

@@ -5,6 +5,7 @@ use writeback::{Cache, File};
 
 /// A fresh directory for a test under the target's temporary directory, or
 /// None (after skipping, with the reason) where O_DIRECT does not work.
+#[allow(dead_code)]
 pub fn direct_test_dir(name: &str) -> Option<PathBuf> {
     let dir =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
@@ -32,4 +33,19 @@ pub fn sync_and_check_model(what: &str, cache: Cache, file: File, path: &Path, m
         std::fs::read(path).unwrap() == model,
         "{what}: disk content equals the model"
     );
+}
+
+/// Pseudo-random bytes from `seed` (xorshift): data no layer below can
+/// compress or mistake for another file's.
+#[allow(dead_code)]
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
