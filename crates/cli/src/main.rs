@@ -50,6 +50,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Mount(_)) {
+        quiet_on_closed_pipe();
+    }
     match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
@@ -58,4 +61,15 @@ fn main() -> ExitCode {
         Command::Vopr(args) => vopr_cmd::run(args),
         Command::Fsx(args) => fsx_cmd::run(args),
     }
+}
+
+/// `wb sim ... | head` closes the pipe early: end quietly, as Unix tools
+/// do, instead of panicking in `println!` (Rust ignores SIGPIPE, so a
+/// write to the closed pipe fails, and `println!` panics on failure). Not
+/// for `wb mount`: a closed stderr must never take a serving mount, and
+/// its dirty data, down.
+fn quiet_on_closed_pipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler of ours; called
+    // before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }

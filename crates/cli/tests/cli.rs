@@ -653,3 +653,30 @@ fn fsx_refuses_bad_arguments() {
         assert!(stderr.starts_with("wb fsx: --"), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_closed_pipe_ends_wb_quietly() {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wb"))
+        .args(["vopr", "--print-scenario", "7"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start wb");
+    // Close the pipe at once: wb's writes find nobody reading.
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    let status = child.wait().expect("wb ran");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        status.success() || status.signal() == Some(libc::SIGPIPE),
+        "{status}: {stderr}"
+    );
+}
