@@ -13,10 +13,11 @@ fi
 # on zram0 for the stable-pages mount test, scripts/zram-ext4.sh), sqlite3
 # (a database in WAL mode on the mount: it maps its index), util-linux
 # (setpriv: writes as another user in the mount's POSIX tests), git (a
-# clone, fsck and gc on the mount).
+# clone, fsck and gc on the mount), python3 (POSIX locks from a second
+# process).
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
-  for pkg in fio dbench e2fsprogs sqlite3 util-linux git; do
+  for pkg in fio dbench e2fsprogs sqlite3 util-linux git python3; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then

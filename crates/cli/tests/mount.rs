@@ -2171,3 +2171,79 @@ fn device_of(mnt: &Path) -> String {
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .expect("a device directory")
 }
+
+/// Exit code of `cmd` (a test helper for commands expected to fail).
+fn exit_code(cmd: &mut Command) -> Option<i32> {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run the command")
+        .code()
+}
+
+#[test]
+fn flock_and_posix_locks_hold_across_processes() {
+    use std::os::fd::AsRawFd;
+    require!(false);
+    if tool_missing("flock", "--version") || tool_missing("python3", "--version") {
+        return;
+    }
+    let _serial = serial();
+    let root = TempRoot::new("locks");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let path = mount.mnt.join("locked");
+    fs::write(&path, vec![0u8; 4096]).expect("write");
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .expect("open");
+    let try_flock = || {
+        exit_code(
+            Command::new("flock")
+                .args(["-n", "-x"])
+                .arg(&path)
+                .arg("true"),
+        )
+    };
+    // SAFETY: flock(2) on a descriptor `f` keeps open.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    assert_eq!(
+        try_flock(),
+        Some(1),
+        "another process cannot take the flock"
+    );
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) }, 0);
+    assert_eq!(try_flock(), Some(0), "once released it can");
+
+    // A POSIX write lock on bytes 0..100.
+    // SAFETY: a zeroed `flock` struct is valid; fcntl reads it only.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as i16;
+    lock.l_whence = libc::SEEK_SET as i16;
+    lock.l_start = 0;
+    lock.l_len = 100;
+    // SAFETY: F_SETLK with a pointer to a live, initialised struct.
+    assert_eq!(
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &lock) },
+        0
+    );
+    let try_lockf = |start: u64| {
+        exit_code(
+            Command::new("python3")
+                .arg("-c")
+                .arg(format!(
+                    "import fcntl, sys\n\
+             f = open(sys.argv[1], 'r+')\n\
+             try:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 50, {start})\n\
+             except OSError:\n    sys.exit(1)"
+                ))
+                .arg(&path),
+        )
+    };
+    assert_eq!(try_lockf(10), Some(1), "the locked range is refused");
+    assert_eq!(try_lockf(200), Some(0), "another range is free");
+    drop(f);
+    assert_eq!(try_lockf(10), Some(0), "closing released the lock");
+}
