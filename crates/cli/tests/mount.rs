@@ -2247,3 +2247,32 @@ fn flock_and_posix_locks_hold_across_processes() {
     drop(f);
     assert_eq!(try_lockf(10), Some(0), "closing released the lock");
 }
+
+#[test]
+fn a_budget_the_system_cannot_map_is_a_clear_error() {
+    require!(false);
+    if tool_missing("prlimit", "--version") {
+        return;
+    }
+    let _serial = serial();
+    let root = TempRoot::new("nomem");
+    let mnt = root.dir("mnt");
+    // 4 GiB of address space for a 16 GiB cache.
+    let out = Command::new("prlimit")
+        .arg("--as=4294967296")
+        .arg(WB)
+        .arg("mount")
+        .arg(root.dir("backing"))
+        .arg(&mnt)
+        .args(["--no-calibrate", "--set", "memory=16GiB", "--data-dir"])
+        .arg(root.dir("wb-data"))
+        .output()
+        .expect("run wb mount");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "wb mount: reserving the cache's memory (16.0GiB): Cannot allocate memory (os error 12)"
+    );
+    assert!(!is_mounted(&mnt), "nothing mounted");
+}

@@ -137,7 +137,17 @@ impl CacheBuilder {
             .max_files
             .unwrap_or_else(crate::runtime::evict::backing_files_max);
         engine.set_max_files(Some(max_files));
-        let shared = Arc::new(Shared::new(engine, backend, self.writeout));
+        let memory_bytes = engine.frame_pages() * wb_engine::PAGE_SIZE;
+        let shared = Shared::new(engine, backend, self.writeout).map_err(|e| {
+            Error::io(
+                format!(
+                    "reserving the cache's memory ({})",
+                    wb_engine::units::format_bytes(memory_bytes)
+                ),
+                e,
+            )
+        })?;
+        let shared = Arc::new(shared);
         let completion = {
             let s = Arc::clone(&shared);
             std::thread::Builder::new()

@@ -87,7 +87,9 @@ fn shard(frame: u32) -> usize {
 }
 
 impl Frames {
-    pub fn new(pages: u64) -> Frames {
+    /// Reserves `pages` frames; fails if the system refuses the mapping
+    /// (strict overcommit, an address-space limit).
+    pub fn new(pages: u64) -> std::io::Result<Frames> {
         // An anonymous mapping: zero pages the kernel provides on first
         // touch, so the budget is reserved, not used, until pages are
         // cached. (The allocator's alloc_zeroed would memset the whole
@@ -96,7 +98,7 @@ impl Frames {
         let len = (pages as usize).max(1) * PAGE;
         let map_len = len
             .checked_add(FRAMES_ALIGN)
-            .expect("cache size fits memory");
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
         // SAFETY: a new private anonymous mapping chosen by the kernel
         // (addr NULL, fd -1): it aliases nothing; the result is checked.
         let raw = unsafe {
@@ -109,12 +111,12 @@ impl Frames {
                 0,
             )
         };
-        assert!(
-            raw != libc::MAP_FAILED,
-            "mapping {map_len} bytes for the cache: {}",
-            std::io::Error::last_os_error()
-        );
-        let map = NonNull::new(raw.cast::<u8>()).expect("mmap never returns NULL here");
+        if raw == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // A mapping placed by the kernel is never at address 0.
+        let map = NonNull::new(raw.cast::<u8>())
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
         let skip = (FRAMES_ALIGN - map.as_ptr() as usize % FRAMES_ALIGN) % FRAMES_ALIGN;
         // SAFETY: skip < FRAMES_ALIGN, so [map + skip, map + skip + len)
         // lies inside the mapping of len + FRAMES_ALIGN bytes.
@@ -122,14 +124,14 @@ impl Frames {
         advise_huge_pages(data.as_ptr(), len);
         let shards = (0..SHARDS).map(|_| RwLock::new(())).collect();
         let overwritable = (0..pages).map(|_| AtomicBool::new(false)).collect();
-        Frames {
+        Ok(Frames {
             data,
             len,
             map,
             map_len,
             shards,
             overwritable,
-        }
+        })
     }
 
     fn lock_read(&self, shard: usize) -> RwLockReadGuard<'_, ()> {
@@ -298,7 +300,7 @@ mod tests {
     #[test]
     fn a_large_budget_is_reserved_not_touched() {
         let before = resident_bytes();
-        let frames = Frames::new((2u64 << 30) / PAGE_SIZE);
+        let frames = Frames::new((2u64 << 30) / PAGE_SIZE).unwrap();
         let after = resident_bytes();
         assert!(
             after < before + (256 << 20),
@@ -311,7 +313,7 @@ mod tests {
 
     #[test]
     fn frames_read_back_what_was_written() {
-        let frames = Frames::new(130);
+        let frames = Frames::new(130).unwrap();
         frames.write(129).bytes().fill(7);
         frames.write(65).bytes()[..3].copy_from_slice(b"abc");
         let r = frames.read(&[129, 65, 1]);
@@ -323,7 +325,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "without its lock")]
     fn reading_an_unlocked_frame_is_caught() {
-        let frames = Frames::new(4);
+        let frames = Frames::new(4).unwrap();
         let r = frames.read(&[0]);
         let _ = r.frame(1);
     }

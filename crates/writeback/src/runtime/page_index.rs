@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn pages_come_and_go() {
-        let frames = Frames::new(4);
+        let frames = Frames::new(4).unwrap();
         let index = PageIndex::new();
         assert!(index.read(&frames, FileId(0), 0).is_none());
         frames.write(2).bytes().fill(7);

@@ -67,12 +67,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(engine: Engine, backend: Box<dyn IoBackend>, writeout: Writeout) -> Shared {
+    pub fn new(
+        engine: Engine,
+        backend: Box<dyn IoBackend>,
+        writeout: Writeout,
+    ) -> std::io::Result<Shared> {
         let backend_name = backend.name();
-        let frames = Arc::new(super::frames::Frames::new(engine.frame_pages()));
+        let frames = Arc::new(super::frames::Frames::new(engine.frame_pages())?);
         let (release_tx, release_rx) = std::sync::mpsc::channel();
         let index = Arc::new(PageIndex::new());
-        Shared {
+        Ok(Shared {
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             core: Mutex::new(Core::new(
                 engine,
@@ -90,7 +94,7 @@ impl Shared {
             release_tx: Mutex::new(Some(release_tx)),
             release_rx: Mutex::new(Some(release_rx)),
             lengths: super::length_lock::LengthLocks::new(),
-        }
+        })
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Core> {
