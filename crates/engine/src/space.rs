@@ -100,7 +100,6 @@ impl Engine {
         space.allocated_since = 0;
         space.statfs_asked = false;
         space.next_statfs = Some(now + STATFS_INTERVAL_NS);
-        dev.stats.space_free_pages = free_bytes / PAGE_SIZE;
         self.wake(WaitKey::Space(device));
         Ok(())
     }
@@ -200,6 +199,11 @@ impl Engine {
     /// `SPACE_FLUSH_MAX_NS`, asks for the free space; so does a device
     /// whose last report is `STATFS_INTERVAL_NS` old.
     pub(crate) fn space_progress(&mut self, now: Instant, device: DeviceId) {
+        let space = &self.devices[device.index()].space;
+        // Called after every completion: nothing to look at, most of the time.
+        if space.flush_started.is_none() && space.next_statfs.is_none_or(|at| now < at) {
+            return;
+        }
         let idle = self.devices[device.index()]
             .wbs
             .iter()

@@ -66,7 +66,8 @@ pub struct DeviceStats {
     pub stable_writes: String,
     /// The backlog of deferred releases (backlog.rs).
     pub backlog: crate::backlog::BacklogStats,
-    /// Free space at the runtime's last report, in pages (space.rs).
+    /// Free space at the runtime's last report, in pages (space.rs; 0
+    /// without a report).
     pub space_free_pages: u64,
     /// Dirty pages holding a reservation of it.
     pub space_reserved_pages: u64,
@@ -152,6 +153,7 @@ impl crate::engine::Engine {
                 };
                 ds.backlog = d.backlog.stats(self.config.backlog_wait_ms);
                 ds.space_reserved_pages = d.space.reserved;
+                ds.space_free_pages = d.space.free_pages.unwrap_or(0);
                 let wbs = self.wbs.iter().filter(|w| w.device.index() == i);
                 for w in wbs {
                     ds.dirty_pages += w.dirty;

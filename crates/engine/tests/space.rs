@@ -10,18 +10,26 @@ use wb_engine::*;
 
 const MIB: u64 = 1 << 20;
 
-fn engine(free_bytes: u64) -> (Harness, DeviceId, TaskId, HandleId) {
+/// An engine with one file on one device whose free space is reported as
+/// `free_bytes` (None: never reported).
+fn engine_with(free_bytes: Option<u64>) -> (Harness, DeviceId, TaskId, HandleId) {
     let mut config = Config::default();
     config.set("memory", "64MiB").unwrap();
     let mut e = Engine::new(config, Instant(0));
     let dev = e.add_device("d", DeviceConfig::default(), 100_000);
-    e.set_free_space(Instant(0), dev, free_bytes).unwrap();
+    if let Some(bytes) = free_bytes {
+        e.set_free_space(Instant(0), dev, bytes).unwrap();
+    }
     let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
     let h = e.open(file).unwrap();
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
-    hs.free_space = Some(free_bytes);
+    hs.free_space = free_bytes;
     (hs, dev, task, h)
+}
+
+fn engine(free_bytes: u64) -> (Harness, DeviceId, TaskId, HandleId) {
+    engine_with(Some(free_bytes))
 }
 
 fn device(hs: &Harness) -> DeviceStats {
@@ -128,14 +136,7 @@ fn reservations_are_used_by_write_back_and_returned_by_truncation() {
 
 #[test]
 fn without_a_report_nothing_is_limited() {
-    let mut config = Config::default();
-    config.set("memory", "64MiB").unwrap();
-    let mut e = Engine::new(config, Instant(0));
-    let dev = e.add_device("d", DeviceConfig::default(), 100_000);
-    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
-    let h = e.open(file).unwrap();
-    let task = e.add_task();
-    let mut hs = Harness::new(e, 10_000);
+    let (mut hs, _, task, h) = engine_with(None);
     hs.run(task, |e, now| e.write(now, task, h, 0, 16 * MIB))
         .unwrap();
     assert_eq!(device(&hs).space_reserved_pages, 0);

@@ -307,11 +307,14 @@ impl Core {
                         step,
                     });
                 }
-                Action::StatFs { device } => {
-                    if let Some(dir) = self.device_dirs.get(device.index()) {
-                        out.statfs.push((device, dir.clone()));
+                Action::StatFs { device } => match self.device_dirs.get(device.index()) {
+                    Some(dir) => out.statfs.push((device, dir.clone())),
+                    // No directory to ask: unlimited, rather than writers
+                    // waiting for a report that never comes.
+                    None => {
+                        let _ = self.engine.space_unknown(device);
                     }
-                }
+                },
                 Action::Evict { file } => {
                     // Its pages are gone; the engine will not use the id again.
                     self.backing[file.index()] = None;
