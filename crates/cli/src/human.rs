@@ -49,6 +49,9 @@ fn job(out: &mut String, j: &JobReport) {
         }
     );
     out.push_str(&lat_line(op, &j.lat_us));
+    if let Some(cached) = j.cached_end_mib {
+        let _ = writeln!(out, "    its files cached at the end: {cached:.1}MiB");
+    }
     if j.syncs > 0 {
         out.push_str(&lat_line(
             &format!("sync ({} calls)", j.syncs),
@@ -187,7 +190,11 @@ pub fn render(r: &RunReport, real: bool) -> String {
             );
         }
     }
-    let _ = writeln!(out, "  cached at the end: {:.1}MiB", e.cached_end_mib);
+    let _ = writeln!(
+        out,
+        "  cached at the end: {:.1}MiB ({:.1}MiB active); activated {:.1}MiB, of which {:.1}MiB on refault",
+        e.cached_end_mib, e.active_end_mib, e.activated_mib, e.workingset_activate_mib
+    );
     // Per writeback domain, when there is more than one or any wrote uncached.
     let show_domains = e.domains.len() > 1
         || e.domains

@@ -11,7 +11,8 @@ use wb_sim::runner::{self, SimOptions};
 #[command(after_help = "\
 Cache knobs: memory, dirty_ratio, dirty_background_ratio, dirty_bytes, dirty_background_bytes,
   dirty_expire_centisecs, dirty_writeback_centisecs, dirty_throttle (io-less | global-2007),
-  dontcache_flush (kick | inline), dontcache_counter (per-domain | global-split).
+  dontcache_flush (kick | inline), dontcache_counter (per-domain | global-split),
+  backlog_throttle (watermarks | flush-all), backlog_wait_ms, lru (active-inactive | clock).
 Device knobs: wbt_lat_usec (-1 auto, 0 off, N us), stable_writes (none | wait | snapshot | auto),
   min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb, max_sectors_kb.
 Job setting: JOB.mode=buffered | dontcache | direct (how the job writes).
@@ -22,6 +23,7 @@ Examples:
   wb sim scenarios/axboe-2016.toml --set disk.queue_depth=1 --seed 7
   wb sim scenarios/layton-2026-seq.toml --set dontcache_flush=inline
   wb sim scenarios/layton-2026-seq.toml --set writer.mode=buffered
+  wb sim scenarios/hot-set-vs-copy.toml --set lru=clock
 
 Exit status: 0 on success, 2 for a bad scenario file, knob value or argument.")]
 pub struct SimArgs {

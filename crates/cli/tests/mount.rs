@@ -2276,3 +2276,51 @@ fn a_budget_the_system_cannot_map_is_a_clear_error() {
     );
     assert!(!is_mounted(&mnt), "nothing mounted");
 }
+
+/// Reads attribute `name` of `path` into a buffer of `size` bytes.
+fn get_xattr(path: &Path, name: &std::ffi::CStr, size: usize) -> std::io::Result<Vec<u8>> {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    let mut buf = vec![0u8; size];
+    // SAFETY: path and name are NUL-terminated strings alive for the call;
+    // the kernel writes at most buf.len() bytes into buf.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+#[test]
+fn the_cached_attribute_tells_what_the_cache_holds_of_a_file() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("cached-attr");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let file = mount.mnt.join("f");
+    run(Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", file.display()))
+        .args(["bs=1M", "count=16", "conv=fsync"]));
+    let value = get_xattr(&file, c"user.writeback.cached", 64).expect("getxattr");
+    let text = String::from_utf8(value).expect("text");
+    let words: Vec<u64> = text
+        .split_whitespace()
+        .map(|w| w.parse().expect("a number"))
+        .collect();
+    // Written once and never read: all cached, none active.
+    assert_eq!(words, vec![16 << 20, 0], "{text:?}");
+    let small = get_xattr(&file, c"user.writeback.cached", 3).unwrap_err();
+    assert_eq!(small.raw_os_error(), Some(libc::ERANGE));
+    // Not stored on the backing file.
+    let backing = root.dir("backing").join("f");
+    let missing = get_xattr(&backing, c"user.writeback.cached", 64).unwrap_err();
+    assert_eq!(missing.raw_os_error(), Some(libc::ENODATA));
+}

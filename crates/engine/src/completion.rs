@@ -61,9 +61,15 @@ impl Engine {
         dev.stats.pages_read += req.pages as u64;
         let (first, end) = (req.first_page, req.first_page + req.pages as u64);
         if result.is_ok() {
+            // Under `lru = clock` a page read is a page used; with two
+            // lists its reader marks it (lru.rs), readahead does not.
+            let used = match self.config.lru {
+                crate::config::Lru::Clock => PG_REFERENCED,
+                crate::config::Lru::ActiveInactive => 0,
+            };
             self.update_and_queue(req.file, first, end, |flags| {
                 assert!(flags & PG_READING != 0);
-                (flags & !PG_READING) | PG_REFERENCED
+                (flags & !PG_READING) | used
             });
         } else {
             // Pages truncated meanwhile are gone already; the rest goes.

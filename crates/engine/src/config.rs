@@ -82,6 +82,30 @@ impl DontcacheCounter {
     }
 }
 
+/// How reclaim chooses the clean pages to free (lru.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lru {
+    /// Linux's two lists: a page enters the inactive list and is promoted
+    /// to the active one by a second access, or at once when it comes
+    /// back soon after its eviction (refault distance, workingset.rs).
+    /// Reclaim takes inactive pages; the active list is trimmed to keep
+    /// the inactive one from getting too small. A stream touches each page
+    /// once and so cannot push out pages used repeatedly.
+    ActiveInactive,
+    /// One CLOCK list: a page used since the hand last passed gets a second
+    /// chance. Kept to show that a stream flushes the hot set.
+    Clock,
+}
+
+impl Lru {
+    pub fn name(self) -> &'static str {
+        match self {
+            Lru::ActiveInactive => "active-inactive",
+            Lru::Clock => "clock",
+        }
+    }
+}
+
 /// How a producer of deferred work (an unlink's release of a file) is
 /// held back when the device's backlog is long (backlog.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,6 +261,7 @@ pub struct Config {
     pub backlog_throttle: BacklogThrottle,
     /// The gap between the backlog's watermarks, in milliseconds of work.
     pub backlog_wait_ms: u32,
+    pub lru: Lru,
 }
 
 impl Default for Config {
@@ -254,6 +279,7 @@ impl Default for Config {
             dontcache_counter: DontcacheCounter::PerDomain,
             backlog_throttle: BacklogThrottle::Watermarks,
             backlog_wait_ms: DEFAULT_BACKLOG_WAIT_MS,
+            lru: Lru::ActiveInactive,
         }
     }
 }
@@ -272,6 +298,7 @@ impl Config {
         "dontcache_counter",
         "backlog_throttle",
         "backlog_wait_ms",
+        "lru",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -337,6 +364,19 @@ impl Config {
             "backlog_wait_ms" => {
                 self.backlog_wait_ms = parse_int(knob, value, 1, MAX_BACKLOG_WAIT_MS)?
             }
+            "lru" => {
+                self.lru = match value.trim() {
+                    "active-inactive" => Lru::ActiveInactive,
+                    "clock" => Lru::Clock,
+                    _ => {
+                        return Err(invalid(
+                            knob,
+                            value,
+                            "expected 'active-inactive' or 'clock'",
+                        ))
+                    }
+                }
+            }
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -362,6 +402,7 @@ impl Config {
             "dontcache_counter" => self.dontcache_counter.name().to_string(),
             "backlog_throttle" => self.backlog_throttle.name().to_string(),
             "backlog_wait_ms" => self.backlog_wait_ms.to_string(),
+            "lru" => self.lru.name().to_string(),
             _ => return None,
         })
     }

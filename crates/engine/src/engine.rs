@@ -80,7 +80,14 @@ pub struct Engine {
     pub(crate) domains: Vec<String>,
     pub(crate) wbs: Vec<Wb>,
     pub(crate) wb_index: BTreeMap<(DeviceId, DomainId), WbId>,
+    /// The inactive list: clean pages reclaim takes (reclaim.rs).
     pub(crate) reclaim: ReclaimQueue,
+    /// The active list: clean pages used repeatedly (lru.rs).
+    pub(crate) active_lru: ReclaimQueue,
+    /// Pages with PG_ACTIVE, in any state.
+    pub(crate) nr_active: u64,
+    /// Shadows of evicted pages, for refault distance (workingset.rs).
+    pub(crate) workingset: crate::workingset::Workingset,
     pub(crate) frames: FrameSpace,
     pub(crate) nr_cached: u64,
     /// Frames that in-flight writes keep after a writer was given a copy
@@ -136,6 +143,9 @@ impl Engine {
             wbs: Vec::new(),
             wb_index: BTreeMap::new(),
             reclaim: ReclaimQueue::default(),
+            active_lru: ReclaimQueue::default(),
+            nr_active: 0,
+            workingset: Default::default(),
             frames: FrameSpace::new(memory_pages),
             nr_cached: 0,
             nr_snapshot: 0,
@@ -250,6 +260,7 @@ impl Engine {
             op: Op::Idle,
             stall: None,
             last_read: None,
+            read_marked: None,
             ratelimit_2007: 0,
         });
         TaskId((self.tasks.len() - 1) as u32)
@@ -336,6 +347,13 @@ impl Engine {
 
     pub fn cached_pages(&self) -> u64 {
         self.nr_cached
+    }
+
+    /// A file's cached pages, and how many of them are active (lru.rs);
+    /// None for an unknown file.
+    pub fn file_cached_pages(&self, file: FileId) -> Option<(u64, u64)> {
+        let counts = self.files.get(file.index())?.counts();
+        Some((counts.cached, counts.active))
     }
 
     /// The cache budget now (the `memory` knob).

@@ -233,6 +233,9 @@ impl Engine {
         let id = self.eviction.free.swap_remove(pos);
         debug_assert!(self.files[id.index()].evicted);
         self.reclaim.retain(|&(file, _, _)| file != id);
+        self.active_lru.retain(|&(file, _, _)| file != id);
+        self.workingset
+            .forget(id, 0, crate::page_cache::MAX_FILE_PAGES);
         Some(id)
     }
 }

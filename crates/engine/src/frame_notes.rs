@@ -1,12 +1,15 @@
 //! Notes on frames a runtime read from a page index of its own (cached
-//! reads that did not call the engine): a bit per frame, which the reclaim
-//! hand takes as the page's referenced bit, so a note costs no page-table
-//! search. A note that arrives after its frame went to another page only
+//! reads that did not call the engine): two bits per frame, read once and
+//! read twice since the hand last passed, which the reclaim hand takes as
+//! accesses (lru.rs), so a note costs no page-table search. A note that arrives after its frame went to another page only
 //! gives that page a second chance. Bounded by the cache budget.
 
 #[derive(Clone, Debug, Default)]
 pub struct FrameNotes {
+    /// A bit per frame: read at least once since the hand last passed.
     words: Vec<u64>,
+    /// A bit per frame: read at least twice (lru.rs: a second access).
+    twice: Vec<u64>,
     frames: u64,
 }
 
@@ -14,6 +17,7 @@ impl FrameNotes {
     pub fn new(frames: u64) -> FrameNotes {
         FrameNotes {
             words: Vec::new(),
+            twice: Vec::new(),
             frames,
         }
     }
@@ -22,18 +26,21 @@ impl FrameNotes {
     pub fn note(&mut self, frames: &[u32]) {
         if self.words.is_empty() {
             self.words = vec![0; (self.frames as usize).div_ceil(64)];
+            self.twice = vec![0; (self.frames as usize).div_ceil(64)];
         }
         for &frame in frames {
             if (frame as u64) < self.frames {
-                self.words[frame as usize / 64] |= 1 << (frame % 64);
+                let (word, bit) = (frame as usize / 64, 1 << (frame % 64));
+                if self.words[word] & bit != 0 {
+                    self.twice[word] |= bit;
+                }
+                self.words[word] |= bit;
             }
         }
     }
 
     fn is_noted(&self, frame: u64) -> bool {
-        self.words
-            .get(frame as usize / 64)
-            .is_some_and(|w| w & (1 << (frame % 64)) != 0)
+        bit(&self.words, frame)
     }
 
     /// The offset of the first noted frame in `first..first + len`.
@@ -56,15 +63,23 @@ impl FrameNotes {
     }
 
     /// Takes the notes of the noted frames at the start of
-    /// `first..first + len`; returns how many there were in a row.
-    pub fn take_prefix(&mut self, first: u32, len: u64) -> u64 {
+    /// `first..first + len` that were noted as often as the first one
+    /// (once, or twice and more); returns how many there were in a row and
+    /// whether they were noted twice.
+    pub fn take_prefix(&mut self, first: u32, len: u64) -> (u64, bool) {
+        let twice = bit(&self.twice, first as u64);
         let mut n = 0;
-        while n < len && self.is_noted(first as u64 + n) {
+        while n < len
+            && self.is_noted(first as u64 + n)
+            && bit(&self.twice, first as u64 + n) == twice
+        {
             let frame = first as u64 + n;
-            self.words[frame as usize / 64] &= !(1 << (frame % 64));
+            let mask = !(1 << (frame % 64));
+            self.words[frame as usize / 64] &= mask;
+            self.twice[frame as usize / 64] &= mask;
             n += 1;
         }
-        n
+        (n, twice)
     }
 
     /// Drops the notes of frames `first..first + len` (they now hold other pages).
@@ -73,11 +88,21 @@ impl FrameNotes {
             return;
         }
         for frame in first as u64..first as u64 + len {
+            let mask = !(1 << (frame % 64));
             if let Some(word) = self.words.get_mut(frame as usize / 64) {
-                *word &= !(1 << (frame % 64));
+                *word &= mask;
+            }
+            if let Some(word) = self.twice.get_mut(frame as usize / 64) {
+                *word &= mask;
             }
         }
     }
+}
+
+fn bit(words: &[u64], frame: u64) -> bool {
+    words
+        .get(frame as usize / 64)
+        .is_some_and(|w| w & (1 << (frame % 64)) != 0)
 }
 
 #[cfg(test)]
@@ -92,9 +117,27 @@ mod tests {
         assert_eq!(n.first_noted(0, 200), Some(70));
         assert_eq!(n.first_noted(60, 10), None);
         assert_eq!(n.first_noted(71, 100), Some(0));
-        assert_eq!(n.take_prefix(70, 10), 3);
+        assert_eq!(n.take_prefix(70, 10), (3, false));
         assert_eq!(n.first_noted(0, 200), Some(130));
         n.clear(100, 50);
         assert_eq!(n.first_noted(0, 200), None);
+    }
+
+    #[test]
+    fn a_frame_noted_twice_is_told_from_one_noted_once() {
+        let mut n = FrameNotes::new(200);
+        n.note(&[10, 11, 12]);
+        n.note(&[11, 12]);
+        assert_eq!(n.take_prefix(10, 10), (1, false));
+        assert_eq!(n.take_prefix(11, 10), (2, true));
+        assert_eq!(n.first_noted(0, 200), None);
+        n.note(&[5]);
+        n.clear(5, 1);
+        n.note(&[5]);
+        assert_eq!(
+            n.take_prefix(5, 1),
+            (1, false),
+            "a clear forgets both notes"
+        );
     }
 }

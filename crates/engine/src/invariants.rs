@@ -28,7 +28,7 @@ impl Engine {
             dirty_total <= limit,
             "dirty {dirty_total} over hard limit + slack {limit}"
         );
-        let (mut dirty, mut writeback, mut cached) = (0u64, 0u64, 0u64);
+        let (mut dirty, mut writeback, mut cached, mut active) = (0u64, 0u64, 0u64, 0u64);
         let mut wb_dirty = vec![0u64; self.wbs.len()];
         let mut wb_writeback = vec![0u64; self.wbs.len()];
         let mut wb_dontcache = vec![0u64; self.wbs.len()];
@@ -73,6 +73,7 @@ impl Engine {
             }
             frames_used += f.all_runs().map(|(_, r)| r.len).sum::<u64>();
             cached += counts.cached;
+            active += counts.active;
             dirty += counts.dirty;
             writeback += counts.writeback;
             wb_dirty[f.wb.index()] += counts.dirty;
@@ -104,6 +105,7 @@ impl Engine {
             "live file count"
         );
         assert_eq!(cached, self.nr_cached, "cached count");
+        assert_eq!(active, self.nr_active, "active count");
         assert_eq!(dirty, self.nr_dirty, "dirty count");
         assert_eq!(writeback, self.nr_writeback, "writeback count");
         for (i, wb) in self.wbs.iter().enumerate() {
@@ -160,13 +162,15 @@ impl Engine {
     /// queue stays within its bound.
     fn check_reclaim_queue(&self) {
         assert!(
-            self.reclaim.len() <= self.frame_pages as usize + crate::reclaim::RECLAIM_QUEUE_SLACK,
+            self.reclaim.len() + self.active_lru.len()
+                <= self.frame_pages as usize + crate::reclaim::RECLAIM_QUEUE_SLACK,
             "reclaim queue over its bound"
         );
         let mut covered: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.files.len()];
-        for (file, first, end) in self.reclaim.entries() {
+        for (file, first, end) in self.reclaim.entries().chain(self.active_lru.entries()) {
             covered[file.index()].push((first, end));
         }
+        self.workingset.check();
         for (idx, f) in self.files.iter().enumerate() {
             let ranges = &mut covered[idx];
             ranges.sort_unstable();

@@ -112,6 +112,7 @@ mod ids;
 mod invalidate;
 mod invariants;
 mod knobs;
+mod lru;
 mod page_cache;
 mod page_lock;
 mod position_ratio;
@@ -131,6 +132,7 @@ mod truncate;
 pub mod units;
 mod wb;
 mod wbt;
+mod workingset;
 mod write_path;
 
 pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step};
@@ -138,7 +140,7 @@ pub use backlog::{BacklogStats, ReleaseStep, FLUSH_ALL_MAX_ITEMS, RELEASE_STEP_B
 pub use balance_dirty::MAX_PAUSE_NS;
 pub use config::{
     BacklogThrottle, Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush,
-    KnobError, StableWrites, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
+    KnobError, Lru, StableWrites, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
 };
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
 pub use dontcache::DontcacheStats;

@@ -5,7 +5,7 @@ use crate::action::{StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{PG_DROPBEHIND, PG_LOCKED, PG_READING, PG_REFERENCED};
+use crate::page_cache::{PG_DROPBEHIND, PG_LOCKED, PG_READING};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
@@ -33,8 +33,11 @@ impl Engine {
             .tasks
             .get(task.index())
             .is_some_and(|t| t.op == Op::Idle);
-        if idle && self.read_from_one_run(task, file, offset, len) {
-            return Ok(Step::Done);
+        if idle {
+            self.start_read_marks(task, file, offset);
+            if self.read_from_one_run(task, file, offset, len) {
+                return Ok(Step::Done);
+            }
         }
         self.begin(
             task,
@@ -65,9 +68,7 @@ impl Engine {
         if start + run.len < last || run.flags & (PG_READING | PG_LOCKED) != 0 {
             return false;
         }
-        if run.flags & PG_REFERENCED == 0 {
-            self.files[file.index()].reference(first, last);
-        }
+        self.mark_read(task, file, first, last);
         if run.flags & PG_DROPBEHIND != 0 {
             self.clear_dropbehind(file, first, last);
         }
@@ -88,20 +89,45 @@ impl Engine {
         first: PageIndex,
         end: PageIndex,
     ) -> Result<(), EngineError> {
+        if self.files.get(file.index()).is_none() {
+            return Err(EngineError::BadFile(file));
+        }
         let t = self
             .tasks
             .get_mut(task.index())
             .ok_or(EngineError::BadTask(task))?;
-        let f = self
-            .files
-            .get_mut(file.index())
-            .ok_or(EngineError::BadFile(file))?;
         if first >= end {
             return Ok(());
         }
-        f.reference(first, end);
         t.last_read = Some((file, end));
+        self.mark_accessed(file, first, end);
         Ok(())
+    }
+
+    /// A read by `task` of `file` from byte `offset` begins: it will mark
+    /// its pages accessed, except a first page the task's previous read of
+    /// the file ended in (filemap_read marks a folio once for a reader
+    /// going through it in small steps).
+    fn start_read_marks(&mut self, task: TaskId, file: FileId, offset: u64) {
+        let first = offset / PAGE_SIZE;
+        let t = &mut self.tasks[task.index()];
+        let same_page = t.last_read == Some((file, first + 1)) && !offset.is_multiple_of(PAGE_SIZE);
+        t.read_marked = Some((file, first + same_page as u64));
+    }
+
+    /// The read in progress consumed valid pages `first..end`: marks those
+    /// it has not marked yet.
+    fn mark_read(&mut self, task: TaskId, file: FileId, first: PageIndex, end: PageIndex) {
+        let t = &mut self.tasks[task.index()];
+        let from = match t.read_marked {
+            Some((f, p)) if f == file => p.max(first),
+            _ => first,
+        };
+        if from >= end {
+            return;
+        }
+        t.read_marked = Some((file, end));
+        self.mark_accessed(file, from, end);
     }
 
     /// Marks the pages now in `frames` referenced, as reads of them would
@@ -142,7 +168,6 @@ impl Engine {
         let reading = f
             .runs_over(first, cached_end)
             .any(|(_, r)| r.flags & PG_READING != 0);
-        self.files[file.index()].reference(first, cached_end);
         self.clear_dropbehind(file, first, cached_end);
         if reading {
             return Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
@@ -152,6 +177,7 @@ impl Engine {
             // page's data yet (page_lock.rs).
             return Ok(self.wait_for(now, task, StallReason::PageLocked, WaitKey::FileIo(file)));
         }
+        self.mark_read(task, file, first, cached_end);
         let Some(p) = missing else {
             self.tasks[task.index()].last_read = Some((file, last));
             return self.finish(task, Ok(Step::Done));

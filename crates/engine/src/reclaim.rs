@@ -1,6 +1,6 @@
 //! Making room in the cache budget.
 //!
-//! - CLOCK over clean pages in the order they became clean, kept as
+//! - A hand over clean pages in the order they became clean, kept as
 //!   ranges (one entry per completed request, not per page). The hand
 //!   takes the oldest range and walks the runs in it: a run used since
 //!   the hand last passed (PG_REFERENCED) loses its mark and its range
@@ -10,14 +10,22 @@
 //!   and are queued again when they come clean.
 //! - When too few pages are clean, ask the flusher to write (reason
 //!   VMSCAN) and let the caller wait, bounded, for pages to come clean.
-//! - Differs from Linux: one CLOCK list rather than active/inactive lists;
-//!   a run is reclaimed as Linux reclaims a large folio.
+//! - Two queues, inactive and active (lru.rs): the hand above walks the
+//!   inactive one; an active page it meets moves to the active queue, a
+//!   page a runtime noted counts as accessed (lru.rs decides), a freed run
+//!   leaves a shadow (workingset.rs). Under `lru = clock` there is one
+//!   list in effect: PG_REFERENCED is the second chance.
+//! - A run is reclaimed as Linux reclaims a large folio.
 
 use crate::action::Action;
+use crate::config::Lru;
 use crate::engine::Engine;
 use crate::flusher::WbReason;
 use crate::ids::{FileId, PageIndex};
-use crate::page_cache::{Run, PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::lru::SHRINK_ACTIVE_BATCH;
+use crate::page_cache::{
+    Run, PG_ACTIVE, PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK,
+};
 use crate::time::Instant;
 use std::collections::VecDeque;
 
@@ -92,13 +100,20 @@ impl Engine {
     /// Frees up to `want` clean pages. Returns how many were freed.
     pub(crate) fn shrink(&mut self, want: u64) -> u64 {
         let mut freed = 0;
-        // Every entry is looked at at most twice (once more after its
-        // second chance).
-        let mut budget = 2 * self.reclaim.len();
+        // Every entry is looked at a bounded number of times: once more
+        // after a second chance or a move between the queues.
+        let mut budget = 3 * (self.reclaim.len() + self.active_lru.len()) + 1;
         while freed < want && budget > 0 {
             budget -= 1;
+            if self.inactive_is_low() {
+                self.shrink_active(SHRINK_ACTIVE_BATCH);
+            }
             let Some((file, first, end)) = self.reclaim.pop() else {
-                break;
+                // Nothing inactive: take from the active list.
+                if self.shrink_active(SHRINK_ACTIVE_BATCH) == 0 {
+                    break;
+                }
+                continue;
             };
             freed += self.shrink_range(file, first, end, want - freed);
         }
@@ -106,9 +121,9 @@ impl Engine {
         freed
     }
 
-    /// The hand passes the queued range `first..end` of `file`, freeing up
-    /// to `want` pages; returns how many it freed. What it did not reach
-    /// goes back to the front.
+    /// The inactive hand passes the queued range `first..end` of `file`,
+    /// freeing up to `want` pages; returns how many it freed. What it did
+    /// not reach goes back to the front.
     fn shrink_range(&mut self, file: FileId, first: PageIndex, end: PageIndex, want: u64) -> u64 {
         let mut freed = 0;
         let mut pos = first;
@@ -130,20 +145,28 @@ impl Engine {
                 // Not clean now: queued again when it comes clean.
                 self.files[file.index()].update(pos, stop, |fl| fl & !PG_IN_LRU);
                 stop
-            } else if run.flags & PG_REFERENCED != 0 {
+            } else if run.flags & PG_ACTIVE != 0 {
+                self.rotate_active(file, pos, stop);
+                stop
+            } else if self.config.lru == Lru::Clock && run.flags & PG_REFERENCED != 0 {
+                // CLOCK's second chance.
                 self.files[file.index()].update(pos, stop, |fl| fl & !PG_REFERENCED);
                 self.reclaim.push_back(file, pos, stop);
                 stop
             } else {
                 match self.frame_notes.first_noted(frame, stop - pos) {
                     Some(0) => {
-                        let noted = self.frame_notes.take_prefix(frame, stop - pos);
-                        self.reclaim.push_back(file, pos, pos + noted);
+                        let (noted, twice) = self.frame_notes.take_prefix(frame, stop - pos);
+                        self.noted_access(file, pos, pos + noted, twice);
                         pos + noted
                     }
                     unnoted => {
                         let n = unnoted.unwrap_or(stop - pos).min(want - freed);
                         self.remove_pages(file, pos, pos + n);
+                        if self.config.lru == Lru::ActiveInactive {
+                            self.workingset
+                                .evicted(file, pos, pos + n, self.frame_pages);
+                        }
                         freed += n;
                         pos + n
                     }
@@ -151,6 +174,39 @@ impl Engine {
             };
         }
         freed
+    }
+
+    /// An active page found on the inactive queue (activated there) moves
+    /// to the active queue; under `lru = clock` it is deactivated instead.
+    fn rotate_active(&mut self, file: FileId, pos: PageIndex, stop: PageIndex) {
+        if self.config.lru == Lru::ActiveInactive {
+            self.active_lru.push_back(file, pos, stop);
+            return;
+        }
+        let f = &mut self.files[file.index()];
+        let before = f.counts().active;
+        f.update(pos, stop, |fl| fl & !PG_ACTIVE);
+        self.nr_active -= before - f.counts().active;
+        self.reclaim.push_back(file, pos, stop);
+    }
+
+    /// Inactive pages `pos..stop` a runtime read from its own index since
+    /// the hand last passed, once or `twice` (or more). A second access
+    /// activates them; a first one (or any, under `lru = clock`) gives
+    /// them another pass.
+    fn noted_access(&mut self, file: FileId, pos: PageIndex, stop: PageIndex, twice: bool) {
+        let referenced = self.files[file.index()]
+            .run_at(pos)
+            .is_some_and(|(_, r)| r.flags & PG_REFERENCED != 0);
+        // The first access (if an earlier one did not mark them already).
+        self.files[file.index()].update(pos, stop, |fl| fl | PG_REFERENCED);
+        if (referenced || twice) && self.config.lru == Lru::ActiveInactive {
+            // The second: activate.
+            self.mark_accessed(file, pos, stop);
+            self.active_lru.push_back(file, pos, stop);
+        } else {
+            self.reclaim.push_back(file, pos, stop);
+        }
     }
 
     /// Brings the cache within a lowered budget: frees clean pages now,
@@ -207,7 +263,7 @@ impl Engine {
         file: FileId,
         first: PageIndex,
         pages: u64,
-        flags: u8,
+        flags: crate::page_cache::PageFlags,
         overwritten: bool,
     ) {
         assert!(pages <= self.free_pages(), "cache over budget");
@@ -234,15 +290,18 @@ impl Engine {
             done += n;
         }
         self.nr_cached += pages;
+        self.nr_active += pages * (flags & PG_ACTIVE != 0) as u64;
+        self.activate_refaults(file, first, first + pages);
     }
 
     /// Drops the cached pages `first..end` of a file and frees their frames.
     pub(crate) fn remove_pages(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         let (frames, actions) = (&mut self.frames, &mut self.actions);
-        let mut removed = 0;
+        let (mut removed, mut active) = (0, 0);
         self.files[file.index()].remove(first, end, |start, run| {
             frames.free(run.frame, run.len);
             removed += run.len;
+            active += run.len * (run.flags & PG_ACTIVE != 0) as u64;
             actions.push_back(Action::Unmapped {
                 file,
                 first: start,
@@ -250,6 +309,9 @@ impl Engine {
             });
         });
         self.nr_cached -= removed;
+        self.nr_active -= active;
+        // Shadows of pages that went other than by eviction mean nothing.
+        self.workingset.forget(file, first, end);
     }
 
     /// Changes the flags of pages `first..end` of a file as `change` says
@@ -260,19 +322,30 @@ impl Engine {
         file: FileId,
         first: PageIndex,
         end: PageIndex,
-        mut change: impl FnMut(u8) -> u8,
+        mut change: impl FnMut(crate::page_cache::PageFlags) -> crate::page_cache::PageFlags,
     ) {
-        let reclaim = &mut self.reclaim;
-        let queued_before = reclaim.len();
-        self.files[file.index()].update_runs(first, end, |start, len, flags| {
+        let (inactive, active) = (&mut self.reclaim, &mut self.active_lru);
+        let queued_before = (inactive.len(), active.len());
+        let f = &mut self.files[file.index()];
+        let active_before = f.counts().active;
+        f.update_runs(first, end, |start, len, flags| {
             let mut flags = change(flags);
             let clean = flags & (PG_DIRTY | PG_WRITEBACK | PG_READING) == 0;
             if clean && flags & PG_IN_LRU == 0 {
                 flags |= PG_IN_LRU;
-                reclaim.push_back_joining(file, start, start + len, queued_before);
+                if flags & PG_ACTIVE != 0 {
+                    active.push_back_joining(file, start, start + len, queued_before.1);
+                } else {
+                    inactive.push_back_joining(file, start, start + len, queued_before.0);
+                }
             }
             flags
         });
+        debug_assert_eq!(
+            f.counts().active,
+            active_before,
+            "update_and_queue changed PG_ACTIVE"
+        );
         self.bound_reclaim_queue();
     }
 
@@ -287,14 +360,16 @@ impl Engine {
     /// them; past this many, drop those that cover no queued page.
     fn bound_reclaim_queue(&mut self) {
         let limit = self.frame_pages as usize + RECLAIM_QUEUE_SLACK;
-        if self.reclaim.len() <= limit {
+        if self.reclaim.len() + self.active_lru.len() <= limit {
             return;
         }
         let files = &self.files;
-        self.reclaim.retain(|&(file, first, end)| {
+        let live = |&(file, first, end): &(FileId, PageIndex, PageIndex)| {
             files[file.index()]
                 .runs_over(first, end)
                 .any(|(_, r)| r.flags & PG_IN_LRU != 0)
-        });
+        };
+        self.reclaim.retain(live);
+        self.active_lru.retain(live);
     }
 }

@@ -97,6 +97,16 @@ pub struct Stats {
     pub dirtied_pages: u64,
     pub written_pages: u64,
     pub reclaimed_pages: u64,
+    /// Pages moved to the active list: by a second access or a refault
+    /// (Linux's pgactivate).
+    pub pgactivate: u64,
+    /// Pages moved from the active list to the inactive one (pgdeactivate).
+    pub pgdeactivate: u64,
+    /// Pages that came back within the working set and entered active
+    /// (workingset_activate_file).
+    pub workingset_activate: u64,
+    /// Pages on the active list now.
+    pub active_pages: u64,
     pub stalls: [StallStats; StallReason::ALL.len()],
     pub written_by_reason: [u64; WbReason::ALL.len()],
     pub works_coalesced: u64,
@@ -131,6 +141,7 @@ impl crate::engine::Engine {
         s.cached_pages = self.nr_cached;
         s.snapshot_held_pages = self.nr_snapshot;
         s.cached_runs = self.files.iter().map(|f| f.nr_runs() as u64).sum();
+        s.active_pages = self.nr_active;
         s.dirty_pages = self.nr_dirty;
         s.writeback_pages = self.nr_writeback;
         s.thresh_pages = self.dom.thresh.thresh;

@@ -84,6 +84,9 @@ pub(crate) struct Task {
     pub stall: Option<(StallReason, Instant)>,
     /// Where the task's last read ended, for readahead.
     pub last_read: Option<(FileId, PageIndex)>,
+    /// The read in progress has marked its pages accessed below this one
+    /// (lru.rs), so a read that waits and resumes counts once.
+    pub read_marked: Option<(FileId, PageIndex)>,
     /// 2007 mode: pages dirtied since the last check. Linux kept this per
     /// CPU; here each task counts as running on its own CPU.
     pub ratelimit_2007: u64,

@@ -329,15 +329,21 @@ impl Engine {
         flags: WriteFlags,
     ) {
         let clear = if flags.dontcache { 0 } else { PG_DROPBEHIND };
+        // A write is not an access with two lists (lru.rs); under CLOCK it
+        // gives the page its second chance.
+        let used = match self.config.lru {
+            crate::config::Lru::Clock => PG_REFERENCED,
+            crate::config::Lru::ActiveInactive => 0,
+        };
         // Overwriting pages that are dirty (and referenced) already changes
         // no state: no split of their run, no accounting.
-        if self.files[file.index()].all_match(first, end, PG_DIRTY | PG_REFERENCED, clear) {
+        if self.files[file.index()].all_match(first, end, PG_DIRTY | used, clear) {
             return;
         }
         self.wake_timers(now, false);
         let f = &mut self.files[file.index()];
         let before = f.counts();
-        f.update(first, end, |fl| (fl | PG_DIRTY | PG_REFERENCED) & !clear);
+        f.update(first, end, |fl| (fl | PG_DIRTY | used) & !clear);
         self.account_dontcache(file, before);
         self.reserve_dirtied(file, first, end);
         let f = &mut self.files[file.index()];

@@ -643,6 +643,16 @@ impl Filesystem for WbFs {
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let result = self.xattr_inode(ino, libc::ENODATA).and_then(|i| {
             let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
+            if name == crate::xattr::CACHED_XATTR {
+                let (cached, active) = self.cache.cached_bytes(i.key.0, i.key.1).unwrap_or((0, 0));
+                let value = format!("{cached} {active}");
+                let n = value.len();
+                // Too small a buffer: ERANGE (reply_xattr); none: the size.
+                if buf.len() >= n {
+                    buf[..n].copy_from_slice(value.as_bytes());
+                }
+                return Ok((n, buf));
+            }
             let n = crate::xattr::get(i.fd(), name, &mut buf)?;
             Ok((n, buf))
         });

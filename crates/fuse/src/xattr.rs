@@ -14,6 +14,12 @@ use std::os::unix::ffi::OsStrExt;
 /// Recorded on each handle opened afterwards; see `data.rs`.
 pub const DONTCACHE_XATTR: &str = "user.writeback.dontcache";
 
+/// A read-only attribute the mount answers itself (it is not stored):
+/// "CACHED ACTIVE", the bytes of the file the cache holds and how many of
+/// them are on the active list (used repeatedly), like fincore(1) for the
+/// mount's cache: `getfattr -n user.writeback.cached FILE`.
+pub const CACHED_XATTR: &str = "user.writeback.cached";
+
 fn c_name(name: &OsStr) -> Result<CString, Errno> {
     CString::new(name.as_bytes()).map_err(|_| libc::EINVAL)
 }

@@ -12,7 +12,7 @@
 //!
 //! And `knob_change`: every ~200 ms of simulated time a knob changes while
 //! I/O is in flight (wbt_lat_usec on, off and values, queue_depth,
-//! nr_requests, stable_writes, dirty limits, the cache's memory).
+//! nr_requests, stable_writes, dirty limits, the cache's memory, lru).
 //!
 //! Checks, made on every run:
 //! - `invariants`: the engine's invariants after every event (memory
@@ -195,7 +195,6 @@ impl FaultPlan {
         &mut self.rng
     }
 
-    /// A knob change for a run with `devices` devices.
     /// A knob change for a run on `devices` devices whose cache started
     /// with `memory_bytes` (the `memory` knob goes down to a quarter of
     /// that and back up).
@@ -205,7 +204,7 @@ impl FaultPlan {
         let pick = |rng: &mut Rng, values: &[&str]| {
             values[rng.below(values.len() as u64) as usize].to_string()
         };
-        match self.rng.below(8) {
+        match self.rng.below(9) {
             0 => (
                 device,
                 "wbt_lat_usec",
@@ -237,6 +236,11 @@ impl FaultPlan {
                 let bytes = (memory_bytes / share).max(wb_engine::MIN_MEMORY_BYTES);
                 (None, "memory", bytes.min(memory_bytes).to_string())
             }
+            7 => (
+                None,
+                "lru",
+                pick(&mut self.rng, &["active-inactive", "clock"]),
+            ),
             _ => (
                 None,
                 "dirty_expire_centisecs",

@@ -197,6 +197,7 @@ impl JobRun {
                 .collect(),
             errors: self.errors,
             cut_off: self.finished.is_none() && !self.background,
+            cached_end_mib: None,
         }
     }
 }

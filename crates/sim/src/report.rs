@@ -129,6 +129,9 @@ pub struct JobReport {
     /// A foreground job the run's duration ended before it finished: its
     /// figures cover only what it did until then.
     pub cut_off: bool,
+    /// How much of the job's files the cache held when the run ended
+    /// (the simulator knows; None where the runner does not).
+    pub cached_end_mib: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -203,6 +206,12 @@ pub struct EngineReport {
     pub devices: Vec<DeviceReport>,
     /// Cached when the run ended.
     pub cached_end_mib: f64,
+    /// Of which on the active list (lru.rs).
+    pub active_end_mib: f64,
+    /// Moved to the active list over the run (pgactivate), of which on a
+    /// refault within the working set (workingset_activate).
+    pub activated_mib: f64,
+    pub workingset_activate_mib: f64,
     /// Per writeback context (device, domain).
     pub domains: Vec<DomainReport>,
 }
@@ -360,6 +369,9 @@ impl EngineReport {
             stalls,
             devices,
             cached_end_mib: mib(stats.cached_pages),
+            active_end_mib: mib(stats.active_pages),
+            activated_mib: mib(stats.pgactivate),
+            workingset_activate_mib: mib(stats.workingset_activate),
             domains: stats.domains.iter().map(DomainReport::new).collect(),
         }
     }

@@ -597,7 +597,22 @@ impl Sim {
 
     fn report(&self, scenario: &Scenario, wall_time_s: f64) -> RunReport {
         let end = self.now;
-        let jobs = self.jobs.iter().map(|j| j.run.report(end)).collect();
+        let jobs = self
+            .jobs
+            .iter()
+            .map(|j| {
+                let mut report = j.run.report(end);
+                let pages: u64 = j
+                    .files
+                    .iter()
+                    .filter_map(|&f| self.engine.file_cached_pages(f))
+                    .map(|(cached, _)| cached)
+                    .sum();
+                report.cached_end_mib =
+                    Some(pages as f64 * wb_engine::PAGE_SIZE as f64 / (1 << 20) as f64);
+                report
+            })
+            .collect();
         let facts: Vec<DeviceFacts> = self
             .devices
             .iter()

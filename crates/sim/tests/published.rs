@@ -370,3 +370,41 @@ fn chinner_2021_backlog_stays_bounded_at_every_event() {
         assert!(b.throttles > 0, "{mode}: the backlog filled: {b:?}");
     }
 }
+
+/// Issue 14: a 4 GiB copy through a 1 GiB cache beside a reader of a
+/// 512 MiB hot set. With two lists the hot set stays (≥ 90 % cached when
+/// the run ends, and the device reads hardly more than the one warm-up
+/// pass of it); with one CLOCK list the copy pushes most of it out and the
+/// reader reads it again from the device while the copy runs.
+#[test]
+fn hot_set_survives_a_copy_with_two_lists_not_with_clock() {
+    let two = sim("hot-set-vs-copy.toml", &[]);
+    let clock = sim("hot-set-vs-copy.toml", &["lru=clock"]);
+    let cached = |r: &RunReport| job(r, "database").cached_end_mib.expect("simulated");
+    let read_mib = |r: &RunReport| r.engine.devices[0].read_mib;
+    assert!(
+        cached(&two) >= 0.9 * 512.0,
+        "two lists: {} MiB",
+        cached(&two)
+    );
+    assert!(
+        read_mib(&two) <= 1.1 * 512.0,
+        "two lists: {} MiB read from the device",
+        read_mib(&two)
+    );
+    assert!(
+        cached(&clock) <= 0.5 * 512.0,
+        "clock: {} MiB",
+        cached(&clock)
+    );
+    assert!(
+        read_mib(&clock) >= 2.0 * 512.0,
+        "clock: {} MiB read from the device",
+        read_mib(&clock)
+    );
+    // The copy finished in both, with every byte written.
+    for r in [&two, &clock] {
+        let copy = job(r, "copy");
+        assert_eq!((copy.bytes, copy.errors, copy.cut_off), (4 << 30, 0, false));
+    }
+}

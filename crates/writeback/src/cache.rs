@@ -562,6 +562,17 @@ impl Cache {
         Some(core.sizes[file.index()].load(Ordering::Acquire))
     }
 
+    /// How much of a file the cache holds, by its backing `st_dev` and
+    /// `st_ino`: (cached bytes, of which on the active list: used
+    /// repeatedly, kept from a stream; see the engine's lru.rs). None if
+    /// the cache does not know the file.
+    pub fn cached_bytes(&self, st_dev: u64, st_ino: u64) -> Option<(u64, u64)> {
+        let core = self.shared.lock();
+        let file = *core.by_inode.get(&(st_dev, st_ino))?;
+        let (cached, active) = core.engine.file_cached_pages(file)?;
+        Some((cached * wb_engine::PAGE_SIZE, active * wb_engine::PAGE_SIZE))
+    }
+
     /// The names of the devices (filesystems) the cache has set up, in the
     /// order of [`Stats::devices`].
     pub fn device_names(&self) -> Vec<String> {

@@ -579,7 +579,7 @@ fn dirty_and_writeback_bytes(text: &str) -> Option<u64> {
 }
 
 /// Bytes of `path` resident in the kernel's page cache (mmap + mincore).
-fn resident_bytes(path: &Path) -> io::Result<u64> {
+pub(super) fn resident_bytes(path: &Path) -> io::Result<u64> {
     let file = std::fs::File::open(path)?;
     let len = usize::try_from(file.metadata()?.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;

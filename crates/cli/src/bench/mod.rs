@@ -18,6 +18,10 @@
 //! - `wb bench unlink`: `rm -rf` of a tree of small and large files,
 //!   directly and through `wb mount` (its backlog, with watermarks and
 //!   with XFS 2021's flush-all): unlink latencies and the total.
+//! - `wb bench db-copy`: a database's transactions (random 8 KiB reads
+//!   and writes, fdatasync) quiet and beside an 8 GiB copy, directly and
+//!   through `wb mount`: throughput, p99, the copy's speed and how much
+//!   of the hot set stays cached.
 //!
 //! Human progress goes to standard error; results (a table, or one JSON
 //! object with `--json`) to standard output. Files the benchmarks create are
@@ -27,6 +31,7 @@
 pub mod cached;
 pub mod cleanup;
 pub mod cpu;
+pub mod db_copy;
 pub mod dontcache;
 pub mod fio;
 pub mod interference;
@@ -67,6 +72,8 @@ pub enum BenchCommand {
     Stable(stable::StableArgs),
     /// rm -rf of a tree of small and large files: through `wb mount` (its backlog) vs the kernel.
     Unlink(unlink::UnlinkArgs),
+    /// A database's transactions beside an 8 GiB copy: through `wb mount` vs the kernel; is the hot set still cached?
+    DbCopy(db_copy::DbCopyArgs),
 }
 
 /// Why a benchmark could not run or finish.
@@ -112,6 +119,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchCommand::Dontcache(a) => dontcache::run(a),
         BenchCommand::Stable(a) => stable::run(a),
         BenchCommand::Unlink(a) => unlink::run(a),
+        BenchCommand::DbCopy(a) => db_copy::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

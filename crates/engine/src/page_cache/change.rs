@@ -2,7 +2,7 @@
 //! range, changes the runs inside, and joins neighbours that ended up
 //! alike, keeping the counters and the dirty index in step.
 
-use super::{CachedFile, Run, PG_DIRTY, PG_READING, PG_REFERENCED};
+use super::{CachedFile, PageFlags, Run, PG_DIRTY};
 use crate::ids::PageIndex;
 
 impl CachedFile {
@@ -114,7 +114,12 @@ impl CachedFile {
 
     /// Applies `change` to the flags of every cached page in `first..end`
     /// (splitting runs at the edges, joining alike runs after).
-    pub fn update(&mut self, first: PageIndex, end: PageIndex, mut change: impl FnMut(u8) -> u8) {
+    pub fn update(
+        &mut self,
+        first: PageIndex,
+        end: PageIndex,
+        mut change: impl FnMut(PageFlags) -> PageFlags,
+    ) {
         self.update_runs(first, end, |_, _, flags| change(flags));
     }
 
@@ -123,7 +128,7 @@ impl CachedFile {
         &mut self,
         first: PageIndex,
         end: PageIndex,
-        mut change: impl FnMut(PageIndex, u64, u8) -> u8,
+        mut change: impl FnMut(PageIndex, u64, PageFlags) -> PageFlags,
     ) {
         if first >= end {
             return;
@@ -168,7 +173,7 @@ impl CachedFile {
         run: Run,
         first: PageIndex,
         end: PageIndex,
-        flags: u8,
+        flags: PageFlags,
     ) {
         if flags == run.flags {
             return;
@@ -272,24 +277,6 @@ impl CachedFile {
             gone(start, run);
         }
     }
-
-    /// Sets PG_REFERENCED on every run overlapping `first..end` that is
-    /// valid (whole runs, as a folio is referenced whole).
-    pub fn reference(&mut self, first: PageIndex, end: PageIndex) {
-        let from = self.run_at(first).map_or(first, |(s, _)| s);
-        let mut changed = None;
-        self.last_found.set(None);
-        for (&start, run) in self.runs.range_mut(from..end.max(from)) {
-            if run.flags & (PG_READING | PG_REFERENCED) == 0 {
-                run.flags |= PG_REFERENCED;
-                changed = Some((changed.map_or(start, |(a, _)| a), start + run.len));
-            }
-        }
-        // Newly referenced runs may now be like their neighbours.
-        if let Some((a, b)) = changed {
-            self.merge(a, b);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -300,7 +287,7 @@ mod tests {
         CachedFile::new(DeviceId(0), WbId(0), 0)
     }
 
-    fn run(len: u64, flags: u8, frame: u32) -> Run {
+    fn run(len: u64, flags: PageFlags, frame: u32) -> Run {
         Run { len, flags, frame }
     }
 
@@ -353,21 +340,6 @@ mod tests {
         assert_eq!(f.counts().cached, 7);
         assert_eq!(f.hole_len(12, 100), 3);
         assert_eq!(f.run_from(12).map(|(s, _)| s), Some(15));
-        f.check();
-    }
-
-    #[test]
-    fn referencing_marks_whole_runs() {
-        let mut f = file();
-        f.insert(0, run(4, 0, 0));
-        f.reference(1, 2);
-        assert_eq!(f.run_at(0), Some((0, run(4, PG_REFERENCED, 0))));
-        f.insert(4, run(2, 0, 4));
-        assert_eq!(
-            f.nr_runs(),
-            2,
-            "a referenced run and an unreferenced one stay apart"
-        );
         f.check();
     }
 }

@@ -26,8 +26,8 @@ mod change;
 mod run;
 
 pub use run::{
-    PageCounts, Run, MAX_FILE_PAGES, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU, PG_LOCKED, PG_READING,
-    PG_REFERENCED, PG_RESERVED, PG_WRITEBACK,
+    PageCounts, PageFlags, Run, MAX_FILE_PAGES, PG_ACTIVE, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU,
+    PG_LOCKED, PG_READING, PG_REFERENCED, PG_RESERVED, PG_WRITEBACK,
 };
 
 use crate::ids::{DeviceId, IoId, PageIndex, WbId};
@@ -138,7 +138,7 @@ impl CachedFile {
             .or_else(|| self.runs.range(page..).next().map(|(&s, &r)| (s, r)))
     }
 
-    pub fn flags(&self, page: PageIndex) -> Option<u8> {
+    pub fn flags(&self, page: PageIndex) -> Option<PageFlags> {
         self.run_at(page).map(|(_, r)| r.flags)
     }
 
@@ -172,7 +172,13 @@ impl CachedFile {
 
     /// Whether every page in `first..end` is cached with all of `set` and
     /// none of `clear`.
-    pub fn all_match(&self, first: PageIndex, end: PageIndex, set: u8, clear: u8) -> bool {
+    pub fn all_match(
+        &self,
+        first: PageIndex,
+        end: PageIndex,
+        set: PageFlags,
+        clear: PageFlags,
+    ) -> bool {
         let mut next = first;
         for (start, run) in self.runs_over(first, end) {
             if start > next || run.flags & (set | clear) != set {

@@ -2,25 +2,33 @@
 //! data in contiguous frames; and the per-file page counters kept with
 //! the runs.
 
-pub const PG_DIRTY: u8 = 1;
-pub const PG_WRITEBACK: u8 = 2;
+/// A run's state bits.
+pub type PageFlags = u16;
+
+pub const PG_DIRTY: PageFlags = 1;
+pub const PG_WRITEBACK: PageFlags = 2;
 /// Being read from the device; not yet valid.
-pub const PG_READING: u8 = 4;
-/// Used since the reclaim hand last passed (CLOCK's second chance).
-pub const PG_REFERENCED: u8 = 8;
-/// Covered by an entry of the reclaim queue.
-pub const PG_IN_LRU: u8 = 16;
+pub const PG_READING: PageFlags = 4;
+/// Accessed once (lru.rs: a second access activates the page); under
+/// `lru = clock`, used since the hand last passed (the second chance).
+pub const PG_REFERENCED: PageFlags = 8;
+/// Covered by an entry of a reclaim queue (inactive or active, lru.rs).
+pub const PG_IN_LRU: PageFlags = 16;
 /// Written uncached (DONTCACHE): leaves the cache once written back and
 /// clean (Linux's PG_dropbehind). An ordinary access clears it.
-pub const PG_DROPBEHIND: u8 = 32;
+pub const PG_DROPBEHIND: PageFlags = 32;
 /// A writer is copying into the page outside the runtime's lock (Linux's
 /// PG_locked from write_begin to write_end; page_lock.rs): not written
 /// back, reclaimed, truncated or read through the engine until unlocked.
-pub const PG_LOCKED: u8 = 64;
+pub const PG_LOCKED: PageFlags = 64;
 /// Dirtied past the end of its backing file: a block of the backing
 /// filesystem's free space is reserved for it until it is written back
 /// (space.rs).
-pub const PG_RESERVED: u8 = 128;
+pub const PG_RESERVED: PageFlags = 128;
+/// On the active list: accessed twice while cached, or refaulted within
+/// the working set (lru.rs, workingset.rs). Reclaim takes it only after
+/// it is deactivated.
+pub const PG_ACTIVE: PageFlags = 256;
 
 /// Largest file, in pages (16 TiB): ranges beyond it are rejected.
 pub const MAX_FILE_PAGES: u64 = 1 << 32;
@@ -30,7 +38,7 @@ pub const MAX_FILE_PAGES: u64 = 1 << 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Run {
     pub len: u64,
-    pub flags: u8,
+    pub flags: PageFlags,
     pub frame: u32,
 }
 
@@ -81,6 +89,8 @@ pub struct PageCounts {
     pub dropbehind: u64,
     /// Holding a reservation of the backing filesystem's space.
     pub reserved: u64,
+    /// On the active list (PG_ACTIVE).
+    pub active: u64,
 }
 
 impl PageCounts {
@@ -93,6 +103,7 @@ impl PageCounts {
         self.dontcache_unclean += run.len * run.dontcache_unclean() as u64;
         self.dropbehind += run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
         self.reserved += run.len * (run.flags & PG_RESERVED != 0) as u64;
+        self.active += run.len * (run.flags & PG_ACTIVE != 0) as u64;
     }
 
     pub(super) fn sub(&mut self, run: &Run) {
@@ -104,5 +115,6 @@ impl PageCounts {
         self.dontcache_unclean -= run.len * run.dontcache_unclean() as u64;
         self.dropbehind -= run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
         self.reserved -= run.len * (run.flags & PG_RESERVED != 0) as u64;
+        self.active -= run.len * (run.flags & PG_ACTIVE != 0) as u64;
     }
 }

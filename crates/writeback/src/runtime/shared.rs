@@ -30,7 +30,7 @@ thread_local! {
     static TASKS: RefCell<Vec<(usize, TaskId)>> = const { RefCell::new(Vec::new()) };
     /// This thread's cached reads not yet told to the engine.
     static HITS: RefCell<Hits> = const {
-        RefCell::new(Hits { cache: 0, reads: 0, frames: Vec::new(), last: None })
+        RefCell::new(Hits { cache: 0, reads: 0, frames: Vec::new(), last: None, last_frames: 0 })
     };
 }
 
@@ -41,6 +41,9 @@ struct Hits {
     reads: usize,
     frames: Vec<u32>,
     last: Option<(FileId, Page, Page)>,
+    /// How many of `frames` are the last read's (reported by range, not
+    /// by frame, so it counts once).
+    last_frames: usize,
 }
 
 pub(crate) struct Shared {
@@ -134,6 +137,7 @@ impl Shared {
             hits.reads += 1;
             hits.frames.extend_from_slice(frames);
             hits.last = Some((file, first, end));
+            hits.last_frames = frames.len();
             hits.reads >= HITS_BATCH
         });
         if full {
@@ -151,8 +155,10 @@ impl Shared {
                 return;
             }
             hits.reads = 0;
-            core.engine.note_referenced_frames(&hits.frames);
+            let others = hits.frames.len() - hits.last_frames.min(hits.frames.len());
+            core.engine.note_referenced_frames(&hits.frames[..others]);
             hits.frames.clear();
+            hits.last_frames = 0;
             if let Some((file, first, end)) = hits.last.take() {
                 // A file unknown to the engine cannot be: ids are never reused.
                 let noted = core.engine.note_cached_read(task, file, first, end);
