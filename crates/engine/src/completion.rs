@@ -40,6 +40,9 @@ impl Engine {
                 if inflight.tracked {
                     dev.wbt.on_write_done();
                 }
+                if crate::dispatch::is_commit(&req) {
+                    dev.wbt.on_commit_done(now, latency);
+                }
                 if req.direct {
                     self.files[req.file.index()].inflight_writes.remove(&req.id);
                     self.complete_direct(&req, result);

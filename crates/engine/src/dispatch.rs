@@ -209,6 +209,9 @@ impl Engine {
                 if tracked {
                     dev.wbt.on_write_issue(now);
                 }
+                if is_commit(&req) {
+                    dev.wbt.on_commit_issue(now);
+                }
                 dev.stats.writes += 1;
                 self.files[req.file.index()].inflight_writes.insert(req.id);
             }
@@ -279,4 +282,11 @@ impl Engine {
             direct,
         }
     }
+}
+
+/// A small integrity write: a commit someone waits for (wbt.rs).
+pub(crate) fn is_commit(req: &IoRequest) -> bool {
+    req.dir == IoDir::Write
+        && req.reason == Some(crate::flusher::WbReason::Sync)
+        && req.pages <= crate::wbt::COMMIT_WRITE_MAX_PAGES
 }

@@ -349,6 +349,14 @@ impl Engine {
         self.nr_cached
     }
 
+    /// Whether a task has no operation in progress (false for an unknown
+    /// task).
+    pub fn task_is_idle(&self, task: TaskId) -> bool {
+        self.tasks
+            .get(task.index())
+            .is_some_and(|t| t.op == crate::task::Op::Idle)
+    }
+
     /// A file's cached pages, and how many of them are active (lru.rs);
     /// None for an unknown file.
     pub fn file_cached_pages(&self, file: FileId) -> Option<(u64, u64)> {

@@ -15,8 +15,8 @@
 //!    no longer than the pages the task may dirty before its next throttle
 //!    check.
 //! 2. `prepare_pages` (`write_path.rs`) makes a stretch cached and
-//!    modifiable: uncached pages get room (`reclaim.rs`, `shrink`, CLOCK
-//!    over clean runs) and frames (`frame_space.rs`) and become one run
+//!    modifiable: uncached pages get room (`reclaim.rs`, `shrink`, the inactive
+//!    list first: `lru.rs`) and frames (`frame_space.rs`) and become one run
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
 //!    is on disk is read first (`dispatch.rs`, `submit_read`; stall
 //!    `read_io`). A page under writeback is modified in place, waited for

@@ -14,6 +14,11 @@
 //!   device writes within the latency target ([`Wbt::write_pages_cap`]).
 //!   Depth bounds how many writes a read finds ahead of it; on a device
 //!   that serves one request at a time, only size bounds the one in service.
+//! - Ours: a small integrity write (an fsync's, at most
+//!   [`COMMIT_WRITE_MAX_PAGES`]) is someone's commit waiting, as a read
+//!   is: it counts as a read for `close_io` and for the window's fastest
+//!   latency. Linux watches reads only, so a database's fdatasync waits
+//!   behind a full queue of a copy's writeback (issue 14's db-copy).
 
 use crate::ids::IoId;
 use crate::rq_depth::RqDepth;
@@ -33,6 +38,10 @@ pub const CLOSE_IO_NS: u64 = NS_PER_SEC / 10;
 /// as long as without throttling at 64 KiB, 1.39× at 256 KiB, while its
 /// reader still waited far less than without).
 pub const MIN_CAPPED_WRITE_PAGES: u64 = 64;
+/// An integrity write of at most this many pages is a commit (32 KiB):
+/// watched as a read (see the header). A sync of bulk data writes larger
+/// requests and is not.
+pub const COMMIT_WRITE_MAX_PAGES: u32 = 8;
 /// A dirty-throttle sleep this recent boosts writes to `max_depth`.
 pub const RECENT_WAIT_NS: u64 = NS_PER_SEC;
 /// Bounds for the automatic latency target (see [`auto_target_ns`]). The
@@ -293,6 +302,19 @@ impl Wbt {
         }
     }
 
+    /// A commit (a small integrity write) was issued: competing I/O, as a
+    /// read is.
+    pub fn on_commit_issue(&mut self, now: Instant) {
+        self.last_issue = Some(now);
+    }
+
+    /// A commit completed after `latency_ns`: a sample, as a read's.
+    pub fn on_commit_done(&mut self, now: Instant, latency_ns: u64) {
+        self.last_comp = Some(now);
+        self.read_min_ns = self.read_min_ns.min(latency_ns);
+        self.read_samples += 1;
+    }
+
     /// Reads the engine did not issue but the device served (other
     /// processes' reads, seen in the device's statistics): `reads` of them
     /// with this average latency since the last report. They count as one
@@ -515,6 +537,23 @@ mod tests {
         assert!(wbt.sleeping, "7 in flight of normal 8: room 1 < bg/2 = 2");
         wbt.on_write_done();
         assert!(!wbt.sleeping);
+    }
+
+    #[test]
+    fn slow_commits_scale_down_as_slow_reads_do() {
+        let mut wbt = Wbt::new(32, 2 * NS_PER_MS);
+        for _ in 0..3 {
+            wbt.on_write_issue(T0);
+            wbt.on_write_done();
+        }
+        assert!(!wbt.close_io(T0), "nothing competes yet");
+        wbt.on_commit_issue(T0);
+        assert!(wbt.close_io(T0), "a commit competes as a read does");
+        // A commit (a small fsync write) that took 5 ms: over the target.
+        wbt.on_commit_done(T0 + 5 * NS_PER_MS, 5 * NS_PER_MS);
+        let end = wbt.window_end.unwrap();
+        assert_eq!(wbt.on_timer(end, false), WindowStatus::Exceeded);
+        assert_eq!(wbt.rq_depth.max_depth, 8);
     }
 
     #[test]

@@ -476,7 +476,7 @@ impl Filesystem for WbFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -485,7 +485,8 @@ impl Filesystem for WbFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match WbFs::read(self, fh.0, offset, size) {
+        // Each request runs as its caller's task (readahead, throttling).
+        match writeback::as_caller(req.pid(), || WbFs::read(self, fh.0, offset, size)) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(err(e)),
         }
@@ -503,7 +504,8 @@ impl Filesystem for WbFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match WbFs::write(self, fh.0, offset, data, (req.uid(), req.gid())) {
+        let writer = (req.uid(), req.gid());
+        match writeback::as_caller(req.pid(), || WbFs::write(self, fh.0, offset, data, writer)) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(err(e)),
         }
@@ -537,13 +539,14 @@ impl Filesystem for WbFs {
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        reply_empty(reply, WbFs::fsync(self, fh.0, datasync));
+        let result = writeback::as_caller(req.pid(), || WbFs::fsync(self, fh.0, datasync));
+        reply_empty(reply, result);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

@@ -37,4 +37,5 @@ pub use cache::{
 };
 pub use error::Error;
 pub use file::File;
+pub use runtime::caller::{as_caller, MAX_CALLER_TASKS};
 pub use wb_engine::{DomainStats, IoErrorKind, StallReason, Stats, WriteFlags};

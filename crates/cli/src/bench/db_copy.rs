@@ -81,6 +81,10 @@ pub struct DbCopyArgs {
     /// Configurations to run, comma-separated: kernel, mount.
     #[arg(long, default_value = "kernel,mount", value_delimiter = ',')]
     pub configs: Vec<String>,
+    /// A knob for the mount (e.g. lru=clock); memory is set by --memory.
+    /// Repeatable.
+    #[arg(long = "mount-set", value_name = "KNOB=VALUE", value_parser = super::parse_engine_set)]
+    pub mount_sets: Vec<(String, String)>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -129,6 +133,7 @@ struct Setup {
     clients: usize,
     seconds: u64,
     memory: u64,
+    mount_sets: Vec<(String, String)>,
 }
 
 pub fn run(args: DbCopyArgs) -> Result<(), BenchError> {
@@ -170,6 +175,7 @@ pub fn run(args: DbCopyArgs) -> Result<(), BenchError> {
         clients: args.clients,
         seconds: args.seconds,
         memory: args.memory,
+        mount_sets: args.mount_sets,
     };
     let mut outcomes = Vec::new();
     for name in &args.configs {
@@ -200,10 +206,11 @@ fn run_config(setup: &Setup, name: &str) -> Result<Outcome, BenchError> {
     let hot = TempFile::new(setup.dir.join("wb-dbcopy-hot.dat"));
     let copy = TempFile::new(setup.dir.join("wb-dbcopy-copy.dat"));
     let mount = match name {
-        "mount" => Some(Mount::start(
-            &setup.dir,
-            &[("memory".to_string(), setup.memory.to_string())],
-        )?),
+        "mount" => {
+            let mut sets = vec![("memory".to_string(), setup.memory.to_string())];
+            sets.extend(setup.mount_sets.iter().cloned());
+            Some(Mount::start(&setup.dir, &sets)?)
+        }
         _ => None,
     };
     let at = |file: &TempFile| match &mount {
@@ -459,12 +466,17 @@ fn mount_cached_bytes(path: &Path) -> Result<u64, BenchError> {
 fn render(outcomes: &[Outcome], setup: &Setup) -> String {
     let mut out = format!(
         "{} clients: 3 random 8 KiB reads + 1 write + fdatasync per transaction, over a {} hot \
-         file; quiet for {} s, then during a {} copy (1 MiB writes, fsync); mount memory {}.\n\n",
+         file; quiet for {} s, then during a {} copy (1 MiB writes, fsync); mount memory {}{}.\n\n",
         setup.clients,
         human_bytes(setup.hot_size),
         setup.seconds,
         human_bytes(setup.copy_size),
         human_bytes(setup.memory),
+        setup
+            .mount_sets
+            .iter()
+            .map(|(k, v)| format!(", {k}={v}"))
+            .collect::<String>(),
     );
     let mut t = Table::new(&[
         "config",

@@ -60,6 +60,8 @@ pub(crate) struct Core {
     inflight: BTreeMap<u64, IoRequest>,
     /// Per task: woken since its last engine call.
     pub woken: Vec<bool>,
+    /// Engine tasks of the callers threads act for (caller.rs).
+    pub callers: super::caller::CallerTasks,
     pub closed: bool,
     /// Files whose last name is gone while handles were open: unlinked in
     /// the engine when their last handle closes (`Shared::close`).
@@ -198,6 +200,7 @@ impl Core {
             device_dirs: Vec::new(),
             inflight: BTreeMap::new(),
             woken: Vec::new(),
+            callers: Default::default(),
             closed: false,
             unlink_on_close: Default::default(),
             remove_at_release: Default::default(),

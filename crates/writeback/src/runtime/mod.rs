@@ -4,6 +4,7 @@
 //! completion thread feeds backend completions to the engine; a timer
 //! thread calls the engine at its deadlines.
 
+pub(crate) mod caller;
 pub(crate) mod clock;
 pub(crate) mod core;
 pub(crate) mod diskstats;

@@ -108,8 +108,17 @@ impl Shared {
             .unwrap_or_else(|poisoned| panic!("cache state poisoned: {poisoned}"))
     }
 
-    /// This thread's task in this cache, created on first use.
+    /// The task of the caller this thread acts for (caller.rs), if it is
+    /// idle; else this thread's task in this cache, created on first use.
     pub fn task(&self, core: &mut Core) -> TaskId {
+        if let Some(caller) = super::caller::current() {
+            if let Some((task, new)) = core.callers.task(&mut core.engine, caller) {
+                if new {
+                    core.woken.push(false);
+                }
+                return task;
+            }
+        }
         TASKS.with(|tasks| {
             let mut tasks = tasks.borrow_mut();
             if let Some(&(_, t)) = tasks.iter().find(|(id, _)| *id == self.id) {
