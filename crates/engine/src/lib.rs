@@ -119,6 +119,7 @@ mod position_ratio;
 mod proportions;
 mod ratelimit;
 mod read_path;
+mod readahead;
 mod reclaim;
 mod rq_depth;
 mod space;

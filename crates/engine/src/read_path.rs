@@ -26,6 +26,7 @@ impl Engine {
             return Err(EngineError::ReadTooLarge { len, max });
         }
         self.touch_file(file);
+        self.readahead_before_read(now, task, file, offset, len);
         // Most reads hit one valid run: done at once, with no operation in
         // progress to keep (a busy or unknown task takes the full path,
         // whose `begin` reports it).
@@ -72,8 +73,14 @@ impl Engine {
         if run.flags & PG_DROPBEHIND != 0 {
             self.clear_dropbehind(file, first, last);
         }
-        self.tasks[task.index()].last_read = Some((file, last));
+        self.read_served(task, file, last);
         true
+    }
+
+    /// A read of `first..last` is served: the task's readahead position
+    /// moves.
+    fn read_served(&mut self, task: TaskId, file: FileId, last: PageIndex) {
+        self.tasks[task.index()].last_read = Some((file, last));
     }
 
     /// Accounts a cached read that a runtime served from a page index of
@@ -179,7 +186,7 @@ impl Engine {
         }
         self.mark_read(task, file, first, cached_end);
         let Some(p) = missing else {
-            self.tasks[task.index()].last_read = Some((file, last));
+            self.read_served(task, file, last);
             return self.finish(task, Ok(Step::Done));
         };
         self.read_missing(now, task, file, first, p, last)
@@ -211,7 +218,7 @@ impl Engine {
     }
 
     /// The first uncached page in `first..last`, if any.
-    fn first_hole(
+    pub(crate) fn first_hole(
         f: &crate::page_cache::CachedFile,
         first: PageIndex,
         last: PageIndex,
@@ -239,7 +246,7 @@ impl Engine {
     ) -> u64 {
         let f = &self.files[file.index()];
         let dev = &self.devices[f.device.index()].config;
-        let sequential = first == 0 || self.tasks[task.index()].last_read == Some((file, first));
+        let sequential = self.sequential_read(task, file, first);
         let mut want = last - p;
         if sequential {
             want = want.max(dev.read_ahead_kb as u64 / 4);

@@ -107,6 +107,9 @@ pub struct Stats {
     pub workingset_activate: u64,
     /// Pages on the active list now.
     pub active_pages: u64,
+    /// Pages read ahead of sequential readers without anyone waiting
+    /// (readahead.rs).
+    pub readahead_async_pages: u64,
     pub stalls: [StallStats; StallReason::ALL.len()],
     pub written_by_reason: [u64; WbReason::ALL.len()],
     pub works_coalesced: u64,

@@ -528,3 +528,77 @@ fn the_2007_limit_holds_a_small_cache_near_its_threshold() {
         "dirty + writeback peaked at {peak} pages, threshold {thresh} + rate limit {slack}"
     );
 }
+
+/// A 4 KiB sequential reader: its first miss reads a window (128 KiB) and
+/// waits; from then on each read keeps the next window being read ahead
+/// of it (readahead.rs), and every page is read from the device once.
+#[test]
+fn a_sequential_reader_reads_ahead_without_waiting_and_each_page_once() {
+    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+    let file = e.add_file(Instant(0), dev, DomainId(0), 4 << 20).unwrap();
+    let h = e.open(file).unwrap();
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 10_000);
+    for off in (0..4u64 << 20).step_by(4096) {
+        hs.run(task, |e, now| e.read(now, task, h, off, 4096))
+            .unwrap();
+    }
+    let s = hs.engine.stats();
+    let pages = (4 << 20) / 4096;
+    assert_eq!(s.devices[0].pages_read, pages, "each page read once");
+    assert_eq!(
+        s.readahead_async_pages,
+        pages - 32,
+        "all but the first window read ahead"
+    );
+    // Another pass finds everything cached: nothing more is read.
+    for off in (0..4u64 << 20).step_by(4096) {
+        hs.run(task, |e, now| e.read(now, task, h, off, 4096))
+            .unwrap();
+    }
+    assert_eq!(hs.engine.stats().devices[0].pages_read, pages);
+    hs.engine.check_invariants();
+}
+
+/// Making room to read ahead reclaims the oldest clean pages, which may
+/// be those of the read that triggers it: a read reported done still has
+/// every one of its pages cached (a runtime copies them after the engine
+/// says so).
+#[test]
+fn reading_ahead_never_takes_the_pages_of_the_read_it_serves() {
+    // 4 MiB of cache, 2 MiB windows, 256 KiB reads.
+    let device = DeviceConfig {
+        read_ahead_kb: 2048,
+        ..DeviceConfig::default()
+    };
+    let (mut e, dev) = engine("4MiB", device);
+    let a = e.add_file(Instant(0), dev, DomainId(0), 16 << 20).unwrap();
+    let b = e.add_file(Instant(0), dev, DomainId(0), 16 << 20).unwrap();
+    let (ha, hb) = (e.open(a).unwrap(), e.open(b).unwrap());
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 10_000);
+    let read = 256 << 10;
+    // The start of `a` written and clean: the oldest pages in the cache.
+    hs.run(task, |e, now| e.write(now, task, ha, 0, read))
+        .unwrap();
+    hs.run(task, |e, now| e.fsync(now, task, ha)).unwrap();
+    // Newer pages of `b` fill most of the rest (read backwards: without
+    // readahead).
+    for k in (1..12u64).rev() {
+        let off = k * read;
+        hs.run(task, |e, now| e.read(now, task, hb, off, read))
+            .unwrap();
+    }
+    // The first read of `a` is cached and sequential: it reads ahead.
+    let before = hs.engine.stats().readahead_async_pages;
+    hs.run(task, |e, now| e.read(now, task, ha, 0, read))
+        .unwrap();
+    assert!(hs.engine.stats().readahead_async_pages > before);
+    for page in 0..read / 4096 {
+        assert!(
+            hs.engine.page_frame(a, page).is_some(),
+            "page {page} of the read is cached when it is done"
+        );
+    }
+    hs.engine.check_invariants();
+}

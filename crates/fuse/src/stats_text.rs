@@ -27,6 +27,7 @@ pub(crate) fn render(stats: &Stats) -> String {
         ("activated_bytes", stats.pgactivate),
         ("deactivated_bytes", stats.pgdeactivate),
         ("workingset_activate_bytes", stats.workingset_activate),
+        ("readahead_async_bytes", stats.readahead_async_pages),
         ("dirty_peak_bytes", stats.dirty_peak_pages),
         ("writeback_peak_bytes", stats.writeback_peak_pages),
         ("dontcache_dirty_bytes", stats.dontcache_dirty_pages),

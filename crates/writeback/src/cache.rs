@@ -6,9 +6,9 @@
 use crate::error::Error;
 use crate::file::File;
 use crate::io::{self, DeviceProfile};
+use crate::runtime::block_queue::{read_ahead_kb, stable_writes_required};
 use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
-use crate::runtime::stable_writes::stable_writes_required;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -293,6 +293,7 @@ impl Cache {
         if core.devices.contains_key(&st_dev) {
             return Ok(false);
         }
+        let config = with_device_readahead(config, st_dev);
         let d = core.engine.add_device(name, config, idle_ns);
         core.engine
             .set_stable_writes_required(d, stable_writes_required(st_dev))
@@ -330,9 +331,8 @@ impl Cache {
             return Ok(d);
         }
         let name = format!("dev-{st_dev:x}");
-        let d = core
-            .engine
-            .add_device(&name, self.device_defaults.clone(), idle_ns);
+        let config = with_device_readahead(self.device_defaults.clone(), st_dev);
+        let d = core.engine.add_device(&name, config, idle_ns);
         core.engine
             .set_stable_writes_required(d, stable_writes_required(st_dev))
             .expect("the device was just added");
@@ -669,4 +669,16 @@ fn flush_at_start(dir: &Path) -> Result<(), Error> {
         return Err(Error::io(dir, std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// `config` with the device's own readahead window (`queue/read_ahead_kb`,
+/// as Linux's bdi takes it) unless `read_ahead_kb` was set.
+fn with_device_readahead(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
+    if config.read_ahead_kb == DeviceConfig::default().read_ahead_kb {
+        if let Some(kb) = read_ahead_kb(st_dev) {
+            // A value out of the knob's range keeps the default.
+            let _ = config.set("read_ahead_kb", &kb.to_string());
+        }
+    }
+    config
 }

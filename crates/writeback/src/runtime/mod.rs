@@ -4,6 +4,7 @@
 //! completion thread feeds backend completions to the engine; a timer
 //! thread calls the engine at its deadlines.
 
+pub(crate) mod block_queue;
 pub(crate) mod caller;
 pub(crate) mod clock;
 pub(crate) mod core;
@@ -14,4 +15,3 @@ pub(crate) mod length_lock;
 pub(crate) mod page_index;
 pub(crate) mod shared;
 pub(crate) mod space;
-pub(crate) mod stable_writes;

@@ -1,7 +1,10 @@
-//! Whether a filesystem's block device needs stable pages: Linux's
-//! `queue/stable_writes` (1 for devices that checksum data in flight, such
-//! as zram, DIF/DIX disks or iSCSI with data digests). A runtime fact the
-//! engine's `stable_writes = auto` acts on (stable.rs).
+//! What a filesystem's block device declares in its queue (sysfs), runtime
+//! facts the engine acts on:
+//! - `queue/stable_writes`: whether it needs stable pages (1 for devices
+//!   that checksum data in flight, such as zram, DIF/DIX disks or iSCSI
+//!   with data digests), for `stable_writes = auto` (stable.rs);
+//! - `queue/read_ahead_kb`: the device's readahead window, the engine
+//!   device's `read_ahead_kb` unless set (readahead.rs).
 
 use std::path::{Path, PathBuf};
 
@@ -9,24 +12,39 @@ use std::path::{Path, PathBuf};
 /// queue of its own, so its disk's is read. False where there is no block
 /// device (tmpfs) or the file cannot be read.
 pub(crate) fn stable_writes_required(st_dev: u64) -> bool {
-    let sys = PathBuf::from(format!(
+    declared(&sys_dir(st_dev))
+}
+
+/// The device's `queue/read_ahead_kb`; None where there is no block
+/// device or no such file.
+pub(crate) fn read_ahead_kb(st_dev: u64) -> Option<u32> {
+    queue_value(&sys_dir(st_dev), "read_ahead_kb")?.parse().ok()
+}
+
+fn sys_dir(st_dev: u64) -> PathBuf {
+    PathBuf::from(format!(
         "/sys/dev/block/{}:{}",
         libc::major(st_dev),
         libc::minor(st_dev)
-    ));
-    declared(&sys)
+    ))
 }
 
 /// `queue/stable_writes` under the device directory `sys`, or under its
 /// parent (the disk of a partition).
 fn declared(sys: &Path) -> bool {
+    queue_value(sys, "stable_writes").is_some_and(|text| text == "1")
+}
+
+/// `queue/NAME` under the device directory `sys`, or under its parent
+/// (a partition has no queue of its own), trimmed.
+fn queue_value(sys: &Path, name: &str) -> Option<String> {
     [
-        sys.join("queue/stable_writes"),
-        sys.join("../queue/stable_writes"),
+        sys.join("queue").join(name),
+        sys.join("../queue").join(name),
     ]
     .iter()
     .find_map(|path| std::fs::read_to_string(path).ok())
-    .is_some_and(|text| text.trim() == "1")
+    .map(|text| text.trim().to_string())
 }
 
 #[cfg(test)]
@@ -46,6 +64,8 @@ mod tests {
         std::fs::write(disk.join("queue/stable_writes"), "0\n").unwrap();
         assert!(!declared(&disk));
         assert!(!declared(&root.join("missing")));
+        std::fs::write(disk.join("queue/read_ahead_kb"), "8192\n").unwrap();
+        assert_eq!(queue_value(&part, "read_ahead_kb").as_deref(), Some("8192"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 
