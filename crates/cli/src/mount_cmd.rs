@@ -55,6 +55,13 @@ pub struct MountArgs {
     /// Let users other than root use the mount (FUSE's allow_other).
     #[arg(long)]
     pub allow_other: bool,
+    /// Other programs change BACKING_DIR directly too: the kernel then
+    /// keeps names and attributes for 1 s and reads listings again at each
+    /// open. Default: only this mount changes it, and the kernel keeps
+    /// them (and names known not to exist) for 60 s, dropping what a change
+    /// through the mount makes stale.
+    #[arg(long)]
+    pub shared_backing: bool,
     /// Where device calibrations are remembered.
     #[arg(long, value_name = "DIR", default_value = "wb-data")]
     pub data_dir: PathBuf,
@@ -231,7 +238,13 @@ pub fn run(args: MountArgs) -> ExitCode {
         return failure(format!("{signal} during setup; not mounting"));
     }
     let fs = match WbFs::new(Arc::clone(&cache), &backing) {
-        Ok(fs) => fs.with_fault_seam(faults),
+        Ok(fs) => fs
+            .with_fault_seam(faults)
+            .with_backing(if args.shared_backing {
+                wb_fuse::Backing::Shared
+            } else {
+                wb_fuse::Backing::Exclusive
+            }),
         Err(e) => return failure(format!("{}: {e}", backing.display())),
     };
     serve(

@@ -1231,6 +1231,88 @@ fn entries(dir: &Path) -> Vec<String> {
     names
 }
 
+/// The kernel keeps names, names known not to exist and listings (the
+/// server answers OPENDIR with ENOSYS and lists from the backing
+/// directory's own cookies): every change made through the mount shows at
+/// once, and a listing of many entries, read in many requests, has each
+/// exactly once.
+#[test]
+fn cached_names_and_listings_follow_changes_through_the_mount() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("dircache");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let mnt = &mount.mnt;
+    // A missing name, remembered as missing, then created.
+    let late = mnt.join("late");
+    assert_eq!(
+        fs::metadata(&late).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    fs::write(&late, "here").expect("create late");
+    assert_eq!(fs::read_to_string(&late).unwrap(), "here");
+    // A directory of 1500 entries (many readdir requests).
+    let dir = mnt.join("d");
+    fs::create_dir(&dir).expect("mkdir");
+    let names: Vec<String> = (0..1500)
+        .map(|i| format!("file-with-a-longer-name-{i:05}"))
+        .collect();
+    for name in &names {
+        fs::write(dir.join(name), name).expect("create");
+    }
+    assert_eq!(entries(&dir), names, "each entry once");
+    assert_eq!(entries(&dir), names, "again, from the kernel's cache");
+    // Removed, renamed and added through the mount: the next listing shows it.
+    for name in &names[..500] {
+        fs::remove_file(dir.join(name)).expect("remove");
+    }
+    fs::rename(dir.join(&names[500]), dir.join("renamed")).expect("rename");
+    fs::create_dir(dir.join("sub")).expect("mkdir sub");
+    let mut want: Vec<String> = names[501..].to_vec();
+    want.extend(["renamed".to_string(), "sub".to_string()]);
+    want.sort();
+    assert_eq!(entries(&dir), want);
+    assert!(!dir.join(&names[0]).exists());
+    assert_eq!(fs::read_to_string(dir.join("renamed")).unwrap(), names[500]);
+    // The names are there in the backing directory too, with the data.
+    assert_eq!(entries(&mount.backing.join("d")), want);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
+
+/// With `--shared-backing`, a file another program makes in the backing
+/// directory shows through the mount within the 1 s the kernel may keep
+/// what it knows (polled for up to 5 s: a loaded machine).
+#[test]
+fn with_a_shared_backing_directory_outside_changes_show_within_a_second() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("shared-backing");
+    let mount = Mount::start(
+        &root.dir("backing"),
+        &root.dir("mnt"),
+        &["--shared-backing"],
+    );
+    let (mnt, backing) = (&mount.mnt, &mount.backing);
+    assert_eq!(entries(mnt), Vec::<String>::new());
+    assert!(!mnt.join("outside").exists());
+    fs::write(backing.join("outside"), "made outside").expect("write in the backing dir");
+    let start = std::time::Instant::now();
+    while !(mnt.join("outside").exists() && entries(mnt) == ["outside"]) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "a file made in the backing directory did not show through the mount"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        fs::read_to_string(mnt.join("outside")).unwrap(),
+        "made outside"
+    );
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
+
 #[test]
 fn removed_files_leave_through_a_hidden_orphan_directory() {
     require!(false);

@@ -216,7 +216,6 @@ impl WbFs {
                 let end = (start + size as usize).min(h.content.len());
                 Ok(h.content[start..end].to_vec())
             }
-            Handle::Dir(_) => Err(libc::EISDIR),
         }
     }
 
@@ -246,7 +245,6 @@ impl WbFs {
                 self.control().write(h.node, offset, data)?;
                 Ok(data.len() as u32)
             }
-            Handle::Dir(_) => Err(libc::EISDIR),
         }
     }
 

@@ -1,21 +1,27 @@
-//! Directory listings. A listing is read in one go when it starts (offset
-//! 0) and served from that snapshot, so offsets stay valid while entries
-//! are added or removed. The root's listing leaves out the control
-//! directory (see control.rs).
+//! Directory listings, served without any state between requests: an
+//! entry's offset is the backing filesystem's own cookie for the position
+//! after it (getdents' d_off, what telldir returns), so a listing resumes
+//! with a seek wherever it stopped, stays valid while entries are added or
+//! removed (as the backing filesystem guarantees for telldir), and needs
+//! no open handle. That lets the kernel skip OPENDIR and RELEASEDIR (the
+//! server answers ENOSYS, fs.rs) and keep listings in its own cache.
+//! The root's listing leaves out the control directory (see control.rs)
+//! and the orphan directory (orphans.rs).
 
 use crate::attr::file_type;
 use crate::control::{Control, Node, CONTROL_DIR};
 use crate::fs::WbFs;
-use crate::handles::{DirHandle, Handle};
 use crate::inode::{Inode, ROOT_ID};
 use crate::orphans::ORPHAN_DIR;
 use crate::sys::{self, errno, Errno};
 use fuser::FileType;
 use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::{Arc, Mutex};
+
+/// Entries read from the backing directory per request: more than a
+/// reply of the kernel's size (one page, at least 32 bytes an entry) holds.
+const ENTRIES_PER_READ: usize = 160;
 
 #[derive(Clone, Debug)]
 pub(crate) struct DirEntry {
@@ -25,31 +31,35 @@ pub(crate) struct DirEntry {
 }
 
 impl WbFs {
-    pub(crate) fn opendir(&self, inode: Arc<Inode>) -> Result<u64, Errno> {
+    /// The entries of the backing directory `inode` after the position
+    /// `offset` (0: from the start), each with the offset of the position
+    /// after it; at most `ENTRIES_PER_READ`.
+    pub(crate) fn readdir(
+        &self,
+        inode: &Inode,
+        offset: u64,
+    ) -> Result<Vec<(u64, DirEntry)>, Errno> {
         if inode.kind != libc::S_IFDIR {
             return Err(libc::ENOTDIR);
         }
-        Ok(self.handles.insert(Handle::Dir(DirHandle {
-            inode,
-            entries: Mutex::new(Vec::new()),
-        })))
-    }
-
-    /// Reads the backing directory's entries.
-    fn list_backing(&self, inode: &Inode) -> Result<Vec<DirEntry>, Errno> {
         let st = sys::stat_fd(inode.fd())?;
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let mut dir =
-            nix::dir::Dir::openat(inode.fd(), c".", flags, Mode::empty()).map_err(errno)?;
+        let fd = sys::reopen(inode.fd(), OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+        let mut dir = rustix::fs::Dir::new(fd).map_err(|e| e.raw_os_error())?;
+        if offset != 0 {
+            // The cookie came from this directory's own d_off.
+            dir.seek(offset as i64).map_err(|e| e.raw_os_error())?;
+        }
         let mut entries = Vec::new();
-        for entry in dir.iter() {
-            let entry = entry.map_err(errno)?;
+        while entries.len() < ENTRIES_PER_READ {
+            let Some(entry) = dir.read() else { break };
+            let entry = entry.map_err(|e| e.raw_os_error())?;
+            let next = entry.offset() as u64;
             let name = OsString::from(std::ffi::OsStr::from_bytes(entry.file_name().to_bytes()));
             if inode.nodeid == ROOT_ID && (name == CONTROL_DIR || name == ORPHAN_DIR) {
                 continue;
             }
-            let kind = match entry.file_type() {
-                Some(t) => dir_type(t),
+            let kind = match dir_type(entry.file_type()) {
+                Some(kind) => kind,
                 None => sys::stat_at(inode.fd(), &name)
                     .map(|st| file_type(st.st_mode))
                     .unwrap_or(FileType::RegularFile),
@@ -59,27 +69,9 @@ impl WbFs {
             } else {
                 self.inodes.dir_ino(st.st_dev, entry.ino())
             };
-            entries.push(DirEntry { ino, kind, name });
+            entries.push((next, DirEntry { ino, kind, name }));
         }
         Ok(entries)
-    }
-
-    /// The entries of `fh` from `offset` on (an entry's offset is its index + 1).
-    pub(crate) fn readdir(&self, fh: u64, offset: u64) -> Result<Vec<(u64, DirEntry)>, Errno> {
-        let handle = self.handles.get(fh)?;
-        let Handle::Dir(dir) = &*handle else {
-            return Err(libc::ENOTDIR);
-        };
-        let mut entries = dir.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if offset == 0 {
-            *entries = self.list_backing(&dir.inode)?;
-        }
-        Ok(entries
-            .iter()
-            .enumerate()
-            .skip(offset as usize)
-            .map(|(i, e)| (i as u64 + 1, e.clone()))
-            .collect())
     }
 
     /// The entries of a directory of the virtual tree.
@@ -120,25 +112,24 @@ impl WbFs {
             .collect())
     }
 
-    pub(crate) fn fsyncdir(&self, fh: u64) -> Result<(), Errno> {
-        let handle = self.handles.get(fh)?;
-        let Handle::Dir(dir) = &*handle else {
-            return Err(libc::ENOTDIR);
-        };
-        let fd = sys::reopen(dir.inode.fd(), OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+    pub(crate) fn fsyncdir(&self, inode: &Inode) -> Result<(), Errno> {
+        let fd = sys::reopen(inode.fd(), OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
         nix::unistd::fsync(&fd).map_err(errno)
     }
 }
 
-fn dir_type(t: nix::dir::Type) -> FileType {
-    use nix::dir::Type;
-    match t {
-        Type::Directory => FileType::Directory,
-        Type::Symlink => FileType::Symlink,
-        Type::Fifo => FileType::NamedPipe,
-        Type::Socket => FileType::Socket,
-        Type::CharacterDevice => FileType::CharDevice,
-        Type::BlockDevice => FileType::BlockDevice,
-        Type::File => FileType::RegularFile,
-    }
+/// The file type of a directory entry; None when the backing filesystem
+/// does not say (DT_UNKNOWN).
+fn dir_type(t: rustix::fs::FileType) -> Option<FileType> {
+    use rustix::fs::FileType as T;
+    Some(match t {
+        T::Directory => FileType::Directory,
+        T::Symlink => FileType::Symlink,
+        T::Fifo => FileType::NamedPipe,
+        T::Socket => FileType::Socket,
+        T::CharacterDevice => FileType::CharDevice,
+        T::BlockDevice => FileType::BlockDevice,
+        T::RegularFile => FileType::RegularFile,
+        T::Unknown => return None,
+    })
 }

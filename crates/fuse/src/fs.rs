@@ -21,11 +21,19 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 use writeback::Cache;
 
-/// How long the kernel may keep names and attributes without asking again.
-/// Every change goes through this server, which the kernel sees, so only
-/// changes made to the backing directory behind the mount's back can be
-/// this late.
-pub const ATTR_TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may keep names (also of names that do not exist),
+/// attributes and directory listings without asking again, when every
+/// change to the backing directory goes through the mount
+/// (`Backing::Exclusive`): the kernel sees each change it makes and
+/// updates or drops what it cached, and what the server changes on its
+/// own it is told of (`attrs_changed`, the orphan pruner's
+/// `inval_entry`). Each request saved is a round trip through
+/// /dev/fuse, the cost of a metadata operation on the mount.
+pub const ATTR_TTL_EXCLUSIVE: Duration = Duration::from_secs(60);
+/// The same when other programs change the backing directory too
+/// (`Backing::Shared`): their changes show within this long; nothing is
+/// known not to exist and listings are read again at each open.
+pub const ATTR_TTL_SHARED: Duration = Duration::from_secs(1);
 /// Largest write the kernel sends in one request.
 pub const MAX_WRITE_BYTES: u32 = 1 << 20;
 /// Largest xattr value or list we return.
@@ -56,6 +64,21 @@ pub struct WbFs {
     /// Tells the kernel what changed behind its caches (set once the
     /// session exists).
     pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// Whether others change the backing directory (how long the kernel
+    /// may cache what it learns).
+    pub(crate) backing_use: Backing,
+}
+
+/// Who changes the backing directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backing {
+    /// Only this mount (the default): the kernel caches names, missing
+    /// names, attributes and listings for `ATTR_TTL_EXCLUSIVE`.
+    #[default]
+    Exclusive,
+    /// Other programs too: `ATTR_TTL_SHARED`, no negative entries, no
+    /// cached listings.
+    Shared,
 }
 
 /// Stops data changes on a filesystem that is being served.
@@ -95,7 +118,43 @@ impl WbFs {
             orphans,
             faults: None,
             notifier: Default::default(),
+            backing_use: Backing::Exclusive,
         })
+    }
+
+    /// Says whether other programs change the backing directory too.
+    pub fn with_backing(mut self, backing_use: Backing) -> WbFs {
+        self.backing_use = backing_use;
+        self
+    }
+
+    /// How long the kernel may keep names and attributes.
+    pub(crate) fn ttl(&self) -> Duration {
+        match self.backing_use {
+            Backing::Exclusive => ATTR_TTL_EXCLUSIVE,
+            Backing::Shared => ATTR_TTL_SHARED,
+        }
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, result: Result<FileAttr, Errno>) {
+        match result {
+            Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    /// A lookup's reply: as `reply_entry`, and a name that is not there
+    /// is remembered as missing.
+    fn reply_lookup(&self, reply: ReplyEntry, result: Result<FileAttr, Errno>) {
+        match result {
+            Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
+            // A name that does not exist, remembered as such (a negative
+            // entry: node id 0): creating files asks for each name first.
+            Err(libc::ENOENT) if self.backing_use == Backing::Exclusive => {
+                reply.entry(&self.ttl(), &negative_entry(), Generation(0))
+            }
+            Err(e) => reply.error(err(e)),
+        }
     }
 
     /// Lets `user.writeback.fail_writes` arm the cache's fault seam
@@ -241,12 +300,11 @@ impl WbFs {
     fn entries(
         &self,
         ino: INodeNo,
-        fh: u64,
         offset: u64,
     ) -> Result<Vec<(u64, crate::dir::DirEntry)>, Errno> {
         match Node::from_ino(ino.0) {
             Some(node) => self.readdir_control(node, offset),
-            None => self.readdir(fh, offset),
+            None => self.readdir(&*self.inode(ino)?, offset),
         }
     }
 
@@ -276,10 +334,25 @@ fn err(e: Errno) -> fuser::Errno {
     fuser::Errno::from_i32(e)
 }
 
-fn reply_entry(reply: ReplyEntry, result: Result<FileAttr, Errno>) {
-    match result {
-        Ok(attr) => reply.entry(&ATTR_TTL, &attr, Generation(0)),
-        Err(e) => reply.error(err(e)),
+/// The attributes of a negative entry: node id 0 tells the kernel the
+/// name does not exist; the rest is not looked at.
+fn negative_entry() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: fuser::FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
     }
 }
 
@@ -317,7 +390,7 @@ impl Filesystem for WbFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        reply_entry(reply, self.lookup_any(parent, name));
+        self.reply_lookup(reply, self.lookup_any(parent, name));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -328,7 +401,7 @@ impl Filesystem for WbFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.getattr_any(ino) {
-            Ok(attr) => reply.attr(&ATTR_TTL, &attr),
+            Ok(attr) => reply.attr(&self.ttl(), &attr),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -361,7 +434,7 @@ impl Filesystem for WbFs {
             ctime: ctime.is_some(),
         };
         match self.setattr_any(ino, set) {
-            Ok(attr) => reply.attr(&ATTR_TTL, &attr),
+            Ok(attr) => reply.attr(&self.ttl(), &attr),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -387,7 +460,7 @@ impl Filesystem for WbFs {
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
             self.mknod(&p, name, mode & !umask, rdev, owner)
         });
-        reply_entry(reply, result);
+        self.reply_entry(reply, result);
     }
 
     fn mkdir(
@@ -403,7 +476,7 @@ impl Filesystem for WbFs {
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
             self.mkdir(&p, name, mode & !umask, owner)
         });
-        reply_entry(reply, result);
+        self.reply_entry(reply, result);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -432,7 +505,7 @@ impl Filesystem for WbFs {
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
             WbFs::symlink(self, &p, link_name, target.as_os_str(), owner)
         });
-        reply_entry(reply, result);
+        self.reply_entry(reply, result);
     }
 
     fn rename(
@@ -464,7 +537,7 @@ impl Filesystem for WbFs {
             let np = self.backing_parent(newparent)?;
             WbFs::link(self, &inode, &np, newname)
         });
-        reply_entry(reply, result);
+        self.reply_entry(reply, result);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -519,8 +592,11 @@ impl Filesystem for WbFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // close(2) is not a durability point; fsync reports write-back errors.
-        reply.ok();
+        // close(2) is not a durability point; fsync reports write-back
+        // errors. ENOSYS tells the kernel never to send FLUSH again (it
+        // still writes back a mapping's dirty pages at close): a round
+        // trip saved on every close.
+        reply.error(err(libc::ENOSYS));
     }
 
     fn release(
@@ -550,12 +626,21 @@ impl Filesystem for WbFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if Node::from_ino(ino.0).is_some() {
-            reply.opened(FileHandle(0), FopenFlags::empty());
-            return;
+        // Listings need no handle (dir.rs).
+        if self.backing_use == Backing::Exclusive {
+            // ENOSYS: the kernel stops sending OPENDIR and RELEASEDIR for
+            // good (two round trips per opendir(3) saved) and keeps the
+            // listings it reads in its cache, dropped when the directory
+            // changes through the mount (FOPEN_CACHE_DIR | KEEP_CACHE, its
+            // default without OPENDIR).
+            return reply.error(err(libc::ENOSYS));
         }
-        match self.inode(ino).and_then(|i| WbFs::opendir(self, i)) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+        // Shared backing: listings are read again at each open.
+        match self.getattr_any(ino) {
+            Ok(attr) if attr.kind == fuser::FileType::Directory => {
+                reply.opened(FileHandle(0), FopenFlags::empty())
+            }
+            Ok(_) => reply.error(err(libc::ENOTDIR)),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -564,11 +649,11 @@ impl Filesystem for WbFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let entries = match self.entries(ino, fh.0, offset) {
+        let entries = match self.entries(ino, offset) {
             Ok(entries) => entries,
             Err(e) => return reply.error(err(e)),
         };
@@ -584,11 +669,10 @@ impl Filesystem for WbFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.handles.remove(fh.0);
         reply.ok();
     }
 
@@ -596,14 +680,17 @@ impl Filesystem for WbFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
         if Node::from_ino(ino.0).is_some() {
             return reply.ok();
         }
-        reply_empty(reply, WbFs::fsyncdir(self, fh.0));
+        reply_empty(
+            reply,
+            self.inode(ino).and_then(|i| WbFs::fsyncdir(self, &i)),
+        );
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -700,7 +787,7 @@ impl Filesystem for WbFs {
         });
         match result {
             Ok((attr, fh)) => reply.created(
-                &ATTR_TTL,
+                &self.ttl(),
                 &attr,
                 Generation(0),
                 FileHandle(fh),

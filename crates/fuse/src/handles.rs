@@ -19,14 +19,6 @@ pub(crate) struct FileHandle {
     pub dontcache: bool,
 }
 
-/// An open directory: a snapshot of its entries, taken when the listing
-/// starts (offset 0), so that offsets stay meaningful while it is read.
-/// Memory is proportional to the directory's size, for as long as it is open.
-pub(crate) struct DirHandle {
-    pub inode: Arc<Inode>,
-    pub entries: Mutex<Vec<crate::dir::DirEntry>>,
-}
-
 /// An open file of the virtual `.writeback` tree: its content as read at open.
 pub(crate) struct ControlHandle {
     pub node: Node,
@@ -35,7 +27,6 @@ pub(crate) struct ControlHandle {
 
 pub(crate) enum Handle {
     File(FileHandle),
-    Dir(DirHandle),
     Control(ControlHandle),
 }
 
@@ -97,7 +88,6 @@ impl HandleTable {
         let handle = self.get(fh)?;
         match &*handle {
             Handle::File(_) | Handle::Control(_) => Ok(handle),
-            Handle::Dir(_) => Err(libc::EISDIR),
         }
     }
 }

@@ -40,7 +40,7 @@ mod sys;
 mod xattr;
 
 pub use control::CONTROL_DIR;
-pub use fs::{StopHandle, WbFs, ATTR_TTL, MAX_WRITE_BYTES};
+pub use fs::{Backing, StopHandle, WbFs, ATTR_TTL_EXCLUSIVE, ATTR_TTL_SHARED, MAX_WRITE_BYTES};
 pub use lifecycle::{
     check_paths, raise_fd_limit, Event, Lifecycle, Mounted, BACKING_FILES_PERCENT, INODES_PERCENT,
     PROGRESS_INTERVAL, SERVE_THREADS,
