@@ -130,4 +130,9 @@ impl IoBackend for FaultyBackend {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
+
+    /// Reads are not faulted.
+    fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
+        self.inner.read_on_caller(op)
+    }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::backend::{
-    at_eof, enqueue, lent_read_error, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH,
+    at_eof, enqueue, lent_read_error, read_now, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH,
 };
 use super::pages::{IoBuf, IoPages};
 
@@ -171,6 +171,10 @@ impl IoBackend for ThreadBackend {
 
     fn name(&self) -> &'static str {
         "threads"
+    }
+
+    fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
+        read_now(op)
     }
 }
 

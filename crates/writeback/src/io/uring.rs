@@ -137,6 +137,12 @@ impl IoBackend for UringBackend {
     fn name(&self) -> &'static str {
         "io_uring"
     }
+
+    /// A blocking pread: no ring involved (reads need no ordering with
+    /// the writes in flight: the engine never reads pages it has cached).
+    fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
+        super::backend::read_now(op)
+    }
 }
 
 impl Drop for UringBackend {

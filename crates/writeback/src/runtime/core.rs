@@ -95,7 +95,8 @@ pub(crate) struct Out {
     /// is not in the frames), to be reported failed once the lock is free.
     pub refused: Vec<IoId>,
     pub flushes: Vec<Flush>,
-    pub woke: bool,
+    /// Tasks the engine woke (to be told through the condition variable).
+    pub woken: Vec<TaskId>,
     /// Release steps of unlinked files' backing files (`Action::Release`),
     /// carried out once the lock is released: the file (taken out of the
     /// table for a removal, so that the last close, which frees the
@@ -116,7 +117,7 @@ impl Out {
         self.ops.extend(later.ops);
         self.refused.extend(later.refused);
         self.flushes.extend(later.flushes);
-        self.woke |= later.woke;
+        self.woken.extend(later.woken);
         self.releases.extend(later.releases);
         self.copies.extend(later.copies);
         self.statfs.extend(later.statfs);
@@ -292,7 +293,7 @@ impl Core {
                 Action::Submit(req) => out.ops.push(self.build_op(req)),
                 Action::Wake(task) => {
                     self.woken[task.index()] = true;
-                    out.woke = true;
+                    out.woken.push(task);
                 }
                 Action::Release { id, file, step } => {
                     let slot = &mut self.backing[file.index()];

@@ -188,7 +188,7 @@ impl Shared {
                 }
             }
         }
-        if out.woke {
+        if !out.woken.is_empty() {
             self.cv.notify_all();
         }
         for id in out.refused {
@@ -236,6 +236,42 @@ impl Shared {
             let more = core.drain(None);
             drop(core);
             self.dispatch(more);
+        }
+    }
+
+    /// Carries out `out` for a caller about to sleep: when it is a single
+    /// read (what the caller waits for: a read miss without readahead),
+    /// the caller reads itself and reports the completion, instead of
+    /// handing it to the backend's thread and being woken by the
+    /// completion thread (IoBackend::read_on_caller).
+    fn dispatch_while_waiting(&self, task: TaskId, mut out: Out) {
+        if out.ops.len() != 1 || out.ops[0].write {
+            return self.dispatch(out);
+        }
+        let op = out.ops.pop().expect("one op");
+        let done = {
+            let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
+            match backend.as_ref() {
+                Some(backend) => backend.read_on_caller(op),
+                None => Err(op),
+            }
+        };
+        match done {
+            Ok(done) => {
+                self.dispatch(out);
+                let mut core = self.lock();
+                core.complete(done, self.clock.now());
+                let mut more = core.drain(None);
+                drop(core);
+                // The caller is awake (its flag is set, `wait` looks at
+                // it first): only others need the condition variable.
+                more.woken.retain(|&t| t != task);
+                self.dispatch(more);
+            }
+            Err(op) => {
+                out.ops.push(op);
+                self.dispatch(out);
+            }
         }
     }
 
@@ -369,7 +405,7 @@ impl Shared {
                 }
             };
             drop(core);
-            self.dispatch(out);
+            self.dispatch_while_waiting(task, out);
             core = self.wait(task, self.clock.at(stall.until), stall.wakeable);
             core.woken[task.index()] = false;
             step = core.engine.resume(self.clock.now(), task);
