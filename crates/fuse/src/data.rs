@@ -201,22 +201,32 @@ impl WbFs {
         Ok((inode, st, fh))
     }
 
-    pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+    /// Reads up to `size` bytes at `offset` into `buf` (resized to what
+    /// was read). The caller keeps `buf` from one request to the next:
+    /// no allocation and no zeroing per read.
+    pub(crate) fn read(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), Errno> {
         match &*self.handles.file(fh)? {
             Handle::File(h) => {
                 let len = h.file.len();
                 let want = len.saturating_sub(offset).min(size as u64) as usize;
-                let mut buf = vec![0u8; want];
-                let n = h.file.read_at(&mut buf, offset).map_err(|e| e.errno())?;
+                buf.resize(want, 0);
+                let n = h.file.read_at(buf, offset).map_err(|e| e.errno())?;
                 buf.truncate(n);
-                Ok(buf)
             }
             Handle::Control(h) => {
                 let start = (offset.min(h.content.len() as u64)) as usize;
                 let end = (start + size as usize).min(h.content.len());
-                Ok(h.content[start..end].to_vec())
+                buf.clear();
+                buf.extend_from_slice(&h.content[start..end]);
             }
         }
+        Ok(())
     }
 
     pub(crate) fn write(

@@ -36,6 +36,9 @@ pub const ATTR_TTL_EXCLUSIVE: Duration = Duration::from_secs(60);
 pub const ATTR_TTL_SHARED: Duration = Duration::from_secs(1);
 /// Largest write the kernel sends in one request.
 pub const MAX_WRITE_BYTES: u32 = 1 << 20;
+/// The largest read buffer a serving thread keeps between requests (the
+/// kernel asks for at most `MAX_WRITE_BYTES`, max_pages being derived from it).
+const READ_BUF_KEEP_BYTES: usize = 2 * MAX_WRITE_BYTES as usize;
 /// Largest xattr value or list we return.
 const MAX_XATTR_BYTES: u32 = 64 * 1024;
 
@@ -558,11 +561,21 @@ impl Filesystem for WbFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // Each request runs as its caller's task (readahead, throttling).
-        match writeback::as_caller(req.pid(), || WbFs::read(self, fh.0, offset, size)) {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(err(e)),
+        thread_local! {
+            /// This serving thread's read buffer, kept between requests
+            /// (at most `READ_BUF_KEEP_BYTES`).
+            static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        READ_BUF.with_borrow_mut(|buf| {
+            // Each request runs as its caller's task (readahead, throttling).
+            match writeback::as_caller(req.pid(), || WbFs::read(self, fh.0, offset, size, buf)) {
+                Ok(()) => reply.data(buf),
+                Err(e) => reply.error(err(e)),
+            }
+            if buf.capacity() > READ_BUF_KEEP_BYTES {
+                *buf = Vec::new();
+            }
+        });
     }
 
     fn write(
