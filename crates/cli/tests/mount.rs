@@ -2380,6 +2380,90 @@ fn get_xattr(path: &Path, name: &std::ffi::CStr, size: usize) -> std::io::Result
     Ok(buf)
 }
 
+/// Extended attributes of a symlink itself (lsetxattr and friends) in
+/// `dir`: a transcript of each call's result.
+fn symlink_xattr_transcript(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::symlink;
+    fs::write(dir.join("target"), "t").expect("target");
+    symlink("target", dir.join("link")).expect("symlink");
+    let link = std::ffi::CString::new(dir.join("link").into_os_string().into_encoded_bytes())
+        .expect("path");
+    let errno = |rc: isize| -> String {
+        if rc < 0 {
+            format!(
+                "errno {}",
+                std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+            )
+        } else {
+            format!("ok {rc}")
+        }
+    };
+    let mut out = Vec::new();
+    for (name, value) in [
+        (c"trusted.wbtest", &b"on the link"[..]),
+        (c"user.wbtest", b"u"),
+    ] {
+        // SAFETY: link and name are NUL-terminated strings alive for the
+        // call; value is a live slice, only read.
+        let rc = unsafe {
+            libc::lsetxattr(
+                link.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        };
+        out.push(format!("set {name:?}: {}", errno(rc as isize)));
+        let mut buf = [0u8; 64];
+        // SAFETY: as above; the kernel writes at most buf.len() bytes.
+        let n = unsafe {
+            libc::lgetxattr(
+                link.as_ptr(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        let value = String::from_utf8_lossy(&buf[..n.max(0) as usize]).into_owned();
+        out.push(format!("get {name:?}: {} {value:?}", errno(n)));
+    }
+    let mut list = [0u8; 256];
+    // SAFETY: as above.
+    let n = unsafe { libc::llistxattr(link.as_ptr(), list.as_mut_ptr().cast(), list.len()) };
+    let names = String::from_utf8_lossy(&list[..n.max(0) as usize]).replace('\0', " ");
+    out.push(format!("list: {} {names:?}", errno(n)));
+    // SAFETY: as above.
+    let rc = unsafe { libc::lremovexattr(link.as_ptr(), c"trusted.wbtest".as_ptr()) };
+    out.push(format!("remove: {}", errno(rc as isize)));
+    // The target's attributes are its own.
+    out.push(format!(
+        "target: {:?}",
+        get_xattr(&dir.join("target"), c"trusted.wbtest", 64).map_err(|e| e.raw_os_error())
+    ));
+    out
+}
+
+/// A symlink's own extended attributes behave through the mount as on the
+/// backing filesystem: trusted.* stored, read, listed and removed, user.*
+/// refused as Linux refuses it on symlinks.
+#[test]
+fn symlinks_have_their_own_extended_attributes_as_on_the_backing_filesystem() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("symlink-xattr");
+    let plain = root.dir("plain");
+    let expected = symlink_xattr_transcript(&plain);
+    assert!(
+        expected[1].contains("\"on the link\""),
+        "the backing filesystem stores trusted.* on a symlink: {expected:?}"
+    );
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    assert_eq!(symlink_xattr_transcript(&mount.mnt), expected);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}
+
 #[test]
 fn the_cached_attribute_tells_what_the_cache_holds_of_a_file() {
     require!(false);

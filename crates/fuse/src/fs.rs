@@ -311,18 +311,13 @@ impl WbFs {
         }
     }
 
-    /// The inode whose extended attributes are asked for. Symlinks have
-    /// none we can reach race-free (see xattr.rs): reading finds nothing
-    /// (`symlink_errno` ENODATA, listing is empty), changing is refused (EPERM).
-    fn xattr_inode(&self, ino: INodeNo, symlink_errno: Errno) -> Result<Arc<Inode>, Errno> {
+    /// The inode whose extended attributes are asked for (a symlink's
+    /// own, as the backing filesystem has them: see xattr.rs).
+    fn xattr_inode(&self, ino: INodeNo) -> Result<Arc<Inode>, Errno> {
         if Node::from_ino(ino.0).is_some() {
             return Err(libc::EOPNOTSUPP);
         }
-        let inode = self.inode(ino)?;
-        if inode.is_symlink() {
-            return Err(symlink_errno);
-        }
-        Ok(inode)
+        self.inode(ino)
     }
 }
 
@@ -732,19 +727,17 @@ impl Filesystem for WbFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let result = self
-            .xattr_inode(ino, libc::EPERM)
-            .and_then(|i| match &self.faults {
-                Some(faults) if name == crate::xattr::FAIL_WRITES_XATTR => {
-                    crate::xattr::arm_faults(faults, i.key, value)
-                }
-                _ => crate::xattr::set(i.fd(), name, value, flags),
-            });
+        let result = self.xattr_inode(ino).and_then(|i| match &self.faults {
+            Some(faults) if name == crate::xattr::FAIL_WRITES_XATTR => {
+                crate::xattr::arm_faults(faults, i.key, value)
+            }
+            _ => crate::xattr::set(i.fd(), name, value, flags),
+        });
         reply_empty(reply, result);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let result = self.xattr_inode(ino, libc::ENODATA).and_then(|i| {
+        let result = self.xattr_inode(ino).and_then(|i| {
             let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
             if name == crate::xattr::CACHED_XATTR {
                 let (cached, active) = self.cache.cached_bytes(i.key.0, i.key.1).unwrap_or((0, 0));
@@ -763,20 +756,17 @@ impl Filesystem for WbFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let result = match self.xattr_inode(ino, 0) {
-            Err(0) => Ok((0, Vec::new())),
-            other => other.and_then(|i| {
-                let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
-                let n = crate::xattr::list(i.fd(), &mut buf)?;
-                Ok((n, buf))
-            }),
-        };
+        let result = self.xattr_inode(ino).and_then(|i| {
+            let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
+            let n = crate::xattr::list(i.fd(), &mut buf)?;
+            Ok((n, buf))
+        });
         reply_xattr(reply, size, result);
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let result = self
-            .xattr_inode(ino, libc::EPERM)
+            .xattr_inode(ino)
             .and_then(|i| crate::xattr::remove(i.fd(), name));
         reply_empty(reply, result);
     }

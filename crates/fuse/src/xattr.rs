@@ -1,8 +1,11 @@
 //! Extended attributes, passed through to the backing inode by its
-//! `/proc/self/fd/N` path (xattr calls do not accept O_PATH descriptors).
-//! Symlinks are refused (EPERM), as passthrough_ll does: there is no
-//! race-free way to reach a symlink's own attributes without its name,
-//! and Linux allows no user attributes on symlinks anyway.
+//! `/proc/self/fd/N` path (xattr calls, the *xattrat ones of Linux 6.13
+//! included, do not accept O_PATH descriptors). The path is followed: the
+//! magic link leads to the inode the descriptor holds and no further, so
+//! a symlink's descriptor (O_PATH | O_NOFOLLOW) reaches the symlink's own
+//! attributes, race-free, without its name. What the backing filesystem
+//! allows there is what the mount allows (Linux: trusted.* and
+//! security.*, but no user.* on symlinks: EPERM).
 
 use crate::sys::{errno, proc_path, Errno};
 use std::ffi::{CString, OsStr};
