@@ -24,6 +24,7 @@ Examples:
   wb sim scenarios/layton-2026-seq.toml --set dontcache_flush=inline
   wb sim scenarios/layton-2026-seq.toml --set writer.mode=buffered
   wb sim scenarios/hot-set-vs-copy.toml --set lru=clock
+  wb sim scenarios/axboe-2016.toml --trace axboe.json     # then open axboe.json at ui.perfetto.dev
 
 Exit status: 0 on success, 2 for a bad scenario file, knob value or argument.")]
 pub struct SimArgs {
@@ -43,6 +44,17 @@ pub struct SimArgs {
     /// Check the engine's invariants after every event (slow).
     #[arg(long)]
     pub check: bool,
+    /// Write a trace of the run to FILE (Chrome trace-event JSON: open it at
+    /// ui.perfetto.dev or chrome://tracing): each job's stalls as slices named
+    /// by their reason, each device's reads and writes in flight, the cache's
+    /// dirty and writeback pages. Keeps the last --trace-events events.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Most events a trace keeps (the oldest are dropped first; the file
+    /// says how many were).
+    #[arg(long, value_name = "N", default_value_t = wb_trace::DEFAULT_CAPACITY as u64,
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub trace_events: u64,
 }
 
 pub fn run(args: SimArgs) -> ExitCode {
@@ -62,6 +74,21 @@ pub fn run(args: SimArgs) -> ExitCode {
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }
+    // The trace file is made before the run: a bad path fails at once.
+    let mut trace_out = match args.trace.as_ref().map(std::fs::File::create).transpose() {
+        Ok(file) => file.map(std::io::BufWriter::new),
+        Err(e) => {
+            let path = args
+                .trace
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string());
+            eprintln!("wb sim: cannot write the trace to {path}: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let mut trace = trace_out
+        .as_ref()
+        .map(|_| wb_trace::Trace::new(args.trace_events as usize));
     let limit_s = scenario.duration_ns as f64 / 1e9;
     let mut progress = Progress::new(&format!("simulating {}", scenario.name), limit_s);
     let mut tick = |f: f64| progress.update(f);
@@ -69,6 +96,7 @@ pub fn run(args: SimArgs) -> ExitCode {
         check_invariants: args.check,
         progress: Some(&mut tick),
         faults: None,
+        trace: trace.as_mut(),
     };
     let result = runner::run(&scenario, options);
     progress.finish();
@@ -79,6 +107,22 @@ pub fn run(args: SimArgs) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    if let (Some(out), Some(trace)) = (trace_out.as_mut(), trace.as_ref()) {
+        let written = trace
+            .write_json(out)
+            .and_then(|()| std::io::Write::flush(out));
+        if let Err(e) = written {
+            eprintln!("wb sim: writing the trace failed: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+        if trace.dropped() > 0 {
+            eprintln!(
+                "wb sim: the trace kept the last {} events, {} earlier ones were dropped (--trace-events)",
+                trace.len(),
+                trace.dropped()
+            );
+        }
+    }
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),

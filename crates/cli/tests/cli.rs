@@ -680,3 +680,49 @@ fn a_closed_pipe_ends_wb_quietly() {
         "{status}: {stderr}"
     );
 }
+
+#[test]
+fn sim_trace_writes_a_bounded_trace_and_refuses_a_path_it_cannot_write() {
+    let path = write_temp("traced.toml", SMALL);
+    let p = path.to_str().unwrap();
+    let trace = path.with_file_name("traced.json");
+    let out = wb(&[
+        "sim",
+        p,
+        "--trace",
+        trace.to_str().unwrap(),
+        "--trace-events",
+        "50",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace).expect("trace written")).expect("JSON");
+    assert_eq!(parsed["otherData"]["kept_events"], 50);
+    assert!(parsed["otherData"]["dropped_events"].as_u64().unwrap() > 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("earlier ones were dropped (--trace-events)"),
+        "{stderr}"
+    );
+    // Tracks (one per job) and the 50 events kept.
+    let events = parsed["traceEvents"].as_array().unwrap();
+    assert_eq!(events.iter().filter(|e| e["ph"] != "M").count(), 50);
+    for job in ["w", "r"] {
+        assert!(
+            events.iter().any(|e| e["args"]["name"] == job),
+            "track {job}"
+        );
+    }
+    // A trace that cannot be written fails before the run, with the path.
+    let out = wb(&["sim", p, "--trace", "/nonexistent/dir/t.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot write the trace to /nonexistent/dir/t.json"),
+        "{stderr}"
+    );
+}

@@ -8,5 +8,6 @@ pub mod layout;
 pub mod report;
 pub mod rng;
 pub mod runner;
+mod trace;
 pub mod vopr;
 pub mod workload;

@@ -60,6 +60,8 @@ pub struct SimOptions<'a> {
     pub progress: Option<&'a mut dyn FnMut(f64)>,
     /// Inject faults drawn from the seed and check the oracle (faults.rs).
     pub faults: Option<FaultProfile>,
+    /// Record stalls, device queues and page counts here (trace.rs).
+    pub trace: Option<&'a mut wb_trace::Trace>,
 }
 
 /// What the faults and the oracle of a run came to.
@@ -126,6 +128,8 @@ struct Sim {
     /// The job and job-file index of each engine file.
     file_owner: Vec<(usize, usize)>,
     chaos: Option<Chaos>,
+    /// What `SimOptions::trace` asked to record.
+    trace: Option<crate::trace::SimTrace>,
     /// The scenario, to restart the engine after a crash.
     scenario: Scenario,
     /// Engines started so far, less one (a crash starts another).
@@ -153,7 +157,17 @@ pub fn run_with_faults(
     if let Some(profile) = options.faults {
         sim.add_chaos(profile, Rng::new(scenario.seed).fork(FAULT_STREAM), end);
     }
-    sim.event_loop(end, options);
+    let mut options = options;
+    if let Some(trace) = options.trace.as_deref_mut() {
+        let jobs: Vec<String> = scenario.jobs.iter().map(|j| j.name.clone()).collect();
+        let devices: Vec<String> = scenario.devices.iter().map(|d| d.name.clone()).collect();
+        let recorder = std::mem::replace(trace, wb_trace::Trace::new(1));
+        sim.trace = Some(crate::trace::SimTrace::new(recorder, &jobs, &devices));
+    }
+    sim.event_loop(end, &mut options);
+    if let (Some(out), Some(recorded)) = (options.trace.as_deref_mut(), sim.trace.take()) {
+        *out = recorded.trace;
+    }
     let report = sim.report(scenario, wall.elapsed().as_secs_f64());
     let outcome = sim
         .chaos
@@ -267,6 +281,7 @@ impl Sim {
             jobs,
             file_owner,
             chaos: None,
+            trace: None,
             scenario: scenario.clone(),
             generation: 0,
             seq: 0,
@@ -287,7 +302,7 @@ impl Sim {
         j.next = Some((at.max(self.now), self.seq));
     }
 
-    fn event_loop(&mut self, end: Instant, mut options: SimOptions<'_>) {
+    fn event_loop(&mut self, end: Instant, options: &mut SimOptions<'_>) {
         let mut iterations: u64 = 0;
         loop {
             self.drain_actions(self.now);
@@ -310,6 +325,9 @@ impl Sim {
                 continue;
             }
             self.now = self.now.max(next.at);
+            if let Some(trace) = self.trace.as_mut() {
+                trace.sample(self.now.as_ns(), &self.engine);
+            }
             self.run_due(self.now, &next);
             self.run_jobs_due();
             self.maybe_change_knob();
@@ -427,6 +445,9 @@ impl VirtualRuntime for Sim {
                         c.data.submitted(cid, req.file.index(), first, pages);
                     }
                 }
+                if let Some(trace) = self.trace.as_mut() {
+                    trace.submitted(now.as_ns(), cid, req.device.index(), dev_req.write);
+                }
                 self.devices[req.device.index()].submit(now, dev_req);
             }
             Action::Wake(task) => self.schedule(task.index(), now),
@@ -540,6 +561,9 @@ impl Sim {
             if let Some(chaos) = self.chaos.as_mut() {
                 chaos.oracle.woke(job, now.as_ns());
             }
+            if let Some(trace) = self.trace.as_mut() {
+                trace.woke(job, now.as_ns());
+            }
             self.engine.resume(now, self.jobs[job].task)
         } else {
             if self.jobs[job].run.should_stop(now, self.foreground_left) {
@@ -565,6 +589,9 @@ impl Sim {
             Ok(Step::Sleep(stall)) => {
                 if let Some(chaos) = self.chaos.as_mut() {
                     chaos.oracle.slept(job, now.as_ns(), &stall);
+                }
+                if let Some(trace) = self.trace.as_mut() {
+                    trace.slept(job, now.as_ns(), &stall);
                 }
                 self.schedule(job, stall.until);
                 return;
@@ -703,6 +730,9 @@ impl Sim {
     /// oracle's books). A request of an engine that crashed reaches the
     /// device only.
     fn report_io(&mut self, now: Instant, cid: u64) {
+        if let Some(trace) = self.trace.as_mut() {
+            trace.completed(now.as_ns(), cid);
+        }
         let failed = self.chaos.as_mut().and_then(|c| {
             let failed = c.failing.remove(&cid);
             c.data.completed(cid, failed.is_none());

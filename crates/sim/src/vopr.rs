@@ -124,6 +124,7 @@ pub fn run_seed_report(
             check_invariants: false,
             progress: None,
             faults: Some(profile),
+            trace: None,
         };
         runner::run_with_faults(&scenario, options)
     });

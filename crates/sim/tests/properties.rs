@@ -194,7 +194,7 @@ proptest! {
     #[test]
     fn invariants_hold_and_sync_writes_everything(s in shape()) {
         let scenario = scenario(&s);
-        let options = SimOptions { check_invariants: true, progress: None, faults: None };
+        let options = SimOptions { check_invariants: true, ..SimOptions::default() };
         let report = run(&scenario, options).expect("valid scenario");
         // Writers and the fsync loop end with a sync after their last write;
         // the reader only reads. Only the occasional writer's 80 KiB may
