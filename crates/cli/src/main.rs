@@ -7,6 +7,7 @@ mod mount_cmd;
 mod progress;
 mod run_cmd;
 mod sim_cmd;
+mod trace_file;
 mod vopr_cmd;
 
 use clap::{Parser, Subcommand};

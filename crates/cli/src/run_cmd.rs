@@ -52,6 +52,8 @@ pub struct RunArgs {
     /// Do not measure devices; assume 1 ms idle reads for the automatic wbt target.
     #[arg(long)]
     pub no_calibrate: bool,
+    #[command(flatten)]
+    pub trace: crate::trace_file::TraceArgs,
 }
 
 fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
@@ -116,8 +118,18 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(d) => d,
         Err(e) => return bad_input(e),
     };
-    match execute(&scenario, &dirs, !args.no_calibrate) {
-        Ok(report) => {
+    let trace_out = match args.trace.create("wb run") {
+        Ok(out) => out,
+        Err(code) => return code,
+    };
+    let trace_events = trace_out.as_ref().map(|_| args.trace.events());
+    match execute(&scenario, &dirs, !args.no_calibrate, trace_events) {
+        Ok((report, trace)) => {
+            if let (Some(out), Some(trace)) = (trace_out, trace.as_ref()) {
+                if let Err(code) = out.write(trace) {
+                    return code;
+                }
+            }
             if args.json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(text) => println!("{text}"),
@@ -327,7 +339,14 @@ fn job_thread(
     job
 }
 
-fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<RunReport, String> {
+/// Runs the scenario for real; the report, and the trace when
+/// `trace_events` asked for one.
+fn execute(
+    scenario: &Scenario,
+    dirs: &[PathBuf],
+    calibrate: bool,
+    trace_events: Option<usize>,
+) -> Result<(RunReport, Option<writeback::Trace>), String> {
     let wall = StdInstant::now();
     for dir in dirs {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -357,6 +376,9 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
         .map(|j| open_job_files(&cache, scenario, dirs, j))
         .collect::<Result<_, _>>()?;
     let foreground_left = AtomicUsize::new(job::foreground_jobs(scenario));
+    if let Some(events) = trace_events {
+        cache.start_trace(events);
+    }
     let run_start = StdInstant::now();
     let seed_rng = Rng::new(scenario.seed);
     let cache_ref = &cache;
@@ -375,14 +397,23 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
                     start: run_start,
                     duration_ns: scenario.duration_ns,
                 };
-                s.spawn(move || job_thread(cache_ref, files, workload, block, job, clock, left))
+                // Named after the job: its track in a trace.
+                std::thread::Builder::new()
+                    .name(spec.name.clone())
+                    .spawn_scoped(s, move || {
+                        job_thread(cache_ref, files, workload, block, job, clock, left)
+                    })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| panic!("a job thread panicked")))
-            .collect()
-    });
+            .map(|h| match h {
+                Ok(h) => h.join().map_err(|_| "a job thread panicked".to_string()),
+                Err(e) => Err(format!("cannot start a job thread: {e}")),
+            })
+            .collect::<Result<Vec<_>, String>>()
+    })?;
+    let trace = cache.stop_trace();
     let end = since(run_start);
     let sim_time_s = run_start.elapsed().as_secs_f64();
     drop(files);
@@ -402,7 +433,7 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
     let engine = EngineReport::new(&stats, &facts);
     let io_backend = Some(cache.io_backend().to_string());
     drop(cache);
-    Ok(RunReport {
+    let report = RunReport {
         scenario: scenario.name.clone(),
         seed: scenario.seed,
         sim_time_s,
@@ -410,5 +441,6 @@ fn execute(scenario: &Scenario, dirs: &[PathBuf], calibrate: bool) -> Result<Run
         jobs,
         engine,
         io_backend,
-    })
+    };
+    Ok((report, trace))
 }

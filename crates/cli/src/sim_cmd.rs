@@ -44,17 +44,8 @@ pub struct SimArgs {
     /// Check the engine's invariants after every event (slow).
     #[arg(long)]
     pub check: bool,
-    /// Write a trace of the run to FILE (Chrome trace-event JSON: open it at
-    /// ui.perfetto.dev or chrome://tracing): each job's stalls as slices named
-    /// by their reason, each device's reads and writes in flight, the cache's
-    /// dirty and writeback pages. Keeps the last --trace-events events.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Most events a trace keeps (the oldest are dropped first; the file
-    /// says how many were).
-    #[arg(long, value_name = "N", default_value_t = wb_trace::DEFAULT_CAPACITY as u64,
-          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
-    pub trace_events: u64,
+    #[command(flatten)]
+    pub trace: crate::trace_file::TraceArgs,
 }
 
 pub fn run(args: SimArgs) -> ExitCode {
@@ -75,20 +66,13 @@ pub fn run(args: SimArgs) -> ExitCode {
         scenario.seed = seed;
     }
     // The trace file is made before the run: a bad path fails at once.
-    let mut trace_out = match args.trace.as_ref().map(std::fs::File::create).transpose() {
-        Ok(file) => file.map(std::io::BufWriter::new),
-        Err(e) => {
-            let path = args
-                .trace
-                .as_ref()
-                .map_or(String::new(), |p| p.display().to_string());
-            eprintln!("wb sim: cannot write the trace to {path}: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
+    let trace_out = match args.trace.create("wb sim") {
+        Ok(out) => out,
+        Err(code) => return code,
     };
     let mut trace = trace_out
         .as_ref()
-        .map(|_| wb_trace::Trace::new(args.trace_events as usize));
+        .map(|_| wb_trace::Trace::new(args.trace.events()));
     let limit_s = scenario.duration_ns as f64 / 1e9;
     let mut progress = Progress::new(&format!("simulating {}", scenario.name), limit_s);
     let mut tick = |f: f64| progress.update(f);
@@ -107,20 +91,9 @@ pub fn run(args: SimArgs) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
-    if let (Some(out), Some(trace)) = (trace_out.as_mut(), trace.as_ref()) {
-        let written = trace
-            .write_json(out)
-            .and_then(|()| std::io::Write::flush(out));
-        if let Err(e) = written {
-            eprintln!("wb sim: writing the trace failed: {e}");
-            return ExitCode::from(EXIT_FAILURE);
-        }
-        if trace.dropped() > 0 {
-            eprintln!(
-                "wb sim: the trace kept the last {} events, {} earlier ones were dropped (--trace-events)",
-                trace.len(),
-                trace.dropped()
-            );
+    if let (Some(out), Some(trace)) = (trace_out, trace.as_ref()) {
+        if let Err(code) = out.write(trace) {
+            return code;
         }
     }
     if args.json {

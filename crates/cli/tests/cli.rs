@@ -726,3 +726,71 @@ fn sim_trace_writes_a_bounded_trace_and_refuses_a_path_it_cannot_write() {
         "{stderr}"
     );
 }
+
+/// `wb run --trace`: the real runtime's trace, one track per job thread
+/// (named after the job), the device's writes in flight and the page
+/// counts, and the writer's throttling as slices: its dirty limit is a
+/// tenth of what it writes.
+#[test]
+fn run_trace_shows_the_jobs_stalls_and_the_device_queue() {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wb-cli-run-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&base).expect("create the run directory");
+    if !writeback::io::supports_direct(&base) {
+        let _ = std::fs::remove_dir_all(&base);
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+        return;
+    }
+    let scenario = SMALL
+        .replace(
+            "memory = \"64MiB\"",
+            "memory = \"64MiB\"\ndirty_bytes = \"4MiB\"\ndirty_background_bytes = \"1MiB\"",
+        )
+        .replace("file_size = \"8MiB\"", "file_size = \"32MiB\"");
+    let path = write_temp("traced-run.toml", &scenario);
+    let trace = base.join("run.json");
+    let out = wb(&[
+        "run",
+        path.to_str().unwrap(),
+        "--no-calibrate",
+        "--dir",
+        base.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    let text = std::fs::read(&trace);
+    let _ = std::fs::remove_dir_all(&base);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: serde_json::Value = serde_json::from_slice(&text.expect("trace")).expect("JSON");
+    let events = parsed["traceEvents"].as_array().unwrap();
+    let track = |job: &str| {
+        events
+            .iter()
+            .find(|e| {
+                e["ph"] == "M"
+                    && e["args"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with(&format!("{job} (task ")))
+            })
+            .and_then(|e| e["tid"].as_u64())
+    };
+    let writer = track("w").expect("the writer's track");
+    let throttled = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] == writer && e["name"] == "dirty_throttle")
+        .count();
+    assert!(throttled > 0, "the writer was throttled");
+    let counter_max = |name: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == name)
+            .filter_map(|e| e["args"]["value"].as_u64())
+            .max()
+    };
+    assert!(counter_max("disk.writes_in_flight").is_some_and(|n| n > 0));
+    assert!(counter_max("dirty_pages").is_some_and(|n| n > 0));
+}

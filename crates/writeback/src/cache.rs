@@ -439,6 +439,32 @@ impl Cache {
         self.shared.lock().engine.stats()
     }
 
+    /// Starts recording a trace of the cache (a [`crate::Trace`]: each
+    /// task's stalls by reason, each device's reads and writes in flight,
+    /// dirty and writeback pages), keeping the last `events` events (at
+    /// least one); a trace already under way is dropped. Get it with
+    /// [`Cache::stop_trace`] and write it with `Trace::write_json` for
+    /// Perfetto:
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cache = writeback::Cache::builder().build()?;
+    /// cache.start_trace(100_000);
+    /// // ... work ...
+    /// if let Some(trace) = cache.stop_trace() {
+    ///     trace.write_json(&mut std::fs::File::create("trace.json")?)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn start_trace(&self, events: usize) {
+        self.shared.lock().trace = Some(crate::runtime::trace::RuntimeTrace::new(events));
+    }
+
+    /// Stops recording and hands the trace over (None if none was on).
+    pub fn stop_trace(&self) -> Option<crate::Trace> {
+        self.shared.lock().trace.take().map(|t| t.trace)
+    }
+
     // ---- For front ends that open files themselves (the FUSE server). ----
 
     /// Opens through the cache a backing file the caller already opened

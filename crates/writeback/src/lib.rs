@@ -39,3 +39,4 @@ pub use error::Error;
 pub use file::File;
 pub use runtime::caller::{as_caller, MAX_CALLER_TASKS};
 pub use wb_engine::{DomainStats, IoErrorKind, StallReason, Stats, WriteFlags};
+pub use wb_trace::Trace;

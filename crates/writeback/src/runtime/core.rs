@@ -71,6 +71,8 @@ pub(crate) struct Core {
     pub remove_at_release: BTreeMap<FileId, std::path::PathBuf>,
     /// Block-layer statistics of each device that has them, for wbt.
     pub diskstats: Vec<(DeviceId, super::diskstats::DiskStats)>,
+    /// The trace being recorded, if any (`Cache::start_trace`).
+    pub trace: Option<super::trace::RuntimeTrace>,
 }
 
 /// A flush the engine asked for (`Action::MakeDurable`), carried out
@@ -206,6 +208,7 @@ impl Core {
             unlink_on_close: Default::default(),
             remove_at_release: Default::default(),
             diskstats: Vec::new(),
+            trace: None,
         }
     }
 
@@ -356,6 +359,9 @@ impl Core {
             offset: req.first_page * PAGE_SIZE,
             buf,
         };
+        if let Some(trace) = self.trace.as_mut() {
+            trace.in_flight(&self.engine, req.device, write, 1);
+        }
         self.inflight.insert(req.id.0, req);
         op
     }
@@ -399,6 +405,9 @@ impl Core {
         let Some(req) = self.inflight.remove(&done.id) else {
             return;
         };
+        if let Some(trace) = self.trace.as_mut() {
+            trace.in_flight(&self.engine, req.device, req.dir == IoDir::Write, -1);
+        }
         let result = match &done.result {
             Ok(_) => Ok(()),
             Err(e) => Err(crate::error::io_error_kind(e)),

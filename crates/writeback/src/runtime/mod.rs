@@ -15,3 +15,4 @@ pub(crate) mod length_lock;
 pub(crate) mod page_index;
 pub(crate) mod shared;
 pub(crate) mod space;
+pub(crate) mod trace;

@@ -404,9 +404,16 @@ impl Shared {
                     return Err(from_engine(e));
                 }
             };
+            if let Some(trace) = core.trace.as_mut() {
+                let planned_ns = stall.until.since_ns(self.clock.now());
+                trace.slept(task.index(), stall.reason, planned_ns, || track_name(task));
+            }
             drop(core);
             self.dispatch_while_waiting(task, out);
             core = self.wait(task, self.clock.at(stall.until), stall.wakeable);
+            if let Some(trace) = core.trace.as_mut() {
+                trace.woke(task.index());
+            }
             core.woken[task.index()] = false;
             step = core.engine.resume(self.clock.now(), task);
         }
@@ -542,6 +549,14 @@ impl Shared {
                 Self::sample_diskstats(&mut core, now);
                 next_sample = std::time::Instant::now() + super::diskstats::SAMPLE_INTERVAL;
             }
+            if let Core {
+                trace: Some(trace),
+                engine,
+                ..
+            } = &mut *core
+            {
+                trace.sample(engine);
+            }
             if core.engine.poll_timeout().is_some_and(|t| t <= now) {
                 core.engine.handle_timeout(now);
                 let out = core.drain(None);
@@ -559,5 +574,17 @@ impl Shared {
                 .unwrap_or_else(|p| panic!("cache state poisoned: {p}"));
             core = guard;
         }
+    }
+}
+
+/// The name of `task`'s track in a trace: the process it acts for (the
+/// mount's callers), else the thread's name, else the task's number.
+fn track_name(task: TaskId) -> String {
+    if let Some(pid) = super::caller::current() {
+        return format!("pid {pid}");
+    }
+    match std::thread::current().name() {
+        Some(name) => format!("{name} (task {})", task.index()),
+        None => format!("task {}", task.index()),
     }
 }
