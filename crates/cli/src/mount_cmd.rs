@@ -30,6 +30,10 @@ Knobs and statistics, sysfs style (the directory is not listed in the root, but 
   cat MOUNTPOINT/.writeback/dirty_ratio           # a cache-wide knob
   echo 0 > MOUNTPOINT/.writeback/DEVICE/wbt_lat_usec   # a device knob; invalid values: EINVAL
 
+With --trace FILE the mount records a trace for Perfetto from the start (each caller's stalls
+by reason, reads and writes in flight, dirty pages): `echo 0 > MOUNTPOINT/.writeback/trace`
+stops it and writes FILE, `echo 1` starts a new one; one under way is written at unmount.
+
 Uncached writes: programs opening with O_DIRECT, or files with the extended attribute
 user.writeback.dontcache=1, write DONTCACHE: their pages leave the cache once written back.
 
@@ -71,6 +75,8 @@ pub struct MountArgs {
     /// I/O backend for the backing files: io_uring or threads (default: io_uring if it works).
     #[arg(long, value_name = "NAME")]
     pub io_backend: Option<String>,
+    #[command(flatten)]
+    pub trace: crate::trace_file::TraceArgs,
     /// For tests: route I/O through the fault seam; setting the extended
     /// attribute user.writeback.fail_writes to "COUNT [eio|enospc]" on a
     /// file fails its next COUNT write-backs (the attribute is not stored).
@@ -237,6 +243,17 @@ pub fn run(args: MountArgs) -> ExitCode {
     if let Some(signal) = lifecycle.pending_signal() {
         return failure(format!("{signal} during setup; not mounting"));
     }
+    // The trace file is made before mounting: a bad path fails at once.
+    let trace = match args.trace.create("wb mount") {
+        Ok(file) => file.map(|_| wb_fuse::TraceTarget {
+            path: args.trace.trace.clone().unwrap_or_default(),
+            events: args.trace.events(),
+        }),
+        Err(code) => return code,
+    };
+    if let Some(target) = &trace {
+        cache.start_trace(target.events);
+    }
     let fs = match WbFs::new(Arc::clone(&cache), &backing) {
         Ok(fs) => fs
             .with_fault_seam(faults)
@@ -244,18 +261,30 @@ pub fn run(args: MountArgs) -> ExitCode {
                 wb_fuse::Backing::Shared
             } else {
                 wb_fuse::Backing::Exclusive
-            }),
+            })
+            .with_trace(trace.clone()),
         Err(e) => return failure(format!("{}: {e}", backing.display())),
     };
-    serve(
+    let code = serve(
         &lifecycle,
         fs,
-        cache,
+        Arc::clone(&cache),
         &backing,
         &mountpoint,
         &device,
         args.allow_other,
-    )
+    );
+    // A trace still under way covers the shutdown too.
+    if let (Some(target), Some(recorded)) = (&trace, cache.stop_trace()) {
+        match wb_fuse::write_trace(&recorded, &target.path) {
+            Ok(()) => eprintln!("wb: trace written to {}", target.path.display()),
+            Err(e) => eprintln!(
+                "wb: writing the trace to {} failed: {e}",
+                target.path.display()
+            ),
+        }
+    }
+    code
 }
 
 fn serve(

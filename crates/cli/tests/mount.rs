@@ -320,6 +320,74 @@ fn refuses_bad_mountpoints_and_knobs() {
     assert!(err.contains("dirty_ratio"), "{err}");
 }
 
+/// `wb mount --trace FILE`: recorded from the start; `echo 0` writes the
+/// trace (a track per calling process, the writer's throttling, the
+/// device's writes in flight); `echo 1` starts another, written at unmount.
+#[test]
+fn the_trace_file_starts_and_stops_and_is_written_at_unmount() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("trace");
+    let trace = root.0.join("mount-trace.json");
+    let trace_arg = trace.to_str().unwrap().to_string();
+    let mount = Mount::start(
+        &root.dir("backing"),
+        &root.dir("mnt"),
+        &[
+            "--trace",
+            &trace_arg,
+            "--set",
+            "dirty_bytes=4MiB",
+            "--set",
+            "dirty_background_bytes=1MiB",
+        ],
+    );
+    let control = mount.mnt.join(".writeback/trace");
+    assert_eq!(fs::read_to_string(&control).unwrap(), "1\n");
+    let mut data = vec![0u8; 64 << 20];
+    pattern(3, &mut data);
+    fs::write(mount.mnt.join("f"), &data).expect("write");
+    fs::write(&control, "0").expect("stop the trace");
+    assert_eq!(fs::read_to_string(&control).unwrap(), "0\n");
+    let parsed: serde_json::Value =
+        serde_json::from_slice(&fs::read(&trace).expect("written at 0")).expect("JSON");
+    let events = parsed["traceEvents"].as_array().unwrap();
+    let pid_track = events
+        .iter()
+        .find(|e| {
+            e["ph"] == "M"
+                && e["args"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("pid "))
+        })
+        .and_then(|e| e["tid"].as_u64())
+        .expect("a track for the writing process");
+    assert!(events
+        .iter()
+        .any(|e| e["ph"] == "X" && e["tid"] == pid_track && e["name"] == "dirty_throttle"));
+    assert!(events.iter().any(|e| e["ph"] == "C"
+        && e["name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with(".writes_in_flight"))
+        && e["args"]["value"].as_u64().is_some_and(|v| v > 0)));
+    assert_eq!(
+        fs::write(&control, "2").unwrap_err().raw_os_error(),
+        Some(libc::EINVAL)
+    );
+    // Another, left running: the unmount writes it.
+    fs::remove_file(&trace).expect("remove the first trace");
+    fs::write(&control, "1").expect("start again");
+    fs::write(mount.mnt.join("g"), &data[..1 << 20]).expect("write");
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("trace written to"), "{err}");
+    let again: serde_json::Value =
+        serde_json::from_slice(&fs::read(&trace).expect("written at unmount")).expect("JSON");
+    assert!(again["traceEvents"]
+        .as_array()
+        .is_some_and(|e| !e.is_empty()));
+}
+
 #[test]
 fn knob_files_and_stats() {
     require!(false);

@@ -5,7 +5,13 @@
 //! .writeback/stats                 statistics, one `name value` a line (read-only)
 //! .writeback/<cache knob>          e.g. dirty_ratio, dirty_expire_centisecs
 //! .writeback/<device>/<knob>       e.g. vda/wbt_lat_usec, vda/max_ratio
+//! .writeback/trace                 1 while a trace is recorded (with `wb mount --trace FILE`)
 //! ```
+//!
+//! With `--trace FILE`, the mount records a trace from the start (see
+//! `writeback::Cache::start_trace`): `echo 0 > MOUNT/.writeback/trace`
+//! stops it and writes FILE, `echo 1` starts a new one (written at the
+//! next 0 or at unmount).
 //!
 //! Reading a knob gives its value and a newline; writing sets it (`echo 0 >
 //! MOUNT/.writeback/vda/wbt_lat_usec`). An invalid value gets EINVAL and
@@ -44,6 +50,17 @@ pub(crate) enum Node {
     Knob(usize),
     DeviceDir(usize),
     DeviceKnob(usize, usize),
+    Trace,
+}
+
+/// The inode slot of `trace` among the root's files (after the knobs).
+const TRACE_SLOT: u64 = PER_DEVICE - 1;
+
+/// Where `.writeback/trace` writes a trace, and how many events it keeps.
+#[derive(Clone, Debug)]
+pub struct TraceTarget {
+    pub path: std::path::PathBuf,
+    pub events: usize,
 }
 
 impl Node {
@@ -55,6 +72,7 @@ impl Node {
                 Node::Knob(k) => 2 + k as u64,
                 Node::DeviceDir(d) => PER_DEVICE * (d as u64 + 1),
                 Node::DeviceKnob(d, k) => PER_DEVICE * (d as u64 + 1) + 1 + k as u64,
+                Node::Trace => TRACE_SLOT,
             }
     }
 
@@ -63,6 +81,7 @@ impl Node {
         let node = match (n / PER_DEVICE, n % PER_DEVICE) {
             (0, 0) => Node::Dir,
             (0, 1) => Node::Stats,
+            (0, TRACE_SLOT) => Node::Trace,
             (0, k) => Node::Knob(k as usize - 2),
             (d, 0) => Node::DeviceDir(d as usize - 1),
             (d, k) => Node::DeviceKnob(d as usize - 1, k as usize - 1),
@@ -95,6 +114,8 @@ impl Node {
 pub(crate) struct Control<'a> {
     pub cache: &'a Cache,
     pub server: crate::handles::ServerCounts,
+    /// `wb mount --trace FILE`: `trace` exists.
+    pub trace: Option<&'a TraceTarget>,
 }
 
 impl Control<'_> {
@@ -105,6 +126,7 @@ impl Control<'_> {
     fn exists(&self, node: Node) -> bool {
         match node {
             Node::DeviceDir(d) | Node::DeviceKnob(d, _) => d < self.devices().len(),
+            Node::Trace => self.trace.is_some(),
             _ => true,
         }
     }
@@ -130,6 +152,9 @@ impl Control<'_> {
         match dir {
             Node::Dir => {
                 let mut entries = vec![("stats".to_string(), Node::Stats)];
+                if self.trace.is_some() {
+                    entries.push(("trace".to_string(), Node::Trace));
+                }
                 for (k, knob) in Config::KNOBS.iter().enumerate() {
                     entries.push((knob.to_string(), Node::Knob(k)));
                 }
@@ -172,6 +197,7 @@ impl Control<'_> {
                     .ok_or(libc::ENOENT)?
                     + "\n"
             }
+            Node::Trace => format!("{}\n", self.cache.tracing() as u8),
             Node::Dir | Node::DeviceDir(_) => return Err(libc::EISDIR),
         };
         Ok(text.into_bytes())
@@ -191,11 +217,36 @@ impl Control<'_> {
                 self.cache
                     .set_device_knob(&device, DeviceConfig::KNOBS[k], value)
             }
+            Node::Trace => return self.switch_trace(value),
             Node::Stats => return Err(libc::EACCES),
             Node::Dir | Node::DeviceDir(_) => return Err(libc::EISDIR),
         };
         result.map_err(|e| e.errno())
     }
+
+    /// `1`: starts a new trace; `0`: stops the one under way (if any) and
+    /// writes it to the target's file (EIO if that fails: the trace is lost).
+    fn switch_trace(&self, value: &str) -> Result<(), Errno> {
+        let target = self.trace.ok_or(libc::ENOENT)?;
+        match value {
+            "1" => {
+                self.cache.start_trace(target.events);
+                Ok(())
+            }
+            "0" => match self.cache.stop_trace() {
+                Some(trace) => write_trace(&trace, &target.path).map_err(|_| libc::EIO),
+                None => Ok(()),
+            },
+            _ => Err(libc::EINVAL),
+        }
+    }
+}
+
+/// Writes `trace` to `path` as Chrome trace-event JSON.
+pub fn write_trace(trace: &writeback::Trace, path: &std::path::Path) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    trace.write_json(&mut out)?;
+    std::io::Write::flush(&mut out)
 }
 
 #[cfg(test)]
@@ -213,6 +264,7 @@ mod tests {
             Node::DeviceDir(7),
             Node::DeviceKnob(3, 0),
             Node::DeviceKnob(3, DeviceConfig::KNOBS.len() - 1),
+            Node::Trace,
         ];
         for node in nodes {
             assert_eq!(Node::from_ino(node.ino()), Some(node), "{node:?}");

@@ -70,6 +70,8 @@ pub struct WbFs {
     /// Whether others change the backing directory (how long the kernel
     /// may cache what it learns).
     pub(crate) backing_use: Backing,
+    /// `wb mount --trace FILE` (control.rs, `.writeback/trace`).
+    pub(crate) trace: Option<crate::control::TraceTarget>,
 }
 
 /// Who changes the backing directory.
@@ -122,7 +124,14 @@ impl WbFs {
             faults: None,
             notifier: Default::default(),
             backing_use: Backing::Exclusive,
+            trace: None,
         })
+    }
+
+    /// Lets `.writeback/trace` start and stop traces written to `target`.
+    pub fn with_trace(mut self, target: Option<crate::control::TraceTarget>) -> WbFs {
+        self.trace = target;
+        self
     }
 
     /// Says whether other programs change the backing directory too.
@@ -226,6 +235,7 @@ impl WbFs {
         Control {
             cache: &self.cache,
             server: self.handles.counts(self.inodes.len()),
+            trace: self.trace.as_ref(),
         }
     }
 

@@ -39,7 +39,7 @@ mod stats_text;
 mod sys;
 mod xattr;
 
-pub use control::CONTROL_DIR;
+pub use control::{write_trace, TraceTarget, CONTROL_DIR};
 pub use fs::{Backing, StopHandle, WbFs, ATTR_TTL_EXCLUSIVE, ATTR_TTL_SHARED, MAX_WRITE_BYTES};
 pub use lifecycle::{
     check_paths, raise_fd_limit, Event, Lifecycle, Mounted, BACKING_FILES_PERCENT, INODES_PERCENT,

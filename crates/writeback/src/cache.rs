@@ -460,6 +460,11 @@ impl Cache {
         self.shared.lock().trace = Some(crate::runtime::trace::RuntimeTrace::new(events));
     }
 
+    /// Whether a trace is being recorded.
+    pub fn tracing(&self) -> bool {
+        self.shared.lock().trace.is_some()
+    }
+
     /// Stops recording and hands the trace over (None if none was on).
     pub fn stop_trace(&self) -> Option<crate::Trace> {
         self.shared.lock().trace.take().map(|t| t.trace)
