@@ -55,6 +55,11 @@ pub struct CachedArgs {
     /// Runs of each measurement (interleaved); medians are reported.
     #[arg(long, default_value = "3", value_parser = parse_repeat)]
     pub repeat: usize,
+    /// Also run the engine with a trace being recorded (Cache::start_trace,
+    /// as `wb run --trace` does): rows engine-read-traced and
+    /// engine-write-traced, with their ratio to the engine untraced.
+    #[arg(long)]
+    pub traced: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -67,6 +72,8 @@ enum Op {
 enum Side {
     Kernel,
     Engine,
+    /// The engine with a trace being recorded (`--traced`).
+    EngineTraced,
 }
 
 fn name(side: Side, op: Op) -> &'static str {
@@ -75,6 +82,8 @@ fn name(side: Side, op: Op) -> &'static str {
         (Side::Engine, Op::Read) => "engine-read",
         (Side::Kernel, Op::Write) => "kernel-pwrite",
         (Side::Engine, Op::Write) => "engine-write",
+        (Side::EngineTraced, Op::Read) => "engine-read-traced",
+        (Side::EngineTraced, Op::Write) => "engine-write-traced",
     }
 }
 
@@ -136,7 +145,15 @@ pub fn run(args: CachedArgs) -> Result<(), BenchError> {
             .map_err(|e| BenchError::failed(kernel_path.path().display(), e))?;
         for op in [Op::Read, Op::Write] {
             for threads in [1, 2] {
-                for side in [Side::Kernel, Side::Engine] {
+                let sides: &[Side] = if args.traced {
+                    &[Side::Kernel, Side::Engine, Side::EngineTraced]
+                } else {
+                    &[Side::Kernel, Side::Engine]
+                };
+                for &side in sides {
+                    if side == Side::EngineTraced {
+                        cache.start_trace(wb_trace::DEFAULT_CAPACITY);
+                    }
                     let before = cache.stats();
                     let vm_before = nr_written();
                     let ops_s = match (side, op) {
@@ -154,7 +171,7 @@ pub fn run(args: CachedArgs) -> Result<(), BenchError> {
                                     .map_err(|e| e.to_string())
                             })
                         }
-                        (Side::Engine, Op::Read) => {
+                        (Side::Engine | Side::EngineTraced, Op::Read) => {
                             measure(threads, seconds, blocks, |off, buf| {
                                 match engine_file.read_at(buf, off) {
                                     Ok(n) if n == buf.len() => Ok(()),
@@ -163,7 +180,7 @@ pub fn run(args: CachedArgs) -> Result<(), BenchError> {
                                 }
                             })
                         }
-                        (Side::Engine, Op::Write) => {
+                        (Side::Engine | Side::EngineTraced, Op::Write) => {
                             measure(threads, seconds, blocks, |off, buf| {
                                 engine_file.write_at(buf, off).map_err(|e| e.to_string())
                             })
@@ -171,8 +188,10 @@ pub fn run(args: CachedArgs) -> Result<(), BenchError> {
                     }
                     .map_err(|e| BenchError::Failed(format!("{}: {e}", name(side, op))))?;
                     let after = cache.stats();
+                    // The trace itself is not kept: only its cost is measured.
+                    drop(cache.stop_trace());
                     match side {
-                        Side::Engine => {
+                        Side::Engine | Side::EngineTraced => {
                             engine_written_pages +=
                                 after.written_pages.saturating_sub(before.written_pages);
                             engine_reclaimed +=
@@ -373,17 +392,21 @@ fn render(results: &[Measurement], seconds: u64, repeat: usize, checks: &[String
     };
     let mut t = Table::new(&["name", "threads", "ops/s", "engine/kernel", "2 threads/1"]);
     for op in [Op::Read, Op::Write] {
-        for side in [Side::Kernel, Side::Engine] {
+        for side in [Side::Kernel, Side::Engine, Side::EngineTraced] {
             for threads in [1, 2] {
                 let ops = find(side, op, threads);
+                if ops.is_none() && side == Side::EngineTraced {
+                    continue;
+                }
                 t.row(vec![
                     name(side, op).into(),
                     threads.to_string(),
                     ops.map_or("-".into(), table::rate),
-                    if side == Side::Engine {
-                        table::ratio(ops, find(Side::Kernel, op, threads))
-                    } else {
-                        String::new()
+                    match side {
+                        Side::Engine => table::ratio(ops, find(Side::Kernel, op, threads)),
+                        // Traced: against the engine untraced.
+                        Side::EngineTraced => table::ratio(ops, find(Side::Engine, op, threads)),
+                        Side::Kernel => String::new(),
                     },
                     if threads == 2 {
                         table::ratio(ops, find(side, op, 1))
@@ -403,6 +426,9 @@ fn render(results: &[Measurement], seconds: u64, repeat: usize, checks: &[String
     );
     out.push_str(&t.render());
     out.push('\n');
+    if results.iter().any(|m| m.side == Side::EngineTraced) {
+        out.push_str("engine-*-traced rows: the ratio is to the engine without a trace.\n");
+    }
     for c in checks {
         out.push_str(c);
         out.push('\n');
