@@ -54,6 +54,20 @@ fn run_json(scenario: &Path, dir: &Path) -> serde_json::Value {
     ]))
 }
 
+/// A fresh directory for `wb run` beside the build, or None (after a
+/// skip, which fails under WB_REQUIRE_ALL_TESTS) without O_DIRECT there.
+fn run_dir(name: &str) -> Option<PathBuf> {
+    let base =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&base).expect("create the run directory");
+    if !writeback::io::supports_direct(&base) {
+        let _ = std::fs::remove_dir_all(&base);
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+        return None;
+    }
+    Some(base)
+}
+
 fn json(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
@@ -266,14 +280,9 @@ background = true
 
 #[test]
 fn run_stops_jobs_by_the_simulators_rules_and_reports_them() {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("wb-cli-run-{}", std::process::id()));
-    std::fs::create_dir_all(&base).expect("create the run directory");
-    if !writeback::io::supports_direct(&base) {
-        let _ = std::fs::remove_dir_all(&base);
-        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+    let Some(base) = run_dir("wb-cli-run") else {
         return;
-    }
+    };
     let path = write_temp("short-run.toml", SHORT_RUN);
     let v = run_json(&path, &base);
     let _ = std::fs::remove_dir_all(&base);
@@ -733,14 +742,9 @@ fn sim_trace_writes_a_bounded_trace_and_refuses_a_path_it_cannot_write() {
 /// tenth of what it writes.
 #[test]
 fn run_trace_shows_the_jobs_stalls_and_the_device_queue() {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("wb-cli-run-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&base).expect("create the run directory");
-    if !writeback::io::supports_direct(&base) {
-        let _ = std::fs::remove_dir_all(&base);
-        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+    let Some(base) = run_dir("wb-cli-run-trace") else {
         return;
-    }
+    };
     let scenario = SMALL
         .replace(
             "memory = \"64MiB\"",
