@@ -374,6 +374,22 @@ fn the_trace_file_starts_and_stops_and_is_written_at_unmount() {
         fs::write(&control, "2").unwrap_err().raw_os_error(),
         Some(libc::EINVAL)
     );
+    // The stats have the same pauses as a log2 histogram per domain: the
+    // buckets add up to the count.
+    let stats = fs::read_to_string(mount.mnt.join(".writeback/stats")).unwrap();
+    let value = |l: &str| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<u64>().ok());
+    let (count_line, bucket_lines): (Vec<&str>, Vec<&str>) = stats
+        .lines()
+        .filter(|l| l.starts_with("domain:") && l.contains(".pause_dirty_throttle_"))
+        .filter(|l| l.contains("_count ") || l.contains("_lt_") || l.contains("_ge_"))
+        .partition(|l| l.contains("_count "));
+    let count: u64 = count_line.iter().filter_map(|l| value(l)).sum();
+    assert!(count > 0, "{stats}");
+    assert_eq!(
+        bucket_lines.iter().filter_map(|l| value(l)).sum::<u64>(),
+        count,
+        "{stats}"
+    );
     // Another, left running: the unmount writes it.
     fs::remove_file(&trace).expect("remove the first trace");
     fs::write(&control, "1").expect("start again");

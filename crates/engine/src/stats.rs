@@ -5,11 +5,18 @@ use crate::action::StallReason;
 use crate::config::StableWrites;
 use crate::flusher::WbReason;
 
+/// Log2 buckets of a stall histogram: bucket 0 counts stalls under 1 µs,
+/// bucket k (1..) those of [2^(k-1), 2^k) µs, the last one everything
+/// from 2^(STALL_BUCKETS-2) µs (about 8.4 s) on.
+pub const STALL_BUCKETS: usize = 25;
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StallStats {
     pub count: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+    /// How many stalls fell in each log2 bucket (`STALL_BUCKETS`).
+    pub buckets: [u64; STALL_BUCKETS],
 }
 
 impl StallStats {
@@ -17,6 +24,40 @@ impl StallStats {
         self.count += 1;
         self.total_ns += ns;
         self.max_ns = self.max_ns.max(ns);
+        self.buckets[Self::bucket(ns)] += 1;
+    }
+
+    /// The bucket of a stall of `ns`.
+    pub fn bucket(ns: u64) -> usize {
+        let us = ns / 1000;
+        let k = (u64::BITS - us.leading_zeros()) as usize;
+        k.min(STALL_BUCKETS - 1)
+    }
+
+    /// The upper bound of bucket `k` in µs (exclusive); None for the last.
+    pub fn bucket_end_us(k: usize) -> Option<u64> {
+        (k < STALL_BUCKETS - 1).then(|| 1u64 << k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalls_fall_in_log2_buckets_of_microseconds() {
+        let mut s = StallStats::default();
+        for ns in [0, 999, 1_000, 1_999, 2_000, 1_000_000, 3_600_000_000_000] {
+            s.record(ns);
+        }
+        assert_eq!(&s.buckets[..3], &[2, 2, 1]);
+        // 1 ms = 1000 µs: [512, 1024).
+        assert_eq!(s.buckets[10], 1);
+        assert_eq!(StallStats::bucket_end_us(10), Some(1024));
+        // An hour: the last bucket, open-ended.
+        assert_eq!(s.buckets[STALL_BUCKETS - 1], 1);
+        assert_eq!(StallStats::bucket_end_us(STALL_BUCKETS - 1), None);
+        assert_eq!(s.buckets.iter().sum::<u64>(), s.count);
     }
 }
 

@@ -178,6 +178,19 @@ fn domain_lines(out: &mut String, d: &wb_engine::DomainStats) {
             &format!("{prefix}.pause_{reason}_total_us"),
             s.total_ns / 1000,
         );
+        stall_histogram(out, &format!("{prefix}.pause_{reason}"), &s);
+    }
+}
+
+/// A stall histogram in log2 buckets of µs, the buckets that have any:
+/// `NAME_lt_1024us 5` counts the stalls of [512, 1024) µs (`_lt_1us`
+/// those under a µs), the last bucket is `NAME_ge_8388608us`.
+fn stall_histogram(out: &mut String, name: &str, s: &wb_engine::StallStats) {
+    for (k, &n) in s.buckets.iter().enumerate().filter(|(_, &n)| n > 0) {
+        match wb_engine::StallStats::bucket_end_us(k) {
+            Some(end) => line(out, &format!("{name}_lt_{end}us"), n),
+            None => line(out, &format!("{name}_ge_{}us", 1u64 << (k - 1)), n),
+        }
     }
 }
 
@@ -222,5 +235,28 @@ mod tests {
             let (name, value) = l.split_once(' ').expect("name value");
             assert!(!name.is_empty() && value.parse::<u64>().is_ok(), "{l}");
         }
+    }
+
+    #[test]
+    fn a_domains_stalls_come_with_their_log2_histogram() {
+        let mut d = wb_engine::DomainStats {
+            device: "vda".into(),
+            domain: "root".into(),
+            ..Default::default()
+        };
+        let throttle = &mut d.stalls[StallReason::DirtyThrottle.index()];
+        for ns in [600_000, 700_000, 2_000_000, 3_600_000_000_000] {
+            throttle.record(ns);
+        }
+        let mut text = String::new();
+        domain_lines(&mut text, &d);
+        let p = "domain:root:vda.pause_dirty_throttle";
+        assert!(text.contains(&format!("{p}_count 4\n")), "{text}");
+        assert!(text.contains(&format!("{p}_lt_1024us 2\n")), "{text}");
+        // 2 ms = 2000 µs: [1024, 2048).
+        assert!(text.contains(&format!("{p}_lt_2048us 1\n")), "{text}");
+        assert!(text.contains(&format!("{p}_ge_8388608us 1\n")), "{text}");
+        // Reasons without stalls have no histogram lines.
+        assert!(!text.contains("pause_wbt_lt_"), "{text}");
     }
 }
