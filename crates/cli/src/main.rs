@@ -1,6 +1,7 @@
 //! `wb`: the command line of the writeback engine.
 
 mod bench;
+mod compare;
 mod fsx_cmd;
 mod human;
 mod mount_cmd;

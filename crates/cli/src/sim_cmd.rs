@@ -25,6 +25,7 @@ Examples:
   wb sim scenarios/layton-2026-seq.toml --set writer.mode=buffered
   wb sim scenarios/hot-set-vs-copy.toml --set lru=clock
   wb sim scenarios/axboe-2016.toml --trace axboe.json     # then open axboe.json at ui.perfetto.dev
+  wb sim scenarios/axboe-2016.toml --compare wbt_lat_usec=-1,0   # wbt on and off, side by side
 
 Exit status: 0 on success, 2 for a bad scenario file, knob value or argument.")]
 pub struct SimArgs {
@@ -46,6 +47,12 @@ pub struct SimArgs {
     pub check: bool,
     #[command(flatten)]
     pub trace: crate::trace_file::TraceArgs,
+    /// Run the scenario once per value of one knob and print them side by
+    /// side, with each job's p99 against the first value's: KNOB=V1,V2,...
+    /// (any knob --set takes, e.g. wbt_lat_usec=-1,0). With --json: {"knob",
+    /// "runs": [{"value", "report"}]}.
+    #[arg(long, value_name = "KNOB=V1,V2,...")]
+    pub compare: Option<String>,
 }
 
 pub fn run(args: SimArgs) -> ExitCode {
@@ -64,6 +71,9 @@ pub fn run(args: SimArgs) -> ExitCode {
     }
     if let Some(seed) = args.seed {
         scenario.seed = seed;
+    }
+    if let Some(spec) = &args.compare {
+        return compare(&args, &scenario, spec);
     }
     // The trace file is made before the run: a bad path fails at once.
     let trace_out = match args.trace.create("wb sim") {
@@ -106,6 +116,69 @@ pub fn run(args: SimArgs) -> ExitCode {
         }
     } else {
         print!("{}", crate::human::render(&report, false));
+    }
+    ExitCode::SUCCESS
+}
+
+/// `--compare`: one run per value, side by side.
+fn compare(args: &SimArgs, scenario: &wb_scenario::Scenario, spec: &str) -> ExitCode {
+    if args.trace.trace.is_some() {
+        eprintln!("wb sim: --trace records one run; use it without --compare");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let compare = match crate::compare::Compare::parse(spec, scenario) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("wb sim: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let mut runs = Vec::new();
+    for value in &compare.values {
+        // Checked in `parse`: every value applies.
+        let s = match compare.scenario(scenario, value) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("wb sim: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        };
+        let limit_s = s.duration_ns as f64 / 1e9;
+        let what = format!("simulating {} with {}={value}", s.name, compare.knob);
+        let mut progress = Progress::new(&what, limit_s);
+        let mut tick = |f: f64| progress.update(f);
+        let options = SimOptions {
+            check_invariants: args.check,
+            progress: Some(&mut tick),
+            ..SimOptions::default()
+        };
+        let result = runner::run(&s, options);
+        progress.finish();
+        match result {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                eprintln!("wb sim: {}: {e}", args.scenario.display());
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
+    }
+    if args.json {
+        let runs: Vec<serde_json::Value> = compare
+            .values
+            .iter()
+            .zip(&runs)
+            .map(|(v, r)| serde_json::json!({"value": v, "report": r}))
+            .collect();
+        let doc = serde_json::json!({"knob": compare.knob, "runs": runs});
+        match serde_json::to_string_pretty(&doc) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("wb sim: could not encode the report: {e}");
+                return ExitCode::from(EXIT_FAILURE);
+            }
+        }
+    } else {
+        print!("{}", compare.render(&runs));
     }
     ExitCode::SUCCESS
 }

@@ -798,3 +798,63 @@ fn run_trace_shows_the_jobs_stalls_and_the_device_queue() {
     assert!(counter_max("disk.writes_in_flight").is_some_and(|n| n > 0));
     assert!(counter_max("dirty_pages").is_some_and(|n| n > 0));
 }
+
+#[test]
+fn sim_compare_runs_each_value_as_set_would_and_refuses_bad_specs() {
+    let path = write_temp("compare.toml", SMALL);
+    let p = path.to_str().unwrap();
+    let out = wb(&["sim", p, "--compare", "dirty_ratio=20,5"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "dirty_ratio=20 ",
+        "dirty_ratio=5 ",
+        "w p99: ",
+        "r p99: ",
+        "with dirty_ratio=5 (",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+    // Each run is the run --set gives (the simulator is deterministic).
+    let v = json(&wb(&["sim", p, "--compare", "dirty_ratio=20,5", "--json"]));
+    assert_eq!(v["knob"], "dirty_ratio");
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2);
+    let mut alone = json(&wb(&["sim", p, "--set", "dirty_ratio=5", "--json"]));
+    let mut second = runs[1]["report"].clone();
+    assert_eq!(runs[1]["value"], "5");
+    for r in [&mut alone, &mut second] {
+        r.as_object_mut().unwrap().remove("wall_time_s");
+    }
+    assert_eq!(second, alone);
+    // Bad specs: exit 2 with the reason, before any run.
+    for (spec, says) in [
+        ("dirty_ratio=20", "at least two values"),
+        ("dirty_ratio", "expected KNOB=V1,V2"),
+        ("dirty_ratio=20,,5", "at least two values"),
+        ("dirty_ratio=20,150", "dirty_ratio"),
+        ("no_such_knob=1,2", "no_such_knob"),
+    ] {
+        let out = wb(&["sim", p, "--compare", spec]);
+        assert_eq!(out.status.code(), Some(2), "{spec}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--compare") && err.contains(says),
+            "{spec}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{spec}: nothing ran");
+    }
+    let out = wb(&[
+        "sim",
+        p,
+        "--compare",
+        "dirty_ratio=20,5",
+        "--trace",
+        "/tmp/x.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
