@@ -19,6 +19,21 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit code for a failure while running.
 pub const EXIT_FAILURE: u8 = 1;
 
+/// Prints `value` as pretty JSON on stdout; Err (after saying why on
+/// stderr, as `command`): the exit code.
+pub fn print_json(command: &str, value: &impl serde::Serialize) -> Result<(), ExitCode> {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => {
+            println!("{text}");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("{command}: could not encode the report: {e}");
+            Err(ExitCode::from(EXIT_FAILURE))
+        }
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "wb",

@@ -131,12 +131,8 @@ pub fn run(args: RunArgs) -> ExitCode {
                 }
             }
             if args.json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => {
-                        eprintln!("wb run: could not encode the report: {e}");
-                        return ExitCode::from(EXIT_FAILURE);
-                    }
+                if let Err(code) = crate::print_json("wb run", &report) {
+                    return code;
                 }
             } else {
                 print!("{}", crate::human::render(&report, true));

@@ -1,7 +1,7 @@
 //! `wb sim FILE`: run a scenario on the simulator.
 
 use crate::progress::Progress;
-use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
+use crate::EXIT_BAD_INPUT;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -107,12 +107,8 @@ pub fn run(args: SimArgs) -> ExitCode {
         }
     }
     if args.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("wb sim: could not encode the report: {e}");
-                return ExitCode::from(EXIT_FAILURE);
-            }
+        if let Err(code) = crate::print_json("wb sim", &report) {
+            return code;
         }
     } else {
         print!("{}", crate::human::render(&report, false));
@@ -170,12 +166,8 @@ fn compare(args: &SimArgs, scenario: &wb_scenario::Scenario, spec: &str) -> Exit
             .map(|(v, r)| serde_json::json!({"value": v, "report": r}))
             .collect();
         let doc = serde_json::json!({"knob": compare.knob, "runs": runs});
-        match serde_json::to_string_pretty(&doc) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("wb sim: could not encode the report: {e}");
-                return ExitCode::from(EXIT_FAILURE);
-            }
+        if let Err(code) = crate::print_json("wb sim", &doc) {
+            return code;
         }
     } else {
         print!("{}", compare.render(&runs));
