@@ -117,14 +117,8 @@ impl Engine {
                 break;
             };
             let mut pos = first;
-            while pos < end {
-                let Some((start, run)) = self.files[file.index()].run_from(pos) else {
-                    break;
-                };
-                pos = pos.max(start);
-                if pos >= end {
-                    break;
-                }
+            while let Some((at, start, run)) = self.files[file.index()].run_within(pos, end) {
+                pos = at;
                 if seen >= want {
                     self.active_lru.push_front(file, pos, end);
                     break;

@@ -127,14 +127,8 @@ impl Engine {
     fn shrink_range(&mut self, file: FileId, first: PageIndex, end: PageIndex, want: u64) -> u64 {
         let mut freed = 0;
         let mut pos = first;
-        while pos < end {
-            let Some((start, run)) = self.files[file.index()].run_from(pos) else {
-                break;
-            };
-            pos = pos.max(start);
-            if pos >= end {
-                break;
-            }
+        while let Some((at, start, run)) = self.files[file.index()].run_within(pos, end) {
+            pos = at;
             if freed == want {
                 self.reclaim.push_front(file, pos, end);
                 break;

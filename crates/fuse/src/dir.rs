@@ -42,7 +42,6 @@ impl WbFs {
         if inode.kind != libc::S_IFDIR {
             return Err(libc::ENOTDIR);
         }
-        let st = sys::stat_fd(inode.fd())?;
         let fd = sys::reopen(inode.fd(), OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
         let mut dir = rustix::fs::Dir::new(fd).map_err(|e| e.raw_os_error())?;
         if offset != 0 {
@@ -67,7 +66,7 @@ impl WbFs {
             let ino = if name == "." || name == ".." {
                 inode.nodeid
             } else {
-                self.inodes.dir_ino(st.st_dev, entry.ino())
+                self.inodes.dir_ino(inode.key.0, entry.ino())
             };
             entries.push((next, DirEntry { ino, kind, name }));
         }

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use wb_engine::{Engine, Stall, StallReason};
-use wb_trace::{Trace, Track};
+use wb_trace::{Series, Trace, Track};
 
 /// Virtual time between two samples of the cache's counters.
 const SAMPLE_EVERY_NS: u64 = 1_000_000;
@@ -19,8 +19,10 @@ pub(crate) struct SimTrace {
     jobs: Vec<Track>,
     /// Per job: the stall it is in, (since, reason, until).
     sleeping: Vec<Option<(u64, StallReason, u64)>>,
-    /// Per device: the names of its reads' and writes' counters.
-    depth_names: Vec<[String; 2]>,
+    /// Per device: its reads' and writes' counters.
+    depth: Vec<[Series; 2]>,
+    /// The cache's dirty and writeback pages.
+    pages: [Series; 2],
     /// Requests on the devices: (device, write).
     requests: HashMap<u64, (usize, bool)>,
     /// Per device: reads and writes in flight.
@@ -31,19 +33,22 @@ pub(crate) struct SimTrace {
 impl SimTrace {
     pub fn new(mut trace: Trace, jobs: &[String], devices: &[String]) -> SimTrace {
         let tracks = jobs.iter().map(|name| trace.track(name)).collect();
+        let depth = devices
+            .iter()
+            .map(|d| {
+                [
+                    trace.series(&format!("{d}.reads_in_flight")),
+                    trace.series(&format!("{d}.writes_in_flight")),
+                ]
+            })
+            .collect();
+        let pages = [trace.series("dirty_pages"), trace.series("writeback_pages")];
         SimTrace {
             trace,
             jobs: tracks,
             sleeping: vec![None; jobs.len()],
-            depth_names: devices
-                .iter()
-                .map(|d| {
-                    [
-                        format!("{d}.reads_in_flight"),
-                        format!("{d}.writes_in_flight"),
-                    ]
-                })
-                .collect(),
+            depth,
+            pages,
             requests: HashMap::new(),
             in_flight: vec![[0, 0]; devices.len()],
             next_sample_ns: 0,
@@ -82,9 +87,9 @@ impl SimTrace {
     }
 
     fn depth_changed(&mut self, now_ns: u64, device: usize, write: bool) {
-        let name = &self.depth_names[device][write as usize];
+        let series = self.depth[device][write as usize];
         self.trace
-            .counter(name, now_ns, self.in_flight[device][write as usize]);
+            .counter(series, now_ns, self.in_flight[device][write as usize]);
     }
 
     /// Samples the cache's page counts when a millisecond has passed.
@@ -94,8 +99,8 @@ impl SimTrace {
         }
         self.next_sample_ns = now_ns - now_ns % SAMPLE_EVERY_NS + SAMPLE_EVERY_NS;
         let stats = engine.stats();
-        self.trace.counter("dirty_pages", now_ns, stats.dirty_pages);
+        self.trace.counter(self.pages[0], now_ns, stats.dirty_pages);
         self.trace
-            .counter("writeback_pages", now_ns, stats.writeback_pages);
+            .counter(self.pages[1], now_ns, stats.writeback_pages);
     }
 }

@@ -21,6 +21,10 @@ pub const DEFAULT_CAPACITY: usize = 500_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Track(u32);
 
+/// A named counter, by its index in `Trace::series`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Series(u32);
+
 #[derive(Clone, Debug, PartialEq)]
 enum Event {
     Slice {
@@ -31,7 +35,7 @@ enum Event {
         args: Vec<(&'static str, u64)>,
     },
     Counter {
-        series: u32,
+        series: Series,
         ts_ns: u64,
         value: u64,
     },
@@ -93,15 +97,21 @@ impl Trace {
         });
     }
 
-    /// Counter `name` is `value` from `ts_ns` on.
-    pub fn counter(&mut self, name: &str, ts_ns: u64, value: u64) {
-        let series = match self.series.iter().position(|s| s == name) {
-            Some(i) => i as u32,
-            None => {
-                self.series.push(name.to_string());
-                self.series.len() as u32 - 1
-            }
-        };
+    /// The counter called `name`, made on first use.
+    pub fn series(&mut self, name: &str) -> Series {
+        if let Some(i) = self.series.iter().position(|s| s == name) {
+            return Series(i as u32);
+        }
+        self.series.push(name.to_string());
+        Series(self.series.len() as u32 - 1)
+    }
+
+    /// Counter `series` is `value` from `ts_ns` on.
+    pub fn counter(&mut self, series: Series, ts_ns: u64, value: u64) {
+        debug_assert!(
+            (series.0 as usize) < self.series.len(),
+            "a series of this trace"
+        );
         self.push(Event::Counter {
             series,
             ts_ns,
@@ -184,7 +194,7 @@ impl Trace {
                 } => write!(
                     out,
                     ",\n{{\"ph\":\"C\",\"pid\":1,\"name\":{},\"ts\":{},\"args\":{{\"value\":{value}}}}}",
-                    series[*s as usize],
+                    series[s.0 as usize],
                     Us(*ts_ns)
                 )?,
             }
@@ -222,7 +232,8 @@ mod tests {
         let mut trace = Trace::new(10);
         let writer = trace.track("writer");
         trace.slice(writer, "dirty_throttle", 1_000, 5_500, &[("pause_us", 4)]);
-        trace.counter("vda.writes_in_flight", 2_000, 3);
+        let writes = trace.series("vda.writes_in_flight");
+        trace.counter(writes, 2_000, 3);
         let json = parse(&trace);
         let events = json["traceEvents"].as_array().unwrap();
         assert_eq!(events[1]["args"]["name"], "writer");
@@ -240,8 +251,9 @@ mod tests {
     #[test]
     fn the_ring_keeps_the_last_events_and_counts_the_rest() {
         let mut trace = Trace::new(3);
+        let n = trace.series("n");
         for i in 0..10 {
-            trace.counter("n", i, i);
+            trace.counter(n, i, i);
         }
         assert_eq!((trace.len(), trace.dropped()), (3, 7));
         let json = parse(&trace);

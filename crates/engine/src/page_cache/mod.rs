@@ -138,6 +138,19 @@ impl CachedFile {
             .or_else(|| self.runs.range(page..).next().map(|(&s, &r)| (s, r)))
     }
 
+    /// The next cached run with pages in `pos..end`, as (the first of its
+    /// pages at or after `pos`, the run's start, the run); None when the
+    /// range has no more cached pages.
+    pub fn run_within(
+        &self,
+        pos: PageIndex,
+        end: PageIndex,
+    ) -> Option<(PageIndex, PageIndex, Run)> {
+        let (start, run) = self.run_from(pos)?;
+        let pos = pos.max(start);
+        (pos < end).then_some((pos, start, run))
+    }
+
     pub fn flags(&self, page: PageIndex) -> Option<PageFlags> {
         self.run_at(page).map(|(_, r)| r.flags)
     }

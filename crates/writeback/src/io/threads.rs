@@ -9,9 +9,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::backend::{
-    at_eof, enqueue, lent_read_error, read_now, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH,
-};
+use super::backend::{at_eof, enqueue, read_now, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
 use super::pages::{IoBuf, IoPages};
 
 /// Blocking-syscall backend, named `"threads"`.
@@ -56,23 +54,22 @@ fn worker(rx: &Mutex<Receiver<IoOp>>, done: &Sender<IoDone>) {
             // does not panic); keep serving with the inner receiver anyway.
             Err(poisoned) => poisoned.into_inner().recv(),
         };
-        let Ok(mut op) = next else {
+        let Ok(op) = next else {
             return; // sender dropped and queue drained: shutdown
         };
-        let result = match (&mut op.buf, op.write) {
-            (IoBuf::Owned(buf), true) => write_all_at(&op.file, buf.as_slice(), op.offset),
-            (IoBuf::Owned(buf), false) => read_at_eof_ok(&op.file, buf.as_mut_slice(), op.offset),
-            (IoBuf::Lent(pages), true) => write_lent_at(&op.file, pages, op.offset),
-            (IoBuf::Lent(_), false) => Err(lent_read_error()),
-        };
-        send_done(
-            done,
+        // Reads as a caller would do them (`read_now`); writes here.
+        let completion = read_now(op).unwrap_or_else(|op| {
+            let result = match &op.buf {
+                IoBuf::Owned(buf) => write_all_at(&op.file, buf.as_slice(), op.offset),
+                IoBuf::Lent(pages) => write_lent_at(&op.file, pages, op.offset),
+            };
             IoDone {
                 id: op.id,
                 buf: op.buf,
                 result,
-            },
-        );
+            }
+        });
+        send_done(done, completion);
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 use wb_engine::{DeviceId, Engine, StallReason};
-use wb_trace::{Trace, Track};
+use wb_trace::{Series, Trace, Track};
 
 /// Least time between two samples of the page counts.
 const SAMPLE_EVERY_NS: u64 = 1_000_000;
@@ -21,15 +21,20 @@ pub(crate) struct RuntimeTrace {
     tracks: Vec<Option<Track>>,
     /// Per task: the stall it is in, (since, reason, planned ns).
     sleeping: Vec<Option<(u64, StallReason, u64)>>,
-    /// Per device: its counters' names and its reads and writes in flight.
-    devices: Vec<Option<([String; 2], [u64; 2])>>,
+    /// Per device: its reads' and writes' counters and how many are in flight.
+    devices: Vec<Option<([Series; 2], [u64; 2])>>,
+    /// The cache's dirty and writeback pages.
+    pages: [Series; 2],
     next_sample_ns: u64,
 }
 
 impl RuntimeTrace {
     pub fn new(events: usize) -> RuntimeTrace {
+        let mut trace = Trace::new(events);
+        let pages = [trace.series("dirty_pages"), trace.series("writeback_pages")];
         RuntimeTrace {
-            trace: Trace::new(events),
+            trace,
+            pages,
             start: Instant::now(),
             tracks: Vec::new(),
             sleeping: Vec::new(),
@@ -83,23 +88,20 @@ impl RuntimeTrace {
             self.devices.resize(i + 1, None);
         }
         let now = self.now_ns();
-        let (names, counts) = self.devices[i].get_or_insert_with(|| {
+        let trace = &mut self.trace;
+        let (series, counts) = self.devices[i].get_or_insert_with(|| {
             let name = engine
                 .stats()
                 .devices
                 .get(i)
                 .map_or_else(|| format!("device{i}"), |d| d.name.clone());
-            (
-                [
-                    format!("{name}.reads_in_flight"),
-                    format!("{name}.writes_in_flight"),
-                ],
-                [0, 0],
-            )
+            let reads = trace.series(&format!("{name}.reads_in_flight"));
+            let writes = trace.series(&format!("{name}.writes_in_flight"));
+            ([reads, writes], [0, 0])
         });
         let count = &mut counts[write as usize];
         *count = count.saturating_add_signed(delta);
-        self.trace.counter(&names[write as usize], now, *count);
+        trace.counter(series[write as usize], now, *count);
     }
 
     /// Samples the page counts when a millisecond has passed since the last.
@@ -110,8 +112,8 @@ impl RuntimeTrace {
         }
         self.next_sample_ns = now + SAMPLE_EVERY_NS;
         let stats = engine.stats();
-        self.trace.counter("dirty_pages", now, stats.dirty_pages);
+        self.trace.counter(self.pages[0], now, stats.dirty_pages);
         self.trace
-            .counter("writeback_pages", now, stats.writeback_pages);
+            .counter(self.pages[1], now, stats.writeback_pages);
     }
 }
