@@ -67,11 +67,7 @@ impl Trace {
 
     /// The track called `name`, made on first use.
     pub fn track(&mut self, name: &str) -> Track {
-        if let Some(i) = self.tracks.iter().position(|t| t == name) {
-            return Track(i as u32);
-        }
-        self.tracks.push(name.to_string());
-        Track(self.tracks.len() as u32 - 1)
+        Track(intern(&mut self.tracks, name))
     }
 
     /// A slice `name` on `track` from `start_ns` to `end_ns`, with
@@ -99,11 +95,7 @@ impl Trace {
 
     /// The counter called `name`, made on first use.
     pub fn series(&mut self, name: &str) -> Series {
-        if let Some(i) = self.series.iter().position(|s| s == name) {
-            return Series(i as u32);
-        }
-        self.series.push(name.to_string());
-        Series(self.series.len() as u32 - 1)
+        Series(intern(&mut self.series, name))
     }
 
     /// Counter `series` is `value` from `ts_ns` on.
@@ -201,6 +193,16 @@ impl Trace {
         }
         writeln!(out, "\n]}}")
     }
+}
+
+/// The index of `name` in `names`, added if missing (names are few: a
+/// track per task, two counters per device).
+fn intern(names: &mut Vec<String>, name: &str) -> u32 {
+    let i = names.iter().position(|n| n == name).unwrap_or_else(|| {
+        names.push(name.to_string());
+        names.len() - 1
+    });
+    i as u32
 }
 
 /// A JSON string.
