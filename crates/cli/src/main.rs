@@ -3,9 +3,11 @@
 mod bench;
 mod compare;
 mod fsx_cmd;
+mod html_file;
 mod human;
 mod mount_cmd;
 mod progress;
+mod report_cmd;
 mod run_cmd;
 mod sim_cmd;
 mod trace_file;
@@ -63,6 +65,8 @@ enum Command {
     /// Random file operations checked against an in-memory model (reads, writes, truncates,
     /// fallocate, mappings, fsync), on a mount or any directory.
     Fsx(fsx_cmd::FsxArgs),
+    /// An HTML report with plots of results saved with --json (`wb sim`, `wb sim --compare`, `wb run`).
+    Report(report_cmd::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Command::Mount(args) => mount_cmd::run(args),
         Command::Vopr(args) => vopr_cmd::run(args),
         Command::Fsx(args) => fsx_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
     }
 }
 

@@ -9,12 +9,13 @@ use clap::Args;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant as StdInstant};
 use wb_scenario::{JobKind, Scenario};
 use wb_sim::job::{self, JobRun};
 use wb_sim::report::{DeviceFacts, EngineReport, RunReport};
 use wb_sim::rng::Rng;
+use wb_sim::timeline::EngineTimeline;
 use wb_sim::workload::{Next, Op, Workload};
 use writeback::{Cache, File, OpenOptions};
 
@@ -54,6 +55,8 @@ pub struct RunArgs {
     pub no_calibrate: bool,
     #[command(flatten)]
     pub trace: crate::trace_file::TraceArgs,
+    #[command(flatten)]
+    pub html: crate::html_file::HtmlArgs,
 }
 
 fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
@@ -122,11 +125,21 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(out) => out,
         Err(code) => return code,
     };
+    let html_out = match args.html.create("wb run") {
+        Ok(out) => out,
+        Err(code) => return code,
+    };
     let trace_events = trace_out.as_ref().map(|_| args.trace.events());
     match execute(&scenario, &dirs, !args.no_calibrate, trace_events) {
         Ok((report, trace)) => {
             if let (Some(out), Some(trace)) = (trace_out, trace.as_ref()) {
                 if let Err(code) = out.write(trace) {
+                    return code;
+                }
+            }
+            if let Some(out) = html_out {
+                let label = format!("{} (wb run)", report.scenario);
+                if let Err(code) = out.write(&report.scenario, &[], &[(label, &report)]) {
                     return code;
                 }
             }
@@ -335,6 +348,23 @@ fn job_thread(
     job
 }
 
+/// Samples the cache for the report's plots until `jobs_done`, on the
+/// timeline's grid (it coarsens as the run goes on: a long run costs no
+/// more samples than a short one).
+fn sample_engine(cache: &Cache, run_start: StdInstant, jobs_done: &AtomicBool) -> EngineTimeline {
+    let mut timeline = EngineTimeline::default();
+    while !jobs_done.load(Ordering::Acquire) {
+        let now_ns = since(run_start).as_ns();
+        if timeline.due(now_ns) {
+            timeline.record(now_ns, &cache.stats());
+            continue;
+        }
+        let wait = Duration::from_nanos(timeline.next_ns() - now_ns).min(IDLE_POLL);
+        std::thread::sleep(wait);
+    }
+    timeline
+}
+
 /// Runs the scenario for real; the report, and the trace when
 /// `trace_events` asked for one.
 fn execute(
@@ -378,7 +408,9 @@ fn execute(
     let run_start = StdInstant::now();
     let seed_rng = Rng::new(scenario.seed);
     let cache_ref = &cache;
-    let results: Vec<JobRun> = std::thread::scope(|s| {
+    let jobs_done = AtomicBool::new(false);
+    let (results, timeline) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| sample_engine(cache_ref, run_start, &jobs_done));
         let handles: Vec<_> = scenario
             .jobs
             .iter()
@@ -401,13 +433,18 @@ fn execute(
                     })
             })
             .collect();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| match h {
                 Ok(h) => h.join().map_err(|_| "a job thread panicked".to_string()),
                 Err(e) => Err(format!("cannot start a job thread: {e}")),
             })
-            .collect::<Result<Vec<_>, String>>()
+            .collect::<Result<Vec<JobRun>, String>>();
+        jobs_done.store(true, Ordering::Release);
+        let timeline = sampler
+            .join()
+            .map_err(|_| "the sampling thread panicked".to_string());
+        Ok::<_, String>((results?, timeline?))
     })?;
     let trace = cache.stop_trace();
     let end = since(run_start);
@@ -437,6 +474,7 @@ fn execute(
         jobs,
         engine,
         io_backend,
+        timeline: timeline.finish(end.as_ns(), &stats),
     };
     Ok((report, trace))
 }

@@ -26,6 +26,7 @@ Examples:
   wb sim scenarios/hot-set-vs-copy.toml --set lru=clock
   wb sim scenarios/axboe-2016.toml --trace axboe.json     # then open axboe.json at ui.perfetto.dev
   wb sim scenarios/axboe-2016.toml --compare wbt_lat_usec=-1,0   # wbt on and off, side by side
+  wb sim scenarios/axboe-2016.toml --compare wbt_lat_usec=-1,0 --html axboe.html   # ... as plots
 
 Exit status: 0 on success, 2 for a bad scenario file, knob value or argument.")]
 pub struct SimArgs {
@@ -47,6 +48,8 @@ pub struct SimArgs {
     pub check: bool,
     #[command(flatten)]
     pub trace: crate::trace_file::TraceArgs,
+    #[command(flatten)]
+    pub html: crate::html_file::HtmlArgs,
     /// Run the scenario once per value of one knob and print them side by
     /// side, with each job's p99 against the first value's: KNOB=V1,V2,...
     /// (any knob --set takes, e.g. wbt_lat_usec=-1,0). With --json: {"knob",
@@ -80,6 +83,10 @@ pub fn run(args: SimArgs) -> ExitCode {
         Ok(out) => out,
         Err(code) => return code,
     };
+    let html_out = match args.html.create("wb sim") {
+        Ok(out) => out,
+        Err(code) => return code,
+    };
     let mut trace = trace_out
         .as_ref()
         .map(|_| wb_trace::Trace::new(args.trace.events()));
@@ -106,6 +113,11 @@ pub fn run(args: SimArgs) -> ExitCode {
             return code;
         }
     }
+    if let Some(out) = html_out {
+        if let Err(code) = out.write(&report.scenario, &[], &[(report.scenario.clone(), &report)]) {
+            return code;
+        }
+    }
     if args.json {
         if let Err(code) = crate::print_json("wb sim", &report) {
             return code;
@@ -128,6 +140,10 @@ fn compare(args: &SimArgs, scenario: &wb_scenario::Scenario, spec: &str) -> Exit
             eprintln!("wb sim: {e}");
             return ExitCode::from(EXIT_BAD_INPUT);
         }
+    };
+    let html_out = match args.html.create("wb sim") {
+        Ok(out) => out,
+        Err(code) => return code,
     };
     let mut runs = Vec::new();
     for value in &compare.values {
@@ -156,6 +172,23 @@ fn compare(args: &SimArgs, scenario: &wb_scenario::Scenario, spec: &str) -> Exit
                 eprintln!("wb sim: {}: {e}", args.scenario.display());
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
+        }
+    }
+    if let Some(out) = html_out {
+        let title = format!(
+            "{}: {} = {}",
+            scenario.name,
+            compare.knob,
+            compare.values.join(" | ")
+        );
+        let labelled: Vec<(String, &wb_sim::report::RunReport)> = compare
+            .values
+            .iter()
+            .zip(&runs)
+            .map(|(v, r)| (format!("{}={v}", compare.knob), r))
+            .collect();
+        if let Err(code) = out.write(&title, &compare.summary(&runs), &labelled) {
+            return code;
         }
     }
     if args.json {

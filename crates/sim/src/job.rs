@@ -11,6 +11,7 @@
 //! counts the foreground jobs still running and passes that count in.
 
 use crate::report::{JobReport, KindTally, Latency};
+use crate::timeline::LatencyTimeline;
 use crate::workload::Op;
 use wb_engine::{Instant, WriteFlags};
 use wb_scenario::{JobSpec, Scenario, WriteMode};
@@ -48,6 +49,8 @@ pub struct JobRun {
     lat: Latency,
     /// Latency of fsync and sync calls.
     sync_lat: Latency,
+    /// Latency of writes and reads over the run (for plots).
+    lat_over_time: LatencyTimeline,
     /// Writes, reads, flushes (fsync, sync) and unlinks apart, as dbench
     /// reports.
     kinds: [KindTally; 4],
@@ -73,6 +76,7 @@ impl JobRun {
             op: None,
             lat: Latency::default(),
             sync_lat: Latency::default(),
+            lat_over_time: LatencyTimeline::default(),
             kinds: [KindTally::default(); 4],
             ops: 0,
             bytes: 0,
@@ -138,7 +142,11 @@ impl JobRun {
     /// if no operation was in progress.
     pub fn end_op(&mut self, now: Instant, ok: bool) -> Option<Op> {
         let (op, began) = self.op.take()?;
-        self.record(&op, now.since_ns(began), ok);
+        let latency_ns = now.since_ns(began);
+        self.record(&op, latency_ns, ok);
+        if !matches!(op, Op::Fsync { .. } | Op::Sync) {
+            self.lat_over_time.record(now.as_ns(), latency_ns);
+        }
         Some(op)
     }
 
@@ -198,6 +206,8 @@ impl JobRun {
             errors: self.errors,
             cut_off: self.finished.is_none() && !self.background,
             cached_end_mib: None,
+            lat_slot_s: self.lat_over_time.width_s(),
+            lat_over_time: self.lat_over_time.slots(),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod layout;
 pub mod report;
 pub mod rng;
 pub mod runner;
+pub mod timeline;
 mod trace;
 pub mod vopr;
 pub mod workload;

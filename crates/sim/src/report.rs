@@ -2,8 +2,9 @@
 //! percentiles, and the engine's statistics. Same shape for `wb sim` and
 //! `wb run`.
 
+use crate::timeline::{EngineSample, LatencySlot};
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wb_engine::{DomainStats, StallReason, StallStats, Stats, WbReason, PAGE_SIZE};
 
 /// Latencies are recorded in nanoseconds, up to an hour, 3 significant digits.
@@ -87,7 +88,7 @@ impl KindTally {
 
 /// One kind of operation of a job (write, read, flush), as dbench reports:
 /// how many, their mean and their longest latency in microseconds.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct OpKindReport {
     pub kind: String,
     pub count: u64,
@@ -96,7 +97,7 @@ pub struct OpKindReport {
 }
 
 /// Percentiles in microseconds.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct LatencySummary {
     pub p50: f64,
     pub p90: f64,
@@ -106,7 +107,7 @@ pub struct LatencySummary {
     pub max: f64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct JobReport {
     pub name: String,
     pub kind: String,
@@ -132,9 +133,15 @@ pub struct JobReport {
     /// How much of the job's files the cache held when the run ended
     /// (the simulator knows; None where the runner does not).
     pub cached_end_mib: Option<f64>,
+    /// Latency of the job's writes and reads per slot of `lat_slot_s`
+    /// seconds (slots without any left out; timeline.rs).
+    #[serde(default)]
+    pub lat_slot_s: f64,
+    #[serde(default)]
+    pub lat_over_time: Vec<LatencySlot>,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct StallReport {
     pub reason: String,
     pub count: u64,
@@ -142,7 +149,7 @@ pub struct StallReport {
     pub max_ms: f64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DeviceReport {
     pub name: String,
     pub model: String,
@@ -172,7 +179,7 @@ pub struct DeviceReport {
 }
 
 /// A device's backlog of deferred releases (engine backlog.rs).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct BacklogReport {
     pub items_done: u64,
     pub steps_done: u64,
@@ -191,7 +198,7 @@ pub struct BacklogReport {
     pub errors: u64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct EngineReport {
     pub memory_mib: f64,
     pub thresh_mib: f64,
@@ -217,7 +224,7 @@ pub struct EngineReport {
 }
 
 /// One writeback context (a device and a domain) over the run.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DomainReport {
     pub device: String,
     pub domain: String,
@@ -278,7 +285,7 @@ fn stall_reports(stalls: &[StallStats]) -> Vec<StallReport> {
         .collect()
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RunReport {
     pub scenario: String,
     pub seed: u64,
@@ -287,8 +294,11 @@ pub struct RunReport {
     pub jobs: Vec<JobReport>,
     pub engine: EngineReport,
     /// Real runs: the I/O backend used ("io_uring" or "threads").
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_backend: Option<String>,
+    /// The cache and devices over the run (timeline.rs).
+    #[serde(default)]
+    pub timeline: Vec<EngineSample>,
 }
 
 fn mib(pages: u64) -> f64 {

@@ -130,6 +130,8 @@ struct Sim {
     chaos: Option<Chaos>,
     /// What `SimOptions::trace` asked to record.
     trace: Option<crate::trace::SimTrace>,
+    /// The cache and devices over time, for the report's plots.
+    timeline: crate::timeline::EngineTimeline,
     /// The scenario, to restart the engine after a crash.
     scenario: Scenario,
     /// Engines started so far, less one (a crash starts another).
@@ -282,6 +284,7 @@ impl Sim {
             file_owner,
             chaos: None,
             trace: None,
+            timeline: Default::default(),
             scenario: scenario.clone(),
             generation: 0,
             seq: 0,
@@ -327,6 +330,9 @@ impl Sim {
             self.now = self.now.max(next.at);
             if let Some(trace) = self.trace.as_mut() {
                 trace.sample(self.now.as_ns(), &self.engine);
+            }
+            if self.timeline.due(self.now.as_ns()) {
+                self.timeline.record(self.now.as_ns(), &self.engine.stats());
             }
             self.run_due(self.now, &next);
             self.run_jobs_due();
@@ -649,14 +655,16 @@ impl Sim {
                 utilization: Some(d.busy_ns(end) as f64 / end.as_ns().max(1) as f64),
             })
             .collect();
+        let stats = self.engine.stats();
         RunReport {
             scenario: scenario.name.clone(),
             seed: scenario.seed,
             sim_time_s: end.as_secs_f64(),
             wall_time_s,
             jobs,
-            engine: EngineReport::new(&self.engine.stats(), &facts),
+            engine: EngineReport::new(&stats, &facts),
             io_backend: None,
+            timeline: self.timeline.clone().finish(end.as_ns(), &stats),
         }
     }
 }

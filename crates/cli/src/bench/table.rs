@@ -71,7 +71,16 @@ pub fn rate(x: f64) -> String {
 /// `a / b` as "1.23x", or "-" when `b` is 0 or either is missing.
 pub fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => format!("{:.2}x", a / b),
+        // Small ratios keep two significant digits (0.0013x, not 0.00x).
+        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => {
+            let r = a / b;
+            if r > 0.0 && r < 0.1 {
+                let digits = (1.0 - r.log10().floor()) as usize;
+                format!("{r:.digits$}x")
+            } else {
+                format!("{r:.2}x")
+            }
+        }
         _ => "-".into(),
     }
 }
@@ -79,6 +88,15 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_ratios_keep_two_significant_digits() {
+        assert_eq!(ratio(Some(0.446), Some(335.0)), "0.0013x");
+        assert_eq!(ratio(Some(5.0), Some(100.0)), "0.050x");
+        assert_eq!(ratio(Some(1.5), Some(1.0)), "1.50x");
+        assert_eq!(ratio(Some(0.0), Some(1.0)), "0.00x");
+        assert_eq!(ratio(Some(1.0), Some(0.0)), "-");
+    }
 
     #[test]
     fn columns_line_up() {

@@ -1,0 +1,230 @@
+//! Drawing: a [`Plot`] (lines over time) or a [`Bars`] chart (a value per
+//! category and run) becomes one inline SVG, through plotters' SVG
+//! backend. Nothing here knows what the values mean.
+
+use crate::ReportError;
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::CoordTranslate;
+use plotters::prelude::*;
+
+/// Size of every chart, in CSS pixels.
+pub const WIDTH_PX: u32 = 1000;
+pub const HEIGHT_PX: u32 = 300;
+
+/// Colours of the runs, in order (a seventh run takes the first again).
+const RUN_COLORS: [RGBColor; 6] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x8c, 0x56, 0x4b),
+];
+
+/// The colour of run `run`, also as CSS (for the page's legend).
+pub fn run_color(run: usize) -> RGBColor {
+    RUN_COLORS[run % RUN_COLORS.len()]
+}
+
+pub fn run_css_color(run: usize) -> String {
+    let RGBColor(r, g, b) = run_color(run);
+    format!("#{r:02x}{g:02x}{b:02x}")
+}
+
+/// How a line is drawn: its run's colour, solid or dashed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stroke {
+    Solid,
+    Dashed,
+    /// Thin: a limit or a second figure of the same run.
+    Thin,
+}
+
+/// One line of a plot, in the colour of its run. The page's legend names
+/// the runs and each plot's caption says what its strokes mean.
+#[derive(Clone, Debug)]
+pub struct Line {
+    pub run: usize,
+    pub stroke: Stroke,
+    /// (seconds, value), in time order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Lines over time on one pair of axes.
+#[derive(Clone, Debug)]
+pub struct Plot {
+    pub title: String,
+    /// What the strokes mean, and how the values were taken.
+    pub caption: String,
+    pub y_desc: String,
+    /// A log scale (latencies that span orders of magnitude).
+    pub log_y: bool,
+    pub lines: Vec<Line>,
+}
+
+impl Plot {
+    /// Whether any line has a point off zero: a plot of nothing but zeros
+    /// is left out of the page.
+    pub fn has_data(&self) -> bool {
+        self.lines
+            .iter()
+            .any(|l| l.points.iter().any(|&(_, y)| y != 0.0))
+    }
+
+    /// The plot as an SVG element.
+    pub fn svg(&self) -> Result<String, ReportError> {
+        let mut svg = String::new();
+        self.draw(&mut svg).map_err(|e| ReportError::Plot {
+            title: self.title.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(svg)
+    }
+
+    fn draw(&self, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::with_string(svg, (WIDTH_PX, HEIGHT_PX)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let points = || self.lines.iter().flat_map(|l| l.points.iter().copied());
+        let x_max = points().map(|(x, _)| x).fold(0.0, f64::max).max(1e-3);
+        let y_max = points().map(|(_, y)| y).fold(0.0, f64::max);
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(&self.title, ("sans-serif", 18))
+            .margin(8)
+            .x_label_area_size(40)
+            .y_label_area_size(70);
+        if self.log_y {
+            // From the smallest value above zero to the largest, in
+            // whole decades.
+            let y_min = points()
+                .map(|(_, y)| y)
+                .filter(|&y| y > 0.0)
+                .fold(f64::INFINITY, f64::min);
+            let lo = 10f64.powf(y_min.min(y_max).max(1e-3).log10().floor());
+            let hi = 10f64.powf(y_max.max(lo * 10.0).log10().ceil());
+            let mut chart = builder.build_cartesian_2d(0f64..x_max, (lo..hi).log_scale())?;
+            chart
+                .configure_mesh()
+                .x_desc("time (s)")
+                .y_desc(&self.y_desc)
+                .draw()?;
+            self.draw_lines(&mut chart, Some(lo))?;
+        } else {
+            let hi = if y_max > 0.0 { y_max * 1.08 } else { 1.0 };
+            let mut chart: ChartContext<_, Cartesian2d<RangedCoordf64, RangedCoordf64>> =
+                builder.build_cartesian_2d(0f64..x_max, 0f64..hi)?;
+            chart
+                .configure_mesh()
+                .x_desc("time (s)")
+                .y_desc(&self.y_desc)
+                .draw()?;
+            self.draw_lines(&mut chart, None)?;
+        }
+        root.present()?;
+        Ok(())
+    }
+
+    /// Draws the lines; on a log scale values below `floor` sit on it.
+    fn draw_lines<'a, 'b: 'a, CT: CoordTranslate<From = (f64, f64)>>(
+        &self,
+        chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+        floor: Option<f64>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        for line in &self.lines {
+            let color = run_color(line.run);
+            let style = match line.stroke {
+                Stroke::Solid | Stroke::Dashed => color.stroke_width(2),
+                Stroke::Thin => color.mix(0.6).stroke_width(1),
+            };
+            let points: Vec<(f64, f64)> = line
+                .points
+                .iter()
+                .map(|&(x, y)| (x, floor.map_or(y, |f| y.max(f))))
+                .collect();
+            match line.stroke {
+                Stroke::Dashed => chart.draw_series(DashedLineSeries::new(points, 6, 4, style))?,
+                Stroke::Solid | Stroke::Thin => {
+                    chart.draw_series(LineSeries::new(points, style))?
+                }
+            };
+        }
+        Ok(())
+    }
+}
+
+/// A value per category and run, as horizontal bars grouped by category.
+#[derive(Clone, Debug)]
+pub struct Bars {
+    pub title: String,
+    pub x_desc: String,
+    pub categories: Vec<String>,
+    /// Per run (in the order of the page's runs, whose colours they
+    /// take): one value per category.
+    pub runs: Vec<Vec<f64>>,
+}
+
+impl Bars {
+    pub fn svg(&self) -> Result<String, ReportError> {
+        let mut svg = String::new();
+        self.draw(&mut svg).map_err(|e| ReportError::Plot {
+            title: self.title.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(svg)
+    }
+
+    fn draw(&self, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+        let runs = self.runs.len().max(1);
+        // Each category takes a slot per run and one of space.
+        let group = runs + 1;
+        let slots = (self.categories.len() * group) as u32;
+        let height = (60 + 18 * slots).max(160);
+        let root = SVGBackend::with_string(svg, (WIDTH_PX, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let x_max = self
+            .runs
+            .iter()
+            .flat_map(|v| v.iter().copied())
+            .fold(0.0, f64::max);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.title, ("sans-serif", 18))
+            .margin(8)
+            .x_label_area_size(40)
+            .y_label_area_size(150)
+            .build_cartesian_2d(
+                0f64..(x_max * 1.08).max(1e-3),
+                (0u32..slots).into_segmented(),
+            )?;
+        let name = |v: &SegmentValue<u32>| match *v {
+            SegmentValue::CenterOf(k) if (k as usize) % group == runs / 2 => self
+                .categories
+                .get(k as usize / group)
+                .cloned()
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(slots as usize)
+            .y_label_formatter(&name)
+            .x_desc(&self.x_desc)
+            .draw()?;
+        for (r, values) in self.runs.iter().enumerate() {
+            let color = run_color(r);
+            let bars = values.iter().enumerate().map(move |(c, &v)| {
+                let slot = (c * group + r) as u32;
+                Rectangle::new(
+                    [
+                        (0.0, SegmentValue::Exact(slot)),
+                        (v, SegmentValue::Exact(slot + 1)),
+                    ],
+                    color.filled(),
+                )
+            });
+            chart.draw_series(bars)?;
+        }
+        root.present()?;
+        Ok(())
+    }
+}
