@@ -61,7 +61,7 @@ impl HtmlFile {
     /// `summary` lines under the runs; Err: the exit code, after saying
     /// why on stderr.
     pub fn write(
-        mut self,
+        self,
         title: &str,
         summary: &[String],
         runs: &[(String, &RunReport)],
@@ -80,18 +80,24 @@ impl HtmlFile {
                 return Err(ExitCode::from(EXIT_FAILURE));
             }
         };
-        if let Err(e) = self
-            .file
+        self.write_page(&html).map_err(|e| {
+            eprintln!("{e}");
+            ExitCode::from(EXIT_FAILURE)
+        })
+    }
+
+    /// Writes `html` as it is; Err: what went wrong, for a person.
+    pub fn write_page(mut self, html: &str) -> Result<(), String> {
+        self.file
             .write_all(html.as_bytes())
             .and_then(|()| self.file.sync_all())
-        {
-            eprintln!(
-                "{}: writing {} failed: {e}",
-                self.command,
-                self.path.display()
-            );
-            return Err(ExitCode::from(EXIT_FAILURE));
-        }
+            .map_err(|e| {
+                format!(
+                    "{}: writing {} failed: {e}",
+                    self.command,
+                    self.path.display()
+                )
+            })?;
         eprintln!(
             "{}: report written to {}",
             self.command,

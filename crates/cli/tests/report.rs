@@ -287,3 +287,78 @@ sync = true
     }
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// `wb bench … --html`: the benchmark's tables as a page, a bar chart per
+/// measured column with a bar per configuration that has a value.
+#[test]
+fn bench_html_charts_every_measured_column() {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wb-report-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&base).expect("bench directory");
+    if !writeback::io::supports_direct(&base) {
+        let _ = std::fs::remove_dir_all(&base);
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+        return;
+    }
+    let html = base.join("cached.html");
+    let dir = base.join("files");
+    let out = wb(&[
+        "bench",
+        "cached",
+        "--seconds",
+        "1",
+        "--repeat",
+        "1",
+        "--dir",
+        dir.to_str().expect("UTF-8"),
+        "--html",
+        html.to_str().expect("UTF-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&html).expect("report written");
+    let doc = Html::parse_document(&text);
+    // The table as printed: 8 rows (kernel and engine, read and write, 1
+    // and 2 threads) under a header.
+    assert_eq!(doc.select(&select("table tr")).count(), 9);
+    let figures = figures(&text);
+    assert_eq!(
+        ids(&figures),
+        ["table1/ops/s", "table1/engine/kernel", "table1/2 threads/1"]
+            .map(String::from)
+            .into()
+    );
+    let bars = |id: &str| {
+        figures
+            .iter()
+            .find(|(f, _)| f == id)
+            .map(|(_, [run, _])| run.len())
+    };
+    // Every row has ops/s; engine rows have a ratio to the kernel; 2-thread
+    // rows a ratio to 1 thread.
+    assert_eq!(bars("table1/ops/s"), Some(8));
+    assert_eq!(bars("table1/engine/kernel"), Some(4));
+    assert_eq!(bars("table1/2 threads/1"), Some(4));
+    for (id, [run, _]) in &figures {
+        assert!(run.iter().all(|&w| w > 0.0), "{id}: an empty bar");
+    }
+    // A page that cannot be written: exit 2 before any measurement.
+    let out = wb(&[
+        "bench",
+        "cached",
+        "--dir",
+        dir.to_str().expect("UTF-8"),
+        "--html",
+        "/nonexistent/dir/b.html",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("wb bench: cannot write the report to /nonexistent/dir/b.html"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}

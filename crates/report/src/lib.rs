@@ -11,13 +11,18 @@
 //!   and bo) and wbt's depth;
 //! - time stalled, by reason.
 //!
+//! [`document`] makes a page of text and tables (`wb bench --html`) with
+//! a bar chart per numeric column.
+//!
 //! Plots with nothing but zeros (a device never read from, wbt off) are
 //! left out, with a line saying so.
 
+mod document;
 mod page;
 pub mod plot;
 pub mod series;
 
+pub use document::{document, Block};
 use page::Page;
 use wb_sim::report::RunReport;
 

@@ -11,6 +11,7 @@ table{border-collapse:collapse;margin:8px 0;font-size:13px}\
 th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}\
 th:first-child,td:first-child{text-align:left}\
 figure{margin:8px 0}figcaption{font-size:12px;color:#555}\
+.charts{display:flex;flex-wrap:wrap;gap:12px}pre{font-size:13px;white-space:pre-wrap}\
 .swatch{display:inline-block;width:14px;height:14px;margin-right:6px;vertical-align:middle}";
 
 /// A page being written.
@@ -32,6 +33,21 @@ impl Page {
     pub fn heading(&mut self, level: u8, text: &str) {
         self.html
             .push_str(&format!("<h{level}>{}</h{level}>\n", escape(text)));
+    }
+
+    /// Text shown as it is (a benchmark's lines).
+    pub fn preformatted(&mut self, text: &str) {
+        self.html
+            .push_str(&format!("<pre>{}</pre>\n", escape(text)));
+    }
+
+    /// Figures side by side until [`Page::close_charts`].
+    pub fn open_charts(&mut self) {
+        self.html.push_str("<div class=\"charts\">\n");
+    }
+
+    pub fn close_charts(&mut self) {
+        self.html.push_str("</div>\n");
     }
 
     pub fn paragraph(&mut self, text: &str) {
@@ -76,10 +92,14 @@ impl Page {
     /// for whoever reads the page back.
     pub fn figure(&mut self, id: &str, svg: &str, caption: &str) {
         self.html.push_str(&format!(
-            "<figure class=\"plot\" data-plot=\"{}\">\n{svg}\n<figcaption>{}</figcaption>\n</figure>\n",
-            escape(id),
-            escape(caption)
+            "<figure class=\"plot\" data-plot=\"{}\">\n{svg}\n",
+            escape(id)
         ));
+        if !caption.is_empty() {
+            self.html
+                .push_str(&format!("<figcaption>{}</figcaption>\n", escape(caption)));
+        }
+        self.html.push_str("</figure>\n");
     }
 
     pub fn finish(mut self) -> String {

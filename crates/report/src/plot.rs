@@ -156,6 +156,8 @@ impl Plot {
 #[derive(Clone, Debug)]
 pub struct Bars {
     pub title: String,
+    /// Width of the chart in CSS pixels (its height follows the bars).
+    pub width_px: u32,
     pub x_desc: String,
     pub categories: Vec<String>,
     /// Per run (in the order of the page's runs, whose colours they
@@ -178,8 +180,8 @@ impl Bars {
         // Each category takes a slot per run and one of space.
         let group = runs + 1;
         let slots = (self.categories.len() * group) as u32;
-        let height = (60 + 18 * slots).max(160);
-        let root = SVGBackend::with_string(svg, (WIDTH_PX, height)).into_drawing_area();
+        let height = (70 + 16 * slots).max(140);
+        let root = SVGBackend::with_string(svg, (self.width_px, height)).into_drawing_area();
         root.fill(&WHITE)?;
         let x_max = self
             .runs
@@ -195,10 +197,14 @@ impl Bars {
                 0f64..(x_max * 1.08).max(1e-3),
                 (0u32..slots).into_segmented(),
             )?;
+        // The first category at the top, as in a table: slots count up
+        // from the bottom.
+        let n = self.categories.len();
+        let slot_of = |category: usize, run: usize| ((n - 1 - category) * group + run) as u32;
         let name = |v: &SegmentValue<u32>| match *v {
             SegmentValue::CenterOf(k) if (k as usize) % group == runs / 2 => self
                 .categories
-                .get(k as usize / group)
+                .get(n - 1 - k as usize / group)
                 .cloned()
                 .unwrap_or_default(),
             _ => String::new(),
@@ -208,12 +214,13 @@ impl Bars {
             .disable_y_mesh()
             .y_labels(slots as usize)
             .y_label_formatter(&name)
+            .x_label_formatter(&|v| short_number(*v))
             .x_desc(&self.x_desc)
             .draw()?;
         for (r, values) in self.runs.iter().enumerate() {
             let color = run_color(r);
             let bars = values.iter().enumerate().map(move |(c, &v)| {
-                let slot = (c * group + r) as u32;
+                let slot = slot_of(c, r);
                 Rectangle::new(
                     [
                         (0.0, SegmentValue::Exact(slot)),
@@ -226,5 +233,38 @@ impl Bars {
         }
         root.present()?;
         Ok(())
+    }
+}
+
+/// An axis label without needless digits: 0.25, 12, 3.5k, 1.2M.
+fn short_number(v: f64) -> String {
+    let a = v.abs();
+    let (scaled, unit) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let text = format!("{scaled:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}{unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_labels_are_short() {
+        assert_eq!(short_number(0.0), "0");
+        assert_eq!(short_number(0.25), "0.25");
+        assert_eq!(short_number(12.0), "12");
+        assert_eq!(short_number(3500.0), "3500");
+        assert_eq!(short_number(35_000.0), "35k");
+        assert_eq!(short_number(1_500_000.0), "1.5M");
+        assert_eq!(short_number(2e9), "2G");
     }
 }

@@ -200,6 +200,7 @@ pub fn stalls(runs: &[Run<'_>]) -> Bars {
     };
     Bars {
         title: "Time stalled, by reason (all tasks)".to_string(),
+        width_px: crate::plot::WIDTH_PX,
         x_desc: "seconds".to_string(),
         runs: runs.iter().map(|run| values(run.report)).collect(),
         categories,

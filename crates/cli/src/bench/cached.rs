@@ -12,8 +12,10 @@
 //! pages the kernel wrote (`nr_written` in /proc/vmstat, machine-wide).
 
 use super::cleanup::TempFile;
+use super::doc::Doc;
 use super::table::{self, Table};
 use super::{median, parse_repeat, parse_seconds, prepare_dir, progress, BenchError, SplitMix64};
+use crate::html_file::HtmlFile;
 use clap::Args;
 use serde_json::json;
 use std::os::unix::fs::FileExt;
@@ -94,7 +96,7 @@ struct Measurement {
     ops_s: f64,
 }
 
-pub fn run(args: CachedArgs) -> Result<(), BenchError> {
+pub fn run(args: CachedArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     let dir = prepare_dir(&args.dir)?;
     let seconds = Duration::from_secs(args.seconds);
 
@@ -251,6 +253,7 @@ pub fn run(args: CachedArgs) -> Result<(), BenchError> {
     drop(cache);
     drop(kernel_file);
 
+    let doc = render(&results, args.seconds, args.repeat, &checks);
     if args.json {
         let list: Vec<_> = results
             .iter()
@@ -261,9 +264,9 @@ pub fn run(args: CachedArgs) -> Result<(), BenchError> {
         }
         println!("{}", json!({ "results": list }));
     } else {
-        print!("{}", render(&results, args.seconds, args.repeat, &checks));
+        print!("{doc}");
     }
-    Ok(())
+    super::write_html(html, "wb bench cached", &doc)
 }
 
 /// One measurement per (side, op, threads): the median of its samples.
@@ -383,7 +386,7 @@ where
     results.into_iter().sum()
 }
 
-fn render(results: &[Measurement], seconds: u64, repeat: usize, checks: &[String]) -> String {
+fn render(results: &[Measurement], seconds: u64, repeat: usize, checks: &[String]) -> Doc {
     let find = |side: Side, op: Op, threads: usize| {
         results
             .iter()
@@ -417,14 +420,17 @@ fn render(results: &[Measurement], seconds: u64, repeat: usize, checks: &[String
             }
         }
     }
-    let mut out = format!(
-        "4 KiB ops at random offsets of a fully cached 64 MiB file, {seconds} s each, \
+    let mut out = Doc::from(
+        format!(
+            "4 KiB ops at random offsets of a fully cached 64 MiB file, {seconds} s each, \
          median of {repeat} run{} \
          (engine: memory {MEMORY}, background threshold raised to {BACKGROUND_RATIO}% so no \
          writeback runs).\n\n",
-        if repeat == 1 { "" } else { "s" }
+            if repeat == 1 { "" } else { "s" }
+        )
+        .as_str(),
     );
-    out.push_str(&t.render());
+    out.table(t);
     out.push('\n');
     if results.iter().any(|m| m.side == Side::EngineTraced) {
         out.push_str("engine-*-traced rows: the ratio is to the engine without a trace.\n");

@@ -18,11 +18,13 @@
 //! file that stands in for its standard output.
 
 use super::cleanup::{ChildGuard, TempFile};
+use super::doc::Doc;
 use super::table::Table;
 use super::{
     free_bytes, human_bytes, median, parse_repeat, parse_size, prepare_dir, progress, BenchError,
     SplitMix64, MIB,
 };
+use crate::html_file::HtmlFile;
 use clap::Args;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -139,7 +141,7 @@ struct Setup {
     memory: u64,
 }
 
-pub fn run(args: CpuArgs) -> Result<(), BenchError> {
+pub fn run(args: CpuArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     let setup = validate(args.size, args.block_size, args.memory)?;
     if let Some(file) = &args.child {
         return child(&args, setup, file);
@@ -202,12 +204,13 @@ pub fn run(args: CpuArgs) -> Result<(), BenchError> {
         runs.push(run);
     }
 
+    let doc = render(setup, &runs, &backend, args.writeout);
     if args.json {
         println!("{}", to_json(setup, &runs, args.writeout));
     } else {
-        print!("{}", render(setup, &runs, &backend, args.writeout));
+        print!("{doc}");
     }
-    Ok(())
+    super::write_html(html, "wb bench cpu", &doc)
 }
 
 /// Checks the sizes together (each alone is checked by clap): bad ones are
@@ -434,7 +437,7 @@ fn median_of(runs: &[Run], f: impl Fn(&Run) -> f64) -> f64 {
     median(&values)
 }
 
-fn render(setup: Setup, runs: &[Run], backend: &str, writeout: Writeout) -> String {
+fn render(setup: Setup, runs: &[Run], backend: &str, writeout: Writeout) -> Doc {
     let mut t = Table::new(&[
         "run",
         "cpu s",
@@ -464,7 +467,7 @@ fn render(setup: Setup, runs: &[Run], backend: &str, writeout: Writeout) -> Stri
         format!("{:.3}", median_of(runs, |r| r.cpu_s_per_gib(setup.size))),
         format!("{:.0}", median_of(runs, |r| r.mib_s(setup.size))),
     ]);
-    let mut out = format!(
+    let mut out = Doc::from(format!(
         "Sequential write of {} in {} write_at calls into one new file, then sync_data, \
          through a cache of {} ({backend} backend, {} writeout); CPU time (user + sys) of the child process \
          doing it, {} run{} (medians of each column).\n\n",
@@ -474,8 +477,9 @@ fn render(setup: Setup, runs: &[Run], backend: &str, writeout: Writeout) -> Stri
         writeout_name(writeout),
         runs.len(),
         if runs.len() == 1 { "" } else { "s" }
-    );
-    out.push_str(&t.render());
+    )
+    .as_str());
+    out.table(t);
     out
 }
 
@@ -552,7 +556,7 @@ mod tests {
         // cpu s/GiB: 2.0, 1.0, 1.5; MiB/s: 512, 256, 1024.
         assert_eq!(v["median_cpu_s_per_gib"], 1.5);
         assert_eq!(v["median_mib_s"], 512.0);
-        let text = render(setup, &runs, "io_uring", Writeout::Copy);
+        let text = render(setup, &runs, "io_uring", Writeout::Copy).to_string();
         assert!(text.contains("(io_uring backend, copy writeout)"), "{text}");
         assert!(text.contains("median"), "{text}");
         assert!(text.contains("1.500"), "{text}");

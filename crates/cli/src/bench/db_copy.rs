@@ -18,6 +18,7 @@
 //! its cache four times); the kernel has the machine's memory.
 
 use super::cleanup::TempFile;
+use super::doc::Doc;
 use super::dontcache::resident_bytes;
 use super::mount::Mount;
 use super::table::{self, Table};
@@ -25,6 +26,7 @@ use super::{
     free_bytes, human_bytes, parse_seconds, parse_size, prepare_dir, progress, quiesce, BenchError,
     SplitMix64, MIB,
 };
+use crate::html_file::HtmlFile;
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -136,7 +138,7 @@ struct Setup {
     mount_sets: Vec<(String, String)>,
 }
 
-pub fn run(args: DbCopyArgs) -> Result<(), BenchError> {
+pub fn run(args: DbCopyArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     if args.clients == 0 || args.clients > MAX_CLIENTS {
         return Err(BenchError::BadInput(format!(
             "--clients {}: must be between 1 and {MAX_CLIENTS}",
@@ -181,6 +183,7 @@ pub fn run(args: DbCopyArgs) -> Result<(), BenchError> {
     for name in &args.configs {
         outcomes.push(run_config(&setup, name)?);
     }
+    let doc = render(&outcomes, &setup);
     if args.json {
         let configs: Vec<_> = outcomes
             .iter()
@@ -197,9 +200,9 @@ pub fn run(args: DbCopyArgs) -> Result<(), BenchError> {
             .collect();
         println!("{}", json!({ "configs": configs }));
     } else {
-        print!("{}", render(&outcomes, &setup));
+        print!("{doc}");
     }
-    Ok(())
+    super::write_html(html, "wb bench db-copy", &doc)
 }
 
 fn run_config(setup: &Setup, name: &str) -> Result<Outcome, BenchError> {
@@ -463,8 +466,9 @@ fn mount_cached_bytes(path: &Path) -> Result<u64, BenchError> {
         .ok_or_else(|| BenchError::Failed(format!("user.writeback.cached: '{text}'")))
 }
 
-fn render(outcomes: &[Outcome], setup: &Setup) -> String {
-    let mut out = format!(
+fn render(outcomes: &[Outcome], setup: &Setup) -> Doc {
+    let mut out = Doc::from(
+        format!(
         "{} clients: 3 random 8 KiB reads + 1 write + fdatasync per transaction, over a {} hot \
          file; quiet for {} s, then during a {} copy (1 MiB writes, fsync); mount memory {}{}.\n\n",
         setup.clients,
@@ -477,6 +481,8 @@ fn render(outcomes: &[Outcome], setup: &Setup) -> String {
             .iter()
             .map(|(k, v)| format!(", {k}={v}"))
             .collect::<String>(),
+    )
+        .as_str(),
     );
     let mut t = Table::new(&[
         "config",
@@ -505,7 +511,7 @@ fn render(outcomes: &[Outcome], setup: &Setup) -> String {
             ),
         ]);
     }
-    out.push_str(&t.render());
+    out.table(t);
     let copy = |n: &str| outcomes.iter().find(|o| o.name == n).map(|o| o.copy_mib_s);
     if let (Some(m), Some(k)) = (copy("mount"), copy("kernel")) {
         out.push_str(&format!(

@@ -27,6 +27,7 @@
 //! the whole bench, so both sides write under the same limits.
 
 use super::cleanup::TempFile;
+use super::doc::Doc;
 use super::interference::engine_dirty_limits;
 use super::kernel_write::{self, Mode};
 use super::sysctl::{self, DirtyLimitsGuard};
@@ -35,6 +36,7 @@ use super::{
     free_bytes, human_bytes, median, parse_repeat, parse_size, prepare_dir, progress, BenchError,
     SplitMix64, MIB,
 };
+use crate::html_file::HtmlFile;
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -193,7 +195,7 @@ struct Setup {
     dirty_limits: (u64, u64),
 }
 
-pub fn run(args: DontcacheArgs) -> Result<(), BenchError> {
+pub fn run(args: DontcacheArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     let started = Instant::now();
     validate_size(args.size)?;
     wb_engine::Config::default()
@@ -313,7 +315,7 @@ pub fn run(args: DontcacheArgs) -> Result<(), BenchError> {
     } else {
         print!("{report}");
     }
-    Ok(())
+    super::write_html(html, "wb bench dontcache", &report)
 }
 
 /// --size must be whole 1 MiB writes and at least MIN_SIZE.
@@ -691,23 +693,26 @@ fn render(
     repeat: usize,
     io_backend: &str,
     notes: &[String],
-) -> String {
-    let mut out = format!(
-        "Sequential write of {} in 1 MiB calls to a new file in {} ({}, kernel {}), then one \
+) -> Doc {
+    let mut out = Doc::from(
+        format!(
+            "Sequential write of {} in 1 MiB calls to a new file in {} ({}, kernel {}), then one \
          fdatasync; medians of {repeat} round{}.\n\
          MiB/s includes the fdatasync; latencies are per write call. Kernel dirty limits for \
          the bench: vm.dirty_bytes={} ({}) / vm.dirty_background_bytes={} ({}), the engine's \
          (20% / 10% of its {}; {io_backend} backend).\n\n",
-        human_bytes(setup.size),
-        setup.dir.display(),
-        setup.fs,
-        kernel_write::kernel_release(),
-        if repeat == 1 { "" } else { "s" },
-        setup.dirty_limits.0,
-        human_bytes(setup.dirty_limits.0),
-        setup.dirty_limits.1,
-        human_bytes(setup.dirty_limits.1),
-        human_bytes(setup.memory),
+            human_bytes(setup.size),
+            setup.dir.display(),
+            setup.fs,
+            kernel_write::kernel_release(),
+            if repeat == 1 { "" } else { "s" },
+            setup.dirty_limits.0,
+            human_bytes(setup.dirty_limits.0),
+            setup.dirty_limits.1,
+            human_bytes(setup.dirty_limits.1),
+            human_bytes(setup.memory),
+        )
+        .as_str(),
     );
     let mut t = Table::new(&[
         "config",
@@ -731,7 +736,7 @@ fn render(
             format!("{:.1}", r.cached_end_mib),
         ]);
     }
-    out.push_str(&t.render());
+    out.table(t);
     out.push('\n');
     out.push_str(&ratios(summaries));
     if !notes.is_empty() {
@@ -900,7 +905,7 @@ HugePages_Total:       0
             ]
         );
         assert_eq!(configs[0]["lat_us"]["p99_9"], 6.0);
-        let text = render(&summaries, &setup, 3, "io_uring", &[]);
+        let text = render(&summaries, &setup, 3, "io_uring", &[]).to_string();
         assert!(text.contains("engine-dontcache-inline"), "{text}");
         assert!(text.contains("vm.dirty_bytes=209715200"), "{text}");
         assert!(text.contains("p99.9 1.00x"), "{text}");

@@ -20,6 +20,7 @@
 //! kernel configuration at each figure (`best_kernel` in JSON).
 
 use super::cleanup::TempFile;
+use super::doc::Doc;
 use super::fio::{self, Fio, ReaderResult};
 use super::kernel_write;
 use super::mount::Mount;
@@ -30,6 +31,7 @@ use super::{
     free_bytes, human_bytes, median, parse_repeat, parse_seconds, parse_size, prepare_dir,
     progress, BenchError, SplitMix64, MIB,
 };
+use crate::html_file::HtmlFile;
 use clap::Args;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -238,7 +240,7 @@ struct Setup {
     queue: Option<scheduler::Queue>,
 }
 
-pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
+pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     let started = Instant::now();
     if args.writer_size < CHUNK as u64 {
         return Err(BenchError::BadInput(
@@ -423,12 +425,13 @@ pub fn run(args: InterferenceArgs) -> Result<(), BenchError> {
         .map(|(config, runs)| summarize(config, &runs))
         .collect();
     progress!("done in {:.0} s", started.elapsed().as_secs_f64());
+    let doc = render(&summaries, &setup, args.repeat, &notes);
     if args.json {
         println!("{}", to_json(&summaries));
     } else {
-        print!("{}", render(&summaries, &setup, args.repeat, &notes));
+        print!("{doc}");
     }
-    Ok(())
+    super::write_html(html, "wb bench interference", &doc)
 }
 
 /// The engine's dirty limits for `memory`, in bytes, as the engine computes them.
@@ -1001,18 +1004,21 @@ fn to_json(summaries: &[ConfigSummary]) -> String {
     out.to_string()
 }
 
-fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[String]) -> String {
-    let mut out = format!(
-        "Reader: 4 KiB O_DIRECT random reads, queue depth 1, {} s; writer: {} sequential; \
+fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[String]) -> Doc {
+    let mut out = Doc::from(
+        format!(
+            "Reader: 4 KiB O_DIRECT random reads, queue depth 1, {} s; writer: {} sequential; \
          medians of {repeat} run{}.\n\
          Kernel dirty limits for the kernel runs: {} / background {} (20% / 10% of the \
          engine's {}).\n\n",
-        setup.seconds,
-        human_bytes(setup.writer_size),
-        if repeat == 1 { "" } else { "s" },
-        human_bytes(setup.dirty_limits.0),
-        human_bytes(setup.dirty_limits.1),
-        human_bytes(setup.memory),
+            setup.seconds,
+            human_bytes(setup.writer_size),
+            if repeat == 1 { "" } else { "s" },
+            human_bytes(setup.dirty_limits.0),
+            human_bytes(setup.dirty_limits.1),
+            human_bytes(setup.memory),
+        )
+        .as_str(),
     );
     let find = |c: Config| summaries.iter().find(|s| s.config == c);
     let floor = find(Config::Floor);
@@ -1038,7 +1044,7 @@ fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[St
             s.writer_mib_s.map_or("-".into(), table::rate),
         ]);
     }
-    out.push_str(&abs.render());
+    out.table(abs);
 
     for (title, base) in [("ratio to floor", floor), ("ratio to kernel", kernel)] {
         let Some(base) = base else { continue };
@@ -1058,9 +1064,9 @@ fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[St
             ]);
         }
         out.push('\n');
-        out.push_str(&t.render());
+        out.table(t);
     }
-    out.push_str(&render_best_kernel(summaries));
+    render_best_kernel(summaries, &mut out);
     if !notes.is_empty() {
         out.push_str("\nNotes:\n");
         for n in notes {
@@ -1072,14 +1078,14 @@ fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[St
 
 /// The table of ratios to the best kernel configuration at each figure,
 /// for the configurations that are not the kernel's (empty without both).
-fn render_best_kernel(summaries: &[ConfigSummary]) -> String {
+fn render_best_kernel(summaries: &[ConfigSummary], out: &mut Doc) {
     let best = best_kernel(summaries);
     let others: Vec<&ConfigSummary> = summaries
         .iter()
         .filter(|s| !s.config.is_kernel() && s.config != Config::Floor)
         .collect();
     if best.is_empty() || others.is_empty() {
-        return String::new();
+        return;
     }
     let mut t = Table::new(&[
         "ratio to best kernel",
@@ -1115,11 +1121,12 @@ fn render_best_kernel(summaries: &[ConfigSummary]) -> String {
             )
             .collect(),
     );
-    format!(
-        "\n{}(the best kernel configuration chosen per column: lowest latency, highest IOPS \
+    out.push('\n');
+    out.table(t);
+    out.push_str(
+        "(the best kernel configuration chosen per column: lowest latency, highest IOPS \
          and writer MiB/s)\n",
-        t.render()
-    )
+    );
 }
 
 #[cfg(test)]
@@ -1247,7 +1254,9 @@ mod tests {
 
     #[test]
     fn best_kernel_table_has_a_row_per_engine_config_and_names_the_best() {
-        let text = render_best_kernel(&sample());
+        let mut doc = Doc::new();
+        render_best_kernel(&sample(), &mut doc);
+        let text = doc.to_string();
         let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
         assert!(lines[0].starts_with("ratio to best kernel"), "{text}");
         // engine p99 200 / best 400 = 0.50x; IOPS 3000 / 1500 = 2.00x.
@@ -1259,6 +1268,8 @@ mod tests {
         assert!(lines[3].starts_with("(best kernel)"), "{text}");
         assert!(lines[3].contains("kernel-bfq"), "{text}");
         assert!(!text.contains("\nfloor"), "{text}");
-        assert_eq!(render_best_kernel(&sample()[..2]), "");
+        let mut doc = Doc::new();
+        render_best_kernel(&sample()[..2], &mut doc);
+        assert_eq!(doc.to_string(), "");
     }
 }

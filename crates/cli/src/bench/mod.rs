@@ -32,6 +32,7 @@ pub mod cached;
 pub mod cleanup;
 pub mod cpu;
 pub mod db_copy;
+pub mod doc;
 pub mod dontcache;
 pub mod fio;
 pub mod interference;
@@ -44,6 +45,7 @@ pub mod table;
 pub mod throughput;
 pub mod unlink;
 
+use crate::html_file::HtmlFile;
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::{Args, Subcommand};
 use std::fmt;
@@ -54,6 +56,10 @@ use std::process::ExitCode;
 pub struct BenchArgs {
     #[command(subcommand)]
     pub command: BenchCommand,
+    /// Also write the report as a self-contained HTML page with a bar chart
+    /// per numeric column of each table (the configurations side by side).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -111,15 +117,24 @@ pub fn run(args: BenchArgs) -> ExitCode {
         eprintln!("wb bench: {e}");
         return ExitCode::from(EXIT_FAILURE);
     }
+    // Made before the benchmark: a path that cannot be written fails at once.
+    let html = match args
+        .html
+        .map(|p| HtmlFile::create(p, "wb bench"))
+        .transpose()
+    {
+        Ok(html) => html,
+        Err(code) => return code,
+    };
     let result = match args.command {
-        BenchCommand::Interference(a) => interference::run(a),
-        BenchCommand::Cached(a) => cached::run(a),
-        BenchCommand::Throughput(a) => throughput::run(a),
-        BenchCommand::Cpu(a) => cpu::run(a),
-        BenchCommand::Dontcache(a) => dontcache::run(a),
-        BenchCommand::Stable(a) => stable::run(a),
-        BenchCommand::Unlink(a) => unlink::run(a),
-        BenchCommand::DbCopy(a) => db_copy::run(a),
+        BenchCommand::Interference(a) => interference::run(a, html),
+        BenchCommand::Cached(a) => cached::run(a, html),
+        BenchCommand::Throughput(a) => throughput::run(a, html),
+        BenchCommand::Cpu(a) => cpu::run(a, html),
+        BenchCommand::Dontcache(a) => dontcache::run(a, html),
+        BenchCommand::Stable(a) => stable::run(a, html),
+        BenchCommand::Unlink(a) => unlink::run(a, html),
+        BenchCommand::DbCopy(a) => db_copy::run(a, html),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -128,6 +143,16 @@ pub fn run(args: BenchArgs) -> ExitCode {
             e.exit_code()
         }
     }
+}
+
+/// Writes `doc` as an HTML page titled `title` when `--html` asked for one.
+pub fn write_html(html: Option<HtmlFile>, title: &str, doc: &doc::Doc) -> Result<(), BenchError> {
+    let Some(out) = html else {
+        return Ok(());
+    };
+    let page = wb_report::document(title, doc.blocks())
+        .map_err(|e| BenchError::failed("the HTML report", e))?;
+    out.write_page(&page).map_err(BenchError::Failed)
 }
 
 /// A progress line on standard error.

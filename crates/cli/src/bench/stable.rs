@@ -20,13 +20,16 @@
 
 use super::cleanup::TempFile;
 use super::cpu::own_cpu;
+use super::doc::Doc;
 use super::table::Table;
 use super::{
     median, parse_repeat, parse_seconds, prepare_dir, progress, BenchError, SplitMix64, MIB,
 };
+use crate::html_file::HtmlFile;
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde_json::json;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use writeback::{Cache, File, OpenOptions, Writeout};
@@ -124,7 +127,7 @@ struct RunResult {
     snapshot_pages: u64,
 }
 
-pub fn run(args: StableArgs) -> Result<(), BenchError> {
+pub fn run(args: StableArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     // A bad --memory is refused before anything is created.
     wb_engine::Config::default()
         .set("memory", &args.memory)
@@ -153,12 +156,13 @@ pub fn run(args: StableArgs) -> Result<(), BenchError> {
         }
     }
     let results: Vec<RunResult> = runs.iter().map(|r| medians(r)).collect();
+    let doc = render(&args, &results);
     if args.json {
         print_json(&args, &results);
     } else {
-        print_table(&args, &results);
+        print!("{doc}");
     }
-    Ok(())
+    super::write_html(html, "wb bench stable", &doc)
 }
 
 fn medians(runs: &[RunResult]) -> RunResult {
@@ -329,12 +333,15 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
-fn print_table(args: &StableArgs, results: &[RunResult]) {
-    println!(
+fn render(args: &StableArgs, results: &[RunResult]) -> Doc {
+    let mut out = Doc::new();
+    writeln!(
+        out,
         "dbench-like rewrites: {} clients sharing {} files of 256 KiB, 4 KiB writes, {} s per run, \
          cache {}, medians of {} rounds; zero-copy writeout but for always-copy\n",
         args.clients, FILES, args.seconds, args.memory, args.repeat
-    );
+    )
+    .expect("a Doc takes any text");
     let mut t = Table::new(&[
         "config",
         "p50 us",
@@ -359,21 +366,26 @@ fn print_table(args: &StableArgs, results: &[RunResult]) {
             r.snapshot_pages.to_string(),
         ]);
     }
-    print!("{}", t.render());
+    out.table(t);
     let wait = results[0];
     for ((name, _, _), r) in CONFIGS.iter().zip(results).skip(1) {
-        println!(
+        writeln!(
+            out,
             "{name} / wait: p99.9 {}, max {}, MiB/s {}",
             ratio(r.p99_9_us, wait.p99_9_us),
             ratio(r.max_us, wait.max_us),
             ratio(r.mib_s, wait.mib_s)
-        );
+        )
+        .expect("a Doc takes any text");
     }
     let cpu = |i: usize| results[i].cpu_s_per_gib.unwrap_or(0.0);
-    println!(
+    writeln!(
+        out,
         "none (zero-copy) / always-copy: CPU per GiB written back {}",
         ratio(cpu(1), cpu(3))
-    );
+    )
+    .expect("a Doc takes any text");
+    out
 }
 
 fn print_json(args: &StableArgs, results: &[RunResult]) {

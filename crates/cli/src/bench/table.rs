@@ -22,6 +22,15 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// The headers and the rows.
+    pub fn into_parts(self) -> (Vec<String>, Vec<Vec<String>>) {
+        (self.headers, self.rows)
+    }
+
+    pub fn from_parts(headers: Vec<String>, rows: Vec<Vec<String>>) -> Table {
+        Table { headers, rows }
+    }
+
     pub fn render(&self) -> String {
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {

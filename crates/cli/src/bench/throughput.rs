@@ -9,6 +9,7 @@
 //! run).
 
 use super::cleanup::TempFile;
+use super::doc::Doc;
 use super::fio::{self, Fio};
 use super::mount::Mount;
 use super::table::{self, Table};
@@ -16,6 +17,7 @@ use super::{
     drop_caches, free_bytes, human_bytes, median, parse_repeat, parse_seconds, parse_size,
     prepare_dir, progress, BenchError, MIB,
 };
+use crate::html_file::HtmlFile;
 use clap::Args;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -95,7 +97,7 @@ struct Setup {
     memory: u64,
 }
 
-pub fn run(args: ThroughputArgs) -> Result<(), BenchError> {
+pub fn run(args: ThroughputArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     if !args.fuse {
         return Err(BenchError::BadInput(
             "wb bench throughput compares `wb mount` with the kernel: pass --fuse".into(),
@@ -142,6 +144,7 @@ pub fn run(args: ThroughputArgs) -> Result<(), BenchError> {
         }
     }
     let medians: Vec<(String, f64)> = runs.into_iter().map(|(n, v)| (n, median(&v))).collect();
+    let doc = render(&medians, &setup, args.repeat);
     if args.json {
         let results: Vec<_> = medians
             .iter()
@@ -149,9 +152,9 @@ pub fn run(args: ThroughputArgs) -> Result<(), BenchError> {
             .collect();
         println!("{}", json!({ "results": results }));
     } else {
-        print!("{}", render(&medians, &setup, args.repeat));
+        print!("{doc}");
     }
-    Ok(())
+    super::write_html(html, "wb bench throughput", &doc)
 }
 
 /// One measurement; returns MiB/s.
@@ -190,14 +193,17 @@ fn run_one(setup: &Setup, side: Side, kind: Kind, file: &Path) -> Result<f64, Be
     Ok(bytes_s / MIB)
 }
 
-fn render(medians: &[(String, f64)], setup: &Setup, repeat: usize) -> String {
-    let mut out = format!(
-        "fio, 1 MiB sequential writes and reads of {}, 4 KiB random reads for {} s; \
+fn render(medians: &[(String, f64)], setup: &Setup, repeat: usize) -> Doc {
+    let mut out = Doc::from(
+        format!(
+            "fio, 1 MiB sequential writes and reads of {}, 4 KiB random reads for {} s; \
          mount memory {}; medians of {repeat} run{}.\n\n",
-        human_bytes(setup.size),
-        setup.seconds,
-        human_bytes(setup.memory),
-        if repeat == 1 { "" } else { "s" },
+            human_bytes(setup.size),
+            setup.seconds,
+            human_bytes(setup.memory),
+            if repeat == 1 { "" } else { "s" },
+        )
+        .as_str(),
     );
     let get = |n: String| medians.iter().find(|(m, _)| *m == n).map(|(_, v)| *v);
     let mut t = Table::new(&["workload", "kernel MiB/s", "mount MiB/s", "mount/kernel"]);
@@ -214,6 +220,6 @@ fn render(medians: &[(String, f64)], setup: &Setup, repeat: usize) -> String {
             table::ratio(mount, kernel),
         ]);
     }
-    out.push_str(&t.render());
+    out.table(t);
     out
 }

@@ -22,12 +22,14 @@
 //! the mount's once its backlogs are empty.
 
 use super::cleanup::TempFile;
+use super::doc::Doc;
 use super::mount::Mount;
 use super::table::Table;
 use super::{
     drop_caches, free_bytes, human_bytes, parse_size, prepare_dir, progress, quiesce, BenchError,
     SplitMix64,
 };
+use crate::html_file::HtmlFile;
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -158,7 +160,7 @@ struct Removal {
     slowest: Vec<(u64, String, f64)>,
 }
 
-pub fn run(args: UnlinkArgs) -> Result<(), BenchError> {
+pub fn run(args: UnlinkArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     if args.files == 0 && args.big_files == 0 {
         return Err(BenchError::BadInput(
             "--files and --big-files are both 0: nothing to remove".into(),
@@ -212,12 +214,13 @@ pub fn run(args: UnlinkArgs) -> Result<(), BenchError> {
         }
         results.push(removal);
     }
+    let doc = render(&results);
     if args.json {
         println!("{}", to_json(&results));
     } else {
-        print!("{}", render(&results));
+        print!("{doc}");
     }
-    Ok(())
+    super::write_html(html, "wb bench unlink", &doc)
 }
 
 /// Builds the tree, makes it durable, drops the page cache, removes it.
@@ -500,7 +503,7 @@ fn to_json(results: &[Removal]) -> serde_json::Value {
     json!({ "configs": configs })
 }
 
-fn render(results: &[Removal]) -> String {
+fn render(results: &[Removal]) -> Doc {
     let mut t = Table::new(&[
         "config",
         "unlinks",
@@ -525,11 +528,11 @@ fn render(results: &[Removal]) -> String {
             format!("{:.2}", r.total_s),
         ]);
     }
-    let mut out = String::from(
+    let mut out = Doc::from(
         "rm -rf of the same tree: directly on the filesystem, and through wb mount \
          (backlog_throttle watermarks, flush-all).\n\n",
     );
-    out.push_str(&t.render());
+    out.table(t);
     let kernel = results.iter().find(|r| r.config == Config::Kernel);
     let mount = results.iter().find(|r| r.config == Config::Mount);
     if let (Some(k), Some(m)) = (kernel, mount) {
