@@ -788,6 +788,33 @@ fn run_trace_shows_the_jobs_stalls_and_the_device_queue() {
         .filter(|e| e["ph"] == "X" && e["tid"] == writer && e["name"] == "dirty_throttle")
         .count();
     assert!(throttled > 0, "the writer was throttled");
+    // Each pause carries what it was computed from.
+    assert!(events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] == writer && e["name"] == "dirty_throttle")
+        .all(|e| e["args"]["pos_ratio_permille"].is_u64() && e["args"]["limit_pages"].is_u64()));
+    // The device's requests: writes as slices on its lanes, with the
+    // reason they were written.
+    let lanes: Vec<u64> = events
+        .iter()
+        .filter(|e| {
+            e["ph"] == "M"
+                && e["args"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("disk q"))
+        })
+        .filter_map(|e| e["tid"].as_u64())
+        .collect();
+    let writes: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == "write")
+        .filter(|e| e["tid"].as_u64().is_some_and(|t| lanes.contains(&t)))
+        .collect();
+    assert!(!writes.is_empty(), "the writes as slices");
+    assert!(writes
+        .iter()
+        .all(|e| e["args"]["pages"].as_u64().is_some_and(|p| p > 0)
+            && e["args"]["reason"].is_string()));
     let counter_max = |name: &str| {
         events
             .iter()
@@ -797,6 +824,9 @@ fn run_trace_shows_the_jobs_stalls_and_the_device_queue() {
     };
     assert!(counter_max("disk.writes_in_flight").is_some_and(|n| n > 0));
     assert!(counter_max("dirty_pages").is_some_and(|n| n > 0));
+    assert!(counter_max("cached_pages").is_some_and(|n| n > 0));
+    assert!(counter_max("dirty_thresh_pages").is_some_and(|n| n > 0));
+    assert!(counter_max("disk.wbt_depth").is_some_and(|n| n > 0));
 }
 
 #[test]

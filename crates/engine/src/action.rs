@@ -178,6 +178,29 @@ pub struct Stall {
     pub reason: StallReason,
     pub until: Instant,
     pub wakeable: bool,
+    /// For a dirty-throttle pause: what it was computed from (traces show
+    /// it; nothing decides on it).
+    pub throttle: Option<ThrottleDetail>,
+}
+
+/// The figures behind a dirty-throttle pause (balance_dirty.rs), as
+/// balance_dirty_pages' tracepoint shows them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThrottleDetail {
+    /// The pause computed (bounded by min and max pause).
+    pub pause_ns: u64,
+    /// pos_ratio in thousandths (1000: at the setpoint).
+    pub pos_ratio_permille: u64,
+    /// The task's rate: dirty_ratelimit × pos_ratio.
+    pub task_ratelimit_pages_s: u64,
+    /// Dirty pages counted against the limits, the dirty threshold and
+    /// the hard limit (max of thresh and the decaying dirty_limit).
+    pub dirty_pages: u64,
+    pub thresh_pages: u64,
+    pub limit_pages: u64,
+    /// The writeback context's own dirty pages and share of the limit.
+    pub wb_dirty_pages: u64,
+    pub wb_thresh_pages: u64,
 }
 
 /// The state of a caller's operation.

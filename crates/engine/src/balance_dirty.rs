@@ -14,7 +14,7 @@
 //!   writeback over the background threshold, and turns a pause into a
 //!   stall. `dirty_throttle = "global-2007"` goes to dirty_throttle_2007.rs.
 
-use crate::action::{Stall, StallReason, Step};
+use crate::action::{Stall, StallReason, Step, ThrottleDetail};
 use crate::config::DirtyThrottle;
 use crate::dirty_limits::{dirty_freerun_ceiling, dirty_poll_interval, wb_calc_thresh};
 use crate::dirty_throttle_2007::{ratelimit_pages_2007, RATELIMIT_EXCEEDED_2007};
@@ -331,6 +331,7 @@ impl Engine {
             avg_write_bw: wb.bw.avg_write_bw,
             wb_dirty: dtc.wb_dirty,
         };
+        let dirty_ratelimit = input.dirty_ratelimit;
         match throttle(&mut self.tasks[task.index()].dirty, now, input) {
             Throttle::Proceed => {
                 self.set_throttle_again(task, false);
@@ -343,6 +344,16 @@ impl Engine {
                     reason: StallReason::DirtyThrottle,
                     until: now + pause_ns,
                     wakeable: false,
+                    throttle: Some(ThrottleDetail {
+                        pause_ns,
+                        pos_ratio_permille: (pos_ratio * 1000.0) as u64,
+                        task_ratelimit_pages_s: (dirty_ratelimit as f64 * pos_ratio) as u64,
+                        dirty_pages: dtc.dirty,
+                        thresh_pages: dtc.thresh,
+                        limit_pages: dtc.limit,
+                        wb_dirty_pages: dtc.wb_dirty,
+                        wb_thresh_pages: dtc.wb_thresh,
+                    }),
                 };
                 Some(self.stall(task, now, stall, None))
             }

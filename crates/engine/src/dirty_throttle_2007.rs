@@ -83,6 +83,7 @@ impl Engine {
             reason: StallReason::DirtyThrottle,
             until: now + CONGESTION_WAIT_NS,
             wakeable: true,
+            throttle: None,
         };
         Some(self.stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))))
     }

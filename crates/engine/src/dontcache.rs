@@ -101,6 +101,7 @@ impl Engine {
             reason: StallReason::DirtyThrottle,
             until: now + DONTCACHE_WAIT_MAX_NS,
             wakeable: true,
+            throttle: None,
         };
         Some(self.stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))))
     }

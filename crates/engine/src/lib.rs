@@ -136,7 +136,7 @@ mod wbt;
 mod workingset;
 mod write_path;
 
-pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step};
+pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step, ThrottleDetail};
 pub use backlog::{BacklogStats, ReleaseStep, FLUSH_ALL_MAX_ITEMS, RELEASE_STEP_BYTES};
 pub use balance_dirty::MAX_PAUSE_NS;
 pub use config::{

@@ -89,6 +89,8 @@ pub struct DeviceStats {
     pub wbt_target_ns: u64,
     /// wbt's in-flight limit at full depth now (max_depth).
     pub wbt_max_depth: u32,
+    /// wbt's scale step now (rq_depth.rs: > 0 scaled down, < 0 up).
+    pub wbt_scale_step: i32,
     pub wbt_max_depth_min: u32,
     pub wbt_max_depth_max: u32,
     pub wbt_scale_ups: u64,
@@ -198,6 +200,7 @@ impl crate::engine::Engine {
             .map(|(i, d)| {
                 let mut ds = d.stats.clone();
                 ds.wbt_max_depth = d.wbt.rq_depth.max_depth;
+                ds.wbt_scale_step = d.wbt.rq_depth.scale_step;
                 ds.wbt_max_depth_min = d.wbt.max_depth_min;
                 ds.wbt_max_depth_max = d.wbt.max_depth_max;
                 ds.wbt_scale_ups = d.wbt.scale_ups;

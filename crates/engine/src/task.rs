@@ -165,6 +165,7 @@ impl Engine {
             reason,
             until: now + EVENT_WAIT_MAX_NS,
             wakeable: true,
+            throttle: None,
         };
         self.stall(task, now, stall, Some(key))
     }

@@ -452,7 +452,7 @@ impl VirtualRuntime for Sim {
                     }
                 }
                 if let Some(trace) = self.trace.as_mut() {
-                    trace.submitted(now.as_ns(), cid, req.device.index(), dev_req.write);
+                    trace.submitted(now.as_ns(), cid, &req);
                 }
                 self.devices[req.device.index()].submit(now, dev_req);
             }

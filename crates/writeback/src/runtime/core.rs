@@ -360,7 +360,7 @@ impl Core {
             buf,
         };
         if let Some(trace) = self.trace.as_mut() {
-            trace.in_flight(&self.engine, req.device, write, 1);
+            trace.submitted(&self.engine, &req);
         }
         self.inflight.insert(req.id.0, req);
         op
@@ -406,7 +406,7 @@ impl Core {
             return;
         };
         if let Some(trace) = self.trace.as_mut() {
-            trace.in_flight(&self.engine, req.device, req.dir == IoDir::Write, -1);
+            trace.completed(done.id);
         }
         let result = match &done.result {
             Ok(_) => Ok(()),

@@ -406,7 +406,7 @@ impl Shared {
             };
             if let Some(trace) = core.trace.as_mut() {
                 let planned_ns = stall.until.since_ns(self.clock.now());
-                trace.slept(task.index(), stall.reason, planned_ns, || track_name(task));
+                trace.slept(task.index(), &stall, planned_ns, || track_name(task));
             }
             drop(core);
             self.dispatch_while_waiting(task, out);
