@@ -225,18 +225,27 @@ fn wb_report_draws_saved_results_and_refuses_what_is_not_one() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A fresh directory beside the build for real I/O, or None (after a
+/// skip, which fails under WB_REQUIRE_ALL_TESTS) without O_DIRECT there.
+fn direct_dir(name: &str) -> Option<PathBuf> {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wb-report-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&base).expect("a directory for the run");
+    if !writeback::io::supports_direct(&base) {
+        let _ = std::fs::remove_dir_all(&base);
+        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+        return None;
+    }
+    Some(base)
+}
+
 /// `wb run --html`: the real runtime's report has the job's latency, the
 /// dirty pages and the device's writes over time.
 #[test]
 fn run_html_plots_the_real_run() {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("wb-report-run-{}", std::process::id()));
-    std::fs::create_dir_all(&base).expect("run directory");
-    if !writeback::io::supports_direct(&base) {
-        let _ = std::fs::remove_dir_all(&base);
-        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+    let Some(base) = direct_dir("run") else {
         return;
-    }
+    };
     let scenario = base.join("s.toml");
     std::fs::write(
         &scenario,
@@ -315,14 +324,9 @@ sync = true
 /// measured column with a bar per configuration that has a value.
 #[test]
 fn bench_html_charts_every_measured_column() {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("wb-report-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&base).expect("bench directory");
-    if !writeback::io::supports_direct(&base) {
-        let _ = std::fs::remove_dir_all(&base);
-        wb_testkit::skip(&format!("{} does not support O_DIRECT", base.display()));
+    let Some(base) = direct_dir("bench") else {
         return;
-    }
+    };
     let html = base.join("cached.html");
     let dir = base.join("files");
     let out = wb(&[

@@ -73,12 +73,7 @@ impl Plot {
 
     /// The plot as an SVG element.
     pub fn svg(&self) -> Result<String, ReportError> {
-        let mut svg = String::new();
-        self.draw(&mut svg).map_err(|e| ReportError::Plot {
-            title: self.title.clone(),
-            message: e.to_string(),
-        })?;
-        Ok(svg)
+        svg_of(&self.title, |svg| self.draw(svg))
     }
 
     fn draw(&self, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
@@ -166,13 +161,9 @@ pub struct Bars {
 }
 
 impl Bars {
+    /// The chart as an SVG element.
     pub fn svg(&self) -> Result<String, ReportError> {
-        let mut svg = String::new();
-        self.draw(&mut svg).map_err(|e| ReportError::Plot {
-            title: self.title.clone(),
-            message: e.to_string(),
-        })?;
-        Ok(svg)
+        svg_of(&self.title, |svg| self.draw(svg))
     }
 
     fn draw(&self, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
@@ -234,6 +225,20 @@ impl Bars {
         root.present()?;
         Ok(())
     }
+}
+
+/// What `draw` draws into a string, or why it could not (named by the
+/// chart's `title`).
+fn svg_of(
+    title: &str,
+    draw: impl FnOnce(&mut String) -> Result<(), Box<dyn std::error::Error>>,
+) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    draw(&mut svg).map_err(|e| ReportError::Plot {
+        title: title.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(svg)
 }
 
 /// An axis label without needless digits: 0.25, 12, 3.5k, 1.2M.
