@@ -272,3 +272,29 @@ fn a_trace_changes_nothing_in_the_run() {
     };
     assert_eq!(json(&plain), json(&traced));
 }
+
+/// In the simulator a trace is deterministic: the same seed gives the same
+/// file, byte for byte; another run another.
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    let bytes = |sets: &[&str]| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/axboe-2016.toml");
+        let mut s = load(&path, &wb_sim::device::validate).expect("parses");
+        for set in sets {
+            apply_set(&mut s, set).expect("valid override");
+        }
+        let mut trace = Trace::new(wb_trace::DEFAULT_CAPACITY);
+        let options = SimOptions {
+            trace: Some(&mut trace),
+            ..SimOptions::default()
+        };
+        run(&s, options).expect("runs");
+        let mut json = Vec::new();
+        trace.write_json(&mut json).expect("written");
+        json
+    };
+    let first = bytes(&[]);
+    assert_eq!(first, bytes(&[]));
+    // A different run (wbt off) gives a different trace.
+    assert_ne!(first, bytes(&["wbt_lat_usec=0"]));
+}
