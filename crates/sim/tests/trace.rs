@@ -298,3 +298,34 @@ fn the_same_seed_gives_the_same_trace() {
     // A different run (wbt off) gives a different trace.
     assert_ne!(first, bytes(&["wbt_lat_usec=0"]));
 }
+
+/// The default ring keeps a trace under about 100 MB of JSON however long
+/// the run: the widest event of a run full of throttled writers, times
+/// the events kept by default.
+#[test]
+fn the_default_ring_bounds_a_trace_near_100_mb() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/axboe-2016.toml");
+    let s = load(&path, &wb_sim::device::validate).expect("parses");
+    let mut trace = Trace::new(wb_trace::DEFAULT_CAPACITY);
+    let options = SimOptions {
+        trace: Some(&mut trace),
+        ..SimOptions::default()
+    };
+    run(&s, options).expect("runs");
+    let mut json = Vec::new();
+    trace.write_json(&mut json).expect("written");
+    let widest = json
+        .split(|&b| b == b'\n')
+        .map(<[u8]>::len)
+        .max()
+        .expect("lines");
+    assert!(
+        widest > 250,
+        "a throttle slice with its figures: {widest} bytes"
+    );
+    assert!(
+        widest * wb_trace::DEFAULT_CAPACITY <= 100_000_000,
+        "{widest} bytes x {} events",
+        wb_trace::DEFAULT_CAPACITY
+    );
+}

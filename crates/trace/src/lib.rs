@@ -19,8 +19,10 @@ use std::io::{self, Write};
 /// Events whose room is reserved at the start (beyond, the ring grows).
 const PREALLOCATED_EVENTS: usize = 1 << 20;
 
-/// Events kept by default: about 60 MiB of JSON at most.
-pub const DEFAULT_CAPACITY: usize = 500_000;
+/// Events kept by default: about 100 MB of JSON at most (the widest
+/// event, a dirty-throttle pause with the nine figures behind it, takes
+/// about 300 bytes; most take 100 to 120).
+pub const DEFAULT_CAPACITY: usize = 300_000;
 
 /// A named track (a task, a job), by its index in `Trace::track`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
