@@ -16,6 +16,7 @@
 use crate::bench::{parse_size, SplitMix64};
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::Args;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
 use std::os::fd::AsRawFd;
@@ -277,7 +278,7 @@ impl Fsx {
             files.push(open(path, args.direct, true)?);
         }
         Ok(Fsx {
-            rng: SplitMix64(args.seed),
+            rng: SplitMix64::seed_from_u64(args.seed),
             model: vec![Vec::new(); args.files],
             paths,
             files,
@@ -464,7 +465,7 @@ impl Fsx {
 
     fn write(&mut self, file: usize, offset: u64, len: u64) -> Result<(), String> {
         let mut buf = Aligned::new(len as usize);
-        self.rng.fill(buf.bytes());
+        self.rng.fill_bytes(buf.bytes());
         self.files[file]
             .write_all_at(buf.bytes(), offset)
             .map_err(|e| format!("write: {e}"))?;
@@ -541,7 +542,7 @@ impl Fsx {
         let size = self.model[file].len();
         let map = Mapping::new(&self.files[file], size, true).map_err(|e| format!("mmap: {e}"))?;
         let mut data = vec![0u8; len as usize];
-        self.rng.fill(&mut data);
+        self.rng.fill_bytes(&mut data);
         map.write(offset as usize, &data);
         if msync {
             map.msync().map_err(|e| format!("msync: {e}"))?;

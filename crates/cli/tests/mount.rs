@@ -236,16 +236,10 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Deterministic pseudo-random bytes (xorshift), so content can be re-made.
+/// Deterministic pseudo-random bytes, so content can be re-made.
 fn pattern(seed: u64, buf: &mut [u8]) {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for chunk in buf.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let bytes = x.to_le_bytes();
-        chunk.copy_from_slice(&bytes[..chunk.len()]);
-    }
+    use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+    rand_xoshiro::SplitMix64::seed_from_u64(seed).fill_bytes(buf);
 }
 
 /// Sets `user.writeback.dontcache=1` on `path`: its writes go uncached.

@@ -17,6 +17,7 @@ use super::table::{self, Table};
 use super::{median, parse_repeat, parse_seconds, prepare_dir, progress, BenchError, SplitMix64};
 use crate::html_file::HtmlFile;
 use clap::Args;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -313,7 +314,7 @@ fn fill_engine(cache: &Cache, path: &Path) -> Result<writeback::File, BenchError
         .map_err(fail)?;
     file.set_len(0).map_err(fail)?;
     let mut buf = vec![0u8; FILL_CHUNK];
-    SplitMix64(SEED).fill(&mut buf);
+    SplitMix64::seed_from_u64(SEED).fill_bytes(&mut buf);
     for off in (0..FILE_SIZE).step_by(FILL_CHUNK) {
         file.write_at(&buf, off).map_err(fail)?;
     }
@@ -334,7 +335,7 @@ fn fill_kernel(path: &Path) -> Result<std::fs::File, BenchError> {
         .open(path)
         .map_err(fail)?;
     let mut buf = vec![0u8; FILL_CHUNK];
-    SplitMix64(SEED).fill(&mut buf);
+    SplitMix64::seed_from_u64(SEED).fill_bytes(&mut buf);
     for off in (0..FILE_SIZE).step_by(FILL_CHUNK) {
         file.write_all_at(&buf, off).map_err(fail)?;
     }
@@ -358,9 +359,9 @@ where
             .map(|t| {
                 let (op, barrier) = (&op, &barrier);
                 s.spawn(move || -> Result<f64, String> {
-                    let mut rng = SplitMix64(SEED + t as u64);
+                    let mut rng = SplitMix64::seed_from_u64(SEED + t as u64);
                     let mut buf = vec![0u8; BLOCK];
-                    rng.fill(&mut buf);
+                    rng.fill_bytes(&mut buf);
                     barrier.wait();
                     let start = Instant::now();
                     let mut ops = 0u64;

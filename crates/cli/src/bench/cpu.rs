@@ -26,6 +26,7 @@ use super::{
 };
 use crate::html_file::HtmlFile;
 use clap::Args;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -380,7 +381,7 @@ fn child(args: &CpuArgs, setup: Setup, path: &Path) -> Result<(), BenchError> {
         .open(path, OpenOptions { create: true })
         .map_err(fail)?;
     let mut buf = vec![0u8; block];
-    SplitMix64(SEED).fill(&mut buf);
+    SplitMix64::seed_from_u64(SEED).fill_bytes(&mut buf);
 
     let start = Instant::now();
     let mut offset = 0u64;

@@ -29,6 +29,7 @@ use super::{
 use crate::html_file::HtmlFile;
 use clap::Args;
 use hdrhistogram::Histogram;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -283,12 +284,12 @@ fn make_hot(path: &Path, size: u64) -> Result<(), BenchError> {
         .write(true)
         .open(path)
         .map_err(fail)?;
-    let mut rng = SplitMix64(0xdb);
+    let mut rng = SplitMix64::seed_from_u64(0xdb);
     let mut buf = vec![0u8; COPY_BLOCK_BYTES];
     let mut off = 0;
     while off < size {
         let n = (size - off).min(buf.len() as u64) as usize;
-        rng.fill(&mut buf[..n]);
+        rng.fill_bytes(&mut buf[..n]);
         file.write_all_at(&buf[..n], off).map_err(fail)?;
         off += n as u64;
     }
@@ -366,7 +367,7 @@ fn client(
     stop: &AtomicBool,
 ) -> Result<(u64, Histogram<u64>), String> {
     let mut lat = latency_histogram().map_err(|e| e.to_string())?;
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::seed_from_u64(seed);
     let mut buf = vec![0u8; PAGE_BYTES as usize];
     let mut txns = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -377,7 +378,7 @@ fn client(
                 .map_err(|e| format!("read at {off}: {e}"))?;
         }
         let off = rng.next_u64() % pages * PAGE_BYTES;
-        rng.fill(&mut buf[..64]);
+        rng.fill_bytes(&mut buf[..64]);
         file.write_all_at(&buf, off)
             .map_err(|e| format!("write at {off}: {e}"))?;
         file.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
@@ -423,7 +424,7 @@ fn write_copy(path: &Path, size: u64) -> Result<(), BenchError> {
         .open(path)
         .map_err(fail)?;
     let mut buf = vec![0u8; COPY_BLOCK_BYTES];
-    SplitMix64(0xc0b7).fill(&mut buf);
+    SplitMix64::seed_from_u64(0xc0b7).fill_bytes(&mut buf);
     let mut off = 0;
     while off < size {
         let n = (size - off).min(buf.len() as u64) as usize;

@@ -39,6 +39,7 @@ use super::{
 use crate::html_file::HtmlFile;
 use clap::Args;
 use hdrhistogram::Histogram;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -386,7 +387,7 @@ fn fill_buffer() -> writeback::io::AlignedBuf {
         (buf.as_slice().as_ptr() as usize).is_multiple_of(kernel_write::DIRECT_ALIGN),
         "AlignedBuf is page-aligned"
     );
-    SplitMix64(SEED).fill(buf.as_mut_slice());
+    SplitMix64::seed_from_u64(SEED).fill_bytes(buf.as_mut_slice());
     buf
 }
 

@@ -33,6 +33,7 @@ use super::{
 };
 use crate::html_file::HtmlFile;
 use clap::Args;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -484,8 +485,8 @@ fn write_direct_file(path: &Path, size: u64) -> Result<(), BenchError> {
     let _ = std::fs::remove_file(path);
     let file = writeback::io::open_direct(path, true).map_err(fail)?;
     let mut buf = writeback::io::AlignedBuf::new(CHUNK);
-    let mut rng = SplitMix64(0x5eed);
-    rng.fill(buf.as_mut_slice());
+    let mut rng = SplitMix64::seed_from_u64(0x5eed);
+    rng.fill_bytes(buf.as_mut_slice());
     let mut offset = 0u64;
     use std::os::unix::fs::FileExt;
     while offset < size {
@@ -543,7 +544,7 @@ fn wait_quiet(reader_file: &Path) -> std::io::Result<bool> {
         return Err(std::io::Error::other("the reader's file is empty"));
     }
     let mut buf = writeback::io::AlignedBuf::new(4096);
-    let mut rng = SplitMix64(0x9e3779b9);
+    let mut rng = SplitMix64::seed_from_u64(0x9e3779b9);
     let deadline = std::time::Instant::now() + QUIET_WAIT_MAX;
     let mut in_row = 0;
     while in_row < QUIET_READS {
@@ -780,7 +781,7 @@ impl EngineWriter {
             .name("wb-bench-writer".into())
             .spawn(move || -> Result<EngineOutcome, String> {
                 let mut buf = vec![0u8; CHUNK];
-                SplitMix64(0xb0b).fill(&mut buf);
+                SplitMix64::seed_from_u64(0xb0b).fill_bytes(&mut buf);
                 let start = Instant::now();
                 let mut offset = 0u64;
                 while offset < size {

@@ -12,6 +12,7 @@
 //! call with EOPNOTSUPP; [`check_dontcache`] probes that up front and names
 //! the filesystem, since nothing else would tell a user why.
 
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -182,7 +183,7 @@ fn write_file(
         }
     };
     let mut buf = writeback::io::AlignedBuf::new(chunk);
-    super::SplitMix64(0xb0b).fill(buf.as_mut_slice());
+    super::SplitMix64::seed_from_u64(0xb0b).fill_bytes(buf.as_mut_slice());
     let start = Instant::now();
     let mut offset = 0u64;
     while offset < size {

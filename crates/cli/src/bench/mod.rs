@@ -307,27 +307,9 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// Small deterministic PRNG (SplitMix64) for offsets and fill data.
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Fills `buf` with pseudo-random bytes (so nothing below can compress
-    /// or deduplicate it).
-    pub fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let w = self.next_u64().to_ne_bytes();
-            chunk.copy_from_slice(&w[..chunk.len()]);
-        }
-    }
-}
+/// Deterministic random numbers for offsets and fill data (SplitMix64:
+/// `seed_from_u64`, `next_u64`, `fill_bytes`).
+pub use rand_xoshiro::SplitMix64;
 
 pub const MIB: f64 = 1024.0 * 1024.0;
 

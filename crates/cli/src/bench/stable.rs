@@ -28,6 +28,7 @@ use super::{
 use crate::html_file::HtmlFile;
 use clap::Args;
 use hdrhistogram::Histogram;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -237,7 +238,7 @@ fn create_files(
 /// What one client did: its write latencies and bytes written.
 fn client(files: &[File], seed: u64, deadline: Instant) -> Result<(Histogram<u64>, u64), String> {
     let mut hist = Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3).map_err(|e| e.to_string())?;
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::seed_from_u64(seed);
     let mut block = vec![0u8; BLOCK];
     let (mut last_file, mut last_at) = (0usize, 0u64);
     let mut written = 0u64;

@@ -32,6 +32,7 @@ use super::{
 use crate::html_file::HtmlFile;
 use clap::Args;
 use hdrhistogram::Histogram;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -296,9 +297,9 @@ fn build_tree(root: &Path, args: &UnlinkArgs) -> Result<(), BenchError> {
     for d in 0..dirs {
         mkdir(&sub(d))?;
     }
-    let mut rng = SplitMix64(0x5eed);
+    let mut rng = SplitMix64::seed_from_u64(0x5eed);
     let mut small = vec![0u8; args.file_size as usize];
-    rng.fill(&mut small);
+    rng.fill_bytes(&mut small);
     for i in 0..args.files {
         let path = sub(i / DIR_FILES).join(format!("f{:05}", i % DIR_FILES));
         std::fs::write(&path, &small).map_err(|e| BenchError::failed(path.display(), e))?;
@@ -307,7 +308,7 @@ fn build_tree(root: &Path, args: &UnlinkArgs) -> Result<(), BenchError> {
         }
     }
     let mut chunk = vec![0u8; CHUNK_BYTES];
-    rng.fill(&mut chunk);
+    rng.fill_bytes(&mut chunk);
     for i in 0..args.big_files {
         let path = sub(i * dirs / args.big_files).join(format!("big-{i:02}"));
         let mut f =

@@ -11,6 +11,8 @@
 //! `st_dev` can be reused by a different device after a reboot or remount
 //! of removable/loop devices; delete the file to forget.)
 
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
@@ -102,14 +104,12 @@ pub fn measure(dir: &Path, budget: Duration) -> io::Result<DeviceProfile> {
     let path = dir.join(format!(".wb-calibrate-{}-{nanos}", std::process::id()));
     let _cleanup = RemoveOnDrop(path.clone());
     let file = open_direct(&path, true)?;
-    let mut rng = SplitMix64(nanos as u64 ^ 0x9E37_79B9_7F4A_7C15);
+    let mut rng = SplitMix64::seed_from_u64(nanos as u64 ^ 0x9E37_79B9_7F4A_7C15);
 
     // Phase 1: sequential write bandwidth.
     let half_budget = budget / 2;
     let mut chunk = AlignedBuf::new(WRITE_CHUNK_BYTES);
-    for word in chunk.as_mut_slice().chunks_exact_mut(8) {
-        word.copy_from_slice(&rng.next().to_ne_bytes());
-    }
+    rng.fill_bytes(chunk.as_mut_slice());
     let write_start = Instant::now();
     let mut written_bytes = 0u64;
     while written_bytes < CALIBRATION_FILE_BYTES {
@@ -136,7 +136,7 @@ pub fn measure(dir: &Path, budget: Duration) -> io::Result<DeviceProfile> {
     while latencies_ns.len() < MIN_READS
         || (read_start.elapsed() < half_budget && latencies_ns.len() < MAX_READS)
     {
-        let offset = (rng.next() % blocks) * READ_BYTES as u64;
+        let offset = (rng.next_u64() % blocks) * READ_BYTES as u64;
         let t = Instant::now();
         file.read_exact_at(block.as_mut_slice(), offset)?;
         latencies_ns.push(t.elapsed().as_nanos().try_into().unwrap_or(u64::MAX));
@@ -192,18 +192,5 @@ struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.0);
-    }
-}
-
-/// Small deterministic PRNG (SplitMix64) for offsets and fill data.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 }

@@ -35,17 +35,12 @@ pub fn sync_and_check_model(what: &str, cache: Cache, file: File, path: &Path, m
     );
 }
 
-/// Pseudo-random bytes from `seed` (xorshift): data no layer below can
-/// compress or mistake for another file's.
+/// Pseudo-random bytes from `seed`: data no layer below can compress or
+/// mistake for another file's.
 #[allow(dead_code)]
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+    let mut bytes = vec![0; len];
+    rand_xoshiro::SplitMix64::seed_from_u64(seed).fill_bytes(&mut bytes);
+    bytes
 }
