@@ -374,4 +374,13 @@ impl Engine {
     pub fn frame_pages(&self) -> u64 {
         self.frame_pages
     }
+
+    /// Free frames below frame `end`, highest first, `max` in all at most:
+    /// the engine neither reads nor writes a free frame, so a runtime whose
+    /// budget was lowered may give their memory back to the system (they
+    /// come back zeroed when next used; the engine fills a frame before
+    /// any reader sees it).
+    pub fn free_frames_below(&self, end: u32, max: u64) -> Vec<(u32, u64)> {
+        self.frames.free_below(end, max)
+    }
 }

@@ -29,6 +29,23 @@ impl FrameSpace {
         self.free_frames
     }
 
+    /// Free ranges below frame `end`, highest first (a range crossing
+    /// `end` cut there), `max` frames in all at most.
+    pub fn free_below(&self, end: u32, max: u64) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        let mut left = max;
+        for (&first, &len) in self.free.range(..end).rev() {
+            if left == 0 {
+                break;
+            }
+            let stop = (first as u64 + len as u64).min(end as u64);
+            let n = (stop - first as u64).min(left);
+            out.push(((stop - n) as u32, n));
+            left -= n;
+        }
+        out
+    }
+
     /// Takes up to `want` contiguous frames (at least one). Returns the
     /// first frame and how many.
     pub fn alloc(&mut self, want: u64) -> Option<(u32, u64)> {
@@ -72,6 +89,22 @@ impl FrameSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_ranges_below_a_frame_come_highest_first_and_bounded() {
+        let mut s = FrameSpace::new(100);
+        let (a, _) = s.alloc(10).unwrap(); // 0..10
+        let (b, _) = s.alloc(20).unwrap(); // 10..30
+        let (_c, _) = s.alloc(30).unwrap(); // 30..60
+        s.free(a, 10);
+        s.free(b + 10, 10); // 20..30
+                            // Free: 0..10, 20..30, 60..100.
+        assert_eq!(s.free_below(100, 1000), [(60, 40), (20, 10), (0, 10)]);
+        assert_eq!(s.free_below(70, 1000), [(60, 10), (20, 10), (0, 10)]);
+        assert_eq!(s.free_below(100, 45), [(60, 40), (25, 5)]);
+        assert_eq!(s.free_below(20, 1000), [(0, 10)]);
+        assert_eq!(s.free_below(100, 0), []);
+    }
 
     #[test]
     fn frames_are_handed_out_in_ranges_and_join_when_freed() {

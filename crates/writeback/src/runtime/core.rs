@@ -36,6 +36,9 @@ pub(crate) struct Core {
     pub engine: Engine,
     /// `memory_pages` frames of PAGE_SIZE bytes; the engine assigns them.
     pub frames: std::sync::Arc<Frames>,
+    /// Giving memory back under a lowered budget: free frames below this
+    /// one are released next (`give_back_memory`).
+    release_below: u32,
     /// The cached pages whose frames hold their data, for reads that do
     /// not take this lock (page_index.rs).
     pub index: Arc<PageIndex>,
@@ -182,6 +185,10 @@ impl WriteData<'_> {
     }
 }
 
+/// Most free frames given back to the system per `give_back_memory`:
+/// 32 MiB, a few milliseconds of madvise under the cache's lock.
+const RELEASE_BATCH_PAGES: u64 = 8192;
+
 impl Core {
     pub fn new(
         engine: Engine,
@@ -209,7 +216,32 @@ impl Core {
             remove_at_release: Default::default(),
             diskstats: Vec::new(),
             trace: None,
+            release_below: 0,
         }
+    }
+
+    /// Under a budget lowered below the frames the cache started with,
+    /// gives the memory of free frames back to the system, at most
+    /// `RELEASE_BATCH_PAGES` per call: a sweep from the highest frame
+    /// down, again from the top once it reaches frame 0 (frames freed
+    /// since are released on the next sweep; ones handed out again take
+    /// memory again, within the budget). Each call holds the cache's lock
+    /// for one batch of madvise: a few milliseconds.
+    pub fn give_back_memory(&mut self) {
+        let frames = self.engine.frame_pages();
+        if self.engine.memory_pages() >= frames {
+            return;
+        }
+        if self.release_below == 0 {
+            self.release_below = u32::try_from(frames).unwrap_or(u32::MAX);
+        }
+        let ranges = self
+            .engine
+            .free_frames_below(self.release_below, RELEASE_BATCH_PAGES);
+        for &(first, count) in &ranges {
+            self.frames.release(first, count);
+        }
+        self.release_below = ranges.last().map_or(0, |&(first, _)| first);
     }
 
     /// Puts the cached pages `first..end` of `file` in the page index (their

@@ -273,6 +273,51 @@ impl FrameWrite<'_> {
 /// random frames, and with 4 KiB pages each copy pays a TLB miss (costly
 /// under virtualisation, where the kernel's own page cache is mapped huge).
 /// Only advice: without THP the cache works the same, a little slower.
+impl Frames {
+    /// Gives the memory of frames `first..first + count` back to the
+    /// system (MADV_DONTNEED): they read as zeros and take memory again
+    /// when next written. Only for frames the engine holds free, with the
+    /// cache's lock held so none is handed out meanwhile. Every shard is
+    /// held for writing while it happens (as for any write to frames), so
+    /// a lock-free reader that looked a page up just before its frame was
+    /// freed is not reading it (it finds the page gone once it has the
+    /// shard). Frame locks are taken after the cache's lock, as everywhere.
+    pub fn release(&self, first: u32, count: u64) {
+        let start = first as usize * PAGE;
+        let len = count as usize * PAGE;
+        assert!(
+            start.checked_add(len).is_some_and(|end| end <= self.len),
+            "frames {first}..+{count} are ours"
+        );
+        if len == 0 {
+            return;
+        }
+        let _writing: Vec<_> = self
+            .shards
+            .iter()
+            .map(|s| s.write().unwrap_or_else(|p| p.into_inner()))
+            .collect();
+        // SAFETY: [data + start, data + start + len) lies inside the
+        // allocation (checked above), which outlives the call, and starts
+        // and ends on page boundaries (frames are pages, the allocation
+        // starts page-aligned). MADV_DONTNEED on a private anonymous
+        // mapping only drops the pages' contents (they read as zeros
+        // afterwards), a write to those bytes as far as our threads can
+        // tell, made with every shard held for writing: no reader or
+        // writer of ours is in any frame meanwhile.
+        let rc = unsafe {
+            libc::madvise(
+                self.data.as_ptr().add(start).cast(),
+                len,
+                libc::MADV_DONTNEED,
+            )
+        };
+        // Cannot fail on a valid range of our own mapping; if it did, the
+        // memory simply stays.
+        debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) of our own frames");
+    }
+}
+
 fn advise_huge_pages(data: *mut u8, len: usize) {
     // The allocation starts on a huge page (FRAMES_ALIGN).
     let len = len / FRAMES_ALIGN * FRAMES_ALIGN;

@@ -18,6 +18,9 @@ use wb_engine::{Engine, EngineError, FileId, Instant, PageIndex as Page, Step, T
 
 /// The timer thread looks at the engine at least this often.
 pub(crate) const TIMER_TICK: Duration = Duration::from_millis(5);
+/// How often memory above a lowered budget is given back, a batch at a
+/// time (`Core::give_back_memory`): 128 MiB a second at most.
+const RELEASE_EVERY: Duration = Duration::from_millis(250);
 
 static NEXT_CACHE_ID: AtomicUsize = AtomicUsize::new(1);
 
@@ -543,11 +546,16 @@ impl Shared {
     pub fn timer_loop(&self) {
         let mut core = self.lock();
         let mut next_sample = std::time::Instant::now();
+        let mut next_release = std::time::Instant::now();
         while !core.closed {
             let now = self.clock.now();
             if std::time::Instant::now() >= next_sample {
                 Self::sample_diskstats(&mut core, now);
                 next_sample = std::time::Instant::now() + super::diskstats::SAMPLE_INTERVAL;
+            }
+            if std::time::Instant::now() >= next_release {
+                core.give_back_memory();
+                next_release = std::time::Instant::now() + RELEASE_EVERY;
             }
             if let Core {
                 trace: Some(trace),
