@@ -6,7 +6,7 @@
 use crate::error::Error;
 use crate::file::File;
 use crate::io::{self, DeviceProfile};
-use crate::runtime::block_queue::{read_ahead_kb, stable_writes_required};
+use crate::runtime::block_queue::{max_sectors_kb, read_ahead_kb, stable_writes_required};
 use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
 use std::path::{Path, PathBuf};
@@ -703,12 +703,19 @@ fn flush_at_start(dir: &Path) -> Result<(), Error> {
 }
 
 /// `config` with the device's own readahead window (`queue/read_ahead_kb`,
-/// as Linux's bdi takes it) unless `read_ahead_kb` was set.
+/// as Linux's bdi takes it) and largest request (`queue/max_sectors_kb`,
+/// as Linux builds bios) unless they were set.
 fn with_device_readahead(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
-    if config.read_ahead_kb == DeviceConfig::default().read_ahead_kb {
+    let defaults = DeviceConfig::default();
+    if config.read_ahead_kb == defaults.read_ahead_kb {
         if let Some(kb) = read_ahead_kb(st_dev) {
             // A value out of the knob's range keeps the default.
             let _ = config.set("read_ahead_kb", &kb.to_string());
+        }
+    }
+    if config.max_sectors_kb == defaults.max_sectors_kb {
+        if let Some(kb) = max_sectors_kb(st_dev) {
+            let _ = config.set("max_sectors_kb", &kb.to_string());
         }
     }
     config

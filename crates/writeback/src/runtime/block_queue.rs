@@ -4,7 +4,10 @@
 //!   that checksum data in flight, such as zram, DIF/DIX disks or iSCSI
 //!   with data digests), for `stable_writes = auto` (stable.rs);
 //! - `queue/read_ahead_kb`: the device's readahead window, the engine
-//!   device's `read_ahead_kb` unless set (readahead.rs).
+//!   device's `read_ahead_kb` unless set (readahead.rs);
+//! - `queue/max_sectors_kb`: the largest request the device takes, the
+//!   engine device's `max_sectors_kb` unless set (the size of its
+//!   readahead, writeback and direct requests, as Linux builds bios).
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +22,12 @@ pub(crate) fn stable_writes_required(st_dev: u64) -> bool {
 /// device or no such file.
 pub(crate) fn read_ahead_kb(st_dev: u64) -> Option<u32> {
     queue_value(&sys_dir(st_dev), "read_ahead_kb")?.parse().ok()
+}
+
+/// The device's `queue/max_sectors_kb`; None where there is no block
+/// device or no such file.
+pub(crate) fn max_sectors_kb(st_dev: u64) -> Option<u32> {
+    queue_value(&sys_dir(st_dev), "max_sectors_kb")?.parse().ok()
 }
 
 fn sys_dir(st_dev: u64) -> PathBuf {
