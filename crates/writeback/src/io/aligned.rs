@@ -90,7 +90,11 @@ impl AlignedBuf {
     /// [`HUGE_PAGE`] up (the same for a capacity every time: `cap` never
     /// changes, so `Drop` frees with the layout `new` allocated).
     fn layout(cap: usize) -> Layout {
-        let align = if cap >= HUGE_PAGE { HUGE_PAGE } else { PAGE_SIZE };
+        let align = if cap >= HUGE_PAGE {
+            HUGE_PAGE
+        } else {
+            PAGE_SIZE
+        };
         Layout::from_size_align(cap, align).expect("AlignedBuf: capacity overflow")
     }
 

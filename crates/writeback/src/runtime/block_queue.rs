@@ -27,7 +27,9 @@ pub(crate) fn read_ahead_kb(st_dev: u64) -> Option<u32> {
 /// The device's `queue/max_sectors_kb`; None where there is no block
 /// device or no such file.
 pub(crate) fn max_sectors_kb(st_dev: u64) -> Option<u32> {
-    queue_value(&sys_dir(st_dev), "max_sectors_kb")?.parse().ok()
+    queue_value(&sys_dir(st_dev), "max_sectors_kb")?
+        .parse()
+        .ok()
 }
 
 fn sys_dir(st_dev: u64) -> PathBuf {
