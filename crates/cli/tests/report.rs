@@ -79,6 +79,16 @@ fn figures(html: &str) -> Vec<(String, [Vec<f64>; 2])> {
     out
 }
 
+/// The page `wb` wrote to `html`, after checking it succeeded.
+fn page_of(out: &std::process::Output, html: &Path) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(html).expect("report written")
+}
+
 fn ids(figures: &[(String, [Vec<f64>; 2])]) -> BTreeSet<String> {
     figures.iter().map(|(id, _)| id.clone()).collect()
 }
@@ -113,12 +123,7 @@ fn sim_compare_html_has_every_plot_with_both_runs() {
         "--html",
         html.to_str().expect("UTF-8"),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&html).expect("report written");
+    let text = page_of(&out, &html);
     // Self-contained: nothing fetched, nothing run.
     assert!(!text.contains("<script"), "no JavaScript");
     let outside = text.replace("\"http://www.w3.org/2000/svg\"", "");
@@ -173,12 +178,7 @@ fn wb_report_draws_saved_results_and_refuses_what_is_not_one() {
         "-o",
         html.to_str().expect("UTF-8"),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&html).expect("report written");
+    let text = page_of(&out, &html);
     let figures = figures(&text);
     assert_eq!(figures.len(), 8, "{:?}", ids(&figures));
     assert_every_plot_has_data_of_both_runs(&figures);
@@ -341,12 +341,7 @@ fn bench_html_charts_every_measured_column() {
         "--html",
         html.to_str().expect("UTF-8"),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&html).expect("report written");
+    let text = page_of(&out, &html);
     let doc = Html::parse_document(&text);
     // The table as printed: 8 rows (kernel and engine, read and write, 1
     // and 2 threads) under a header.

@@ -8,9 +8,9 @@ use wb_sim::report::RunReport;
 use wb_sim::runner::{run, SimOptions};
 use wb_trace::Trace;
 
-/// Runs axboe-2016 with `sets`, recording a trace; the report and the
-/// trace's events, parsed back from its JSON.
-fn traced_axboe(sets: &[&str]) -> (RunReport, Vec<Value>) {
+/// Runs axboe-2016 with `sets`, recording a trace in a ring of the
+/// default size; the report and the trace as JSON.
+fn axboe_trace_json(sets: &[&str]) -> (RunReport, Trace, Vec<u8>) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/axboe-2016.toml");
     let mut s = load(&path, &wb_sim::device::validate).expect("shipped scenario parses");
     for set in sets {
@@ -22,9 +22,16 @@ fn traced_axboe(sets: &[&str]) -> (RunReport, Vec<Value>) {
         ..SimOptions::default()
     };
     let report = run(&s, options).expect("runs");
-    assert_eq!(trace.dropped(), 0, "the whole run is kept");
     let mut json = Vec::new();
     trace.write_json(&mut json).expect("written");
+    (report, trace, json)
+}
+
+/// Runs axboe-2016 with `sets`, recording a trace; the report and the
+/// trace's events, parsed back from its JSON.
+fn traced_axboe(sets: &[&str]) -> (RunReport, Vec<Value>) {
+    let (report, trace, json) = axboe_trace_json(sets);
+    assert_eq!(trace.dropped(), 0, "the whole run is kept");
     let parsed: Value = serde_json::from_slice(&json).expect("valid JSON");
     let events = parsed["traceEvents"].as_array().expect("events").clone();
     (report, events)
@@ -277,22 +284,7 @@ fn a_trace_changes_nothing_in_the_run() {
 /// file, byte for byte; another run another.
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    let bytes = |sets: &[&str]| {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/axboe-2016.toml");
-        let mut s = load(&path, &wb_sim::device::validate).expect("parses");
-        for set in sets {
-            apply_set(&mut s, set).expect("valid override");
-        }
-        let mut trace = Trace::new(wb_trace::DEFAULT_CAPACITY);
-        let options = SimOptions {
-            trace: Some(&mut trace),
-            ..SimOptions::default()
-        };
-        run(&s, options).expect("runs");
-        let mut json = Vec::new();
-        trace.write_json(&mut json).expect("written");
-        json
-    };
+    let bytes = |sets: &[&str]| axboe_trace_json(sets).2;
     let first = bytes(&[]);
     assert_eq!(first, bytes(&[]));
     // A different run (wbt off) gives a different trace.
@@ -304,16 +296,7 @@ fn the_same_seed_gives_the_same_trace() {
 /// the events kept by default.
 #[test]
 fn the_default_ring_bounds_a_trace_near_100_mb() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/axboe-2016.toml");
-    let s = load(&path, &wb_sim::device::validate).expect("parses");
-    let mut trace = Trace::new(wb_trace::DEFAULT_CAPACITY);
-    let options = SimOptions {
-        trace: Some(&mut trace),
-        ..SimOptions::default()
-    };
-    run(&s, options).expect("runs");
-    let mut json = Vec::new();
-    trace.write_json(&mut json).expect("written");
+    let (_, _, json) = axboe_trace_json(&[]);
     let widest = json
         .split(|&b| b == b'\n')
         .map(<[u8]>::len)
