@@ -287,14 +287,15 @@ sync = true
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The trace keeps the last 100 events of more, and says so.
+    // The trace keeps the last 100 events of more (how many more depends
+    // on timing), and says so.
     let parsed: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&trace).expect("trace written")).expect("JSON");
     assert_eq!(parsed["otherData"]["kept_events"], 100);
     let dropped = parsed["otherData"]["dropped_events"]
         .as_u64()
         .expect("dropped");
-    assert!(dropped > 100, "{dropped} dropped");
+    assert!(dropped > 0, "{dropped} dropped");
     let recorded = parsed["traceEvents"]
         .as_array()
         .expect("events")
