@@ -234,7 +234,14 @@ impl Control<'_> {
                 Ok(())
             }
             "0" => match self.cache.stop_trace() {
-                Some(trace) => write_trace(&trace, &target.path).map_err(|_| libc::EIO),
+                Some(trace) => write_trace(&trace, &target.path).map_err(|e| {
+                    // The writer gets EIO; what went wrong goes to the log.
+                    eprintln!(
+                        "wb mount: writing the trace to {}: {e}",
+                        target.path.display()
+                    );
+                    libc::EIO
+                }),
                 None => Ok(()),
             },
             _ => Err(libc::EINVAL),

@@ -301,7 +301,8 @@ pub struct RunReport {
     pub timeline: Vec<EngineSample>,
 }
 
-fn mib(pages: u64) -> f64 {
+/// Pages as MiB.
+pub(crate) fn mib(pages: u64) -> f64 {
     (pages * PAGE_SIZE) as f64 / (1024.0 * 1024.0)
 }
 

@@ -12,8 +12,9 @@
 //! Both `wb sim` (virtual time) and `wb run` (a sampling thread on real
 //! time) fill the same structures; nothing here reads a clock.
 
+use crate::report::mib;
 use serde::{Deserialize, Serialize};
-use wb_engine::{StallReason, Stats, PAGE_SIZE};
+use wb_engine::{StallReason, Stats};
 
 /// Most points a timeline keeps (engine samples, or a job's latency slots).
 pub const TIMELINE_POINTS: usize = 400;
@@ -231,10 +232,6 @@ impl LatencyTimeline {
             })
             .collect()
     }
-}
-
-fn mib(pages: u64) -> f64 {
-    (pages * PAGE_SIZE) as f64 / (1024.0 * 1024.0)
 }
 
 #[cfg(test)]

@@ -134,7 +134,9 @@ impl Trace {
 
     /// The counter called `name`, made on first use.
     pub fn series(&mut self, name: &str) -> Series {
-        Series(intern(&mut self.series, name))
+        let series = intern(&mut self.series, name);
+        self.last.resize(self.series.len(), None);
+        Series(series)
     }
 
     /// Counter `series` is `value` from `ts_ns` on; nothing is recorded
@@ -143,9 +145,6 @@ impl Trace {
     pub fn counter(&mut self, series: Series, ts_ns: u64, value: i64) {
         let i = series.0 as usize;
         debug_assert!(i < self.series.len(), "a series of this trace");
-        if self.last.len() <= i {
-            self.last.resize(i + 1, None);
-        }
         if self.last[i] == Some(value) {
             return;
         }

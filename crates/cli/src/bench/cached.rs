@@ -421,16 +421,13 @@ fn render(results: &[Measurement], seconds: u64, repeat: usize, checks: &[String
             }
         }
     }
-    let mut out = Doc::from(
-        format!(
-            "4 KiB ops at random offsets of a fully cached 64 MiB file, {seconds} s each, \
+    let mut out = Doc::from(format!(
+        "4 KiB ops at random offsets of a fully cached 64 MiB file, {seconds} s each, \
          median of {repeat} run{} \
          (engine: memory {MEMORY}, background threshold raised to {BACKGROUND_RATIO}% so no \
          writeback runs).\n\n",
-            if repeat == 1 { "" } else { "s" }
-        )
-        .as_str(),
-    );
+        if repeat == 1 { "" } else { "s" }
+    ));
     out.table(t);
     out.push('\n');
     if results.iter().any(|m| m.side == Side::EngineTraced) {

@@ -478,8 +478,7 @@ fn render(setup: Setup, runs: &[Run], backend: &str, writeout: Writeout) -> Doc 
         writeout_name(writeout),
         runs.len(),
         if runs.len() == 1 { "" } else { "s" }
-    )
-    .as_str());
+    ));
     out.table(t);
     out
 }

@@ -468,8 +468,7 @@ fn mount_cached_bytes(path: &Path) -> Result<u64, BenchError> {
 }
 
 fn render(outcomes: &[Outcome], setup: &Setup) -> Doc {
-    let mut out = Doc::from(
-        format!(
+    let mut out = Doc::from(format!(
         "{} clients: 3 random 8 KiB reads + 1 write + fdatasync per transaction, over a {} hot \
          file; quiet for {} s, then during a {} copy (1 MiB writes, fsync); mount memory {}{}.\n\n",
         setup.clients,
@@ -482,9 +481,7 @@ fn render(outcomes: &[Outcome], setup: &Setup) -> Doc {
             .iter()
             .map(|(k, v)| format!(", {k}={v}"))
             .collect::<String>(),
-    )
-        .as_str(),
-    );
+    ));
     let mut t = Table::new(&[
         "config",
         "quiet txn/s",

@@ -39,6 +39,12 @@ impl Doc {
     }
 }
 
+impl From<String> for Doc {
+    fn from(text: String) -> Doc {
+        Doc::from(text.as_str())
+    }
+}
+
 impl From<&str> for Doc {
     fn from(text: &str) -> Doc {
         let mut doc = Doc::new();
@@ -60,7 +66,7 @@ impl fmt::Display for Doc {
             match block {
                 wb_report::Block::Text(text) => f.write_str(text)?,
                 wb_report::Block::Table { headers, rows } => {
-                    f.write_str(&Table::from_parts(headers.clone(), rows.clone()).render())?
+                    f.write_str(&super::table::render(headers, rows))?
                 }
             }
         }

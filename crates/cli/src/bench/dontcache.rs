@@ -695,26 +695,23 @@ fn render(
     io_backend: &str,
     notes: &[String],
 ) -> Doc {
-    let mut out = Doc::from(
-        format!(
-            "Sequential write of {} in 1 MiB calls to a new file in {} ({}, kernel {}), then one \
+    let mut out = Doc::from(format!(
+        "Sequential write of {} in 1 MiB calls to a new file in {} ({}, kernel {}), then one \
          fdatasync; medians of {repeat} round{}.\n\
          MiB/s includes the fdatasync; latencies are per write call. Kernel dirty limits for \
          the bench: vm.dirty_bytes={} ({}) / vm.dirty_background_bytes={} ({}), the engine's \
          (20% / 10% of its {}; {io_backend} backend).\n\n",
-            human_bytes(setup.size),
-            setup.dir.display(),
-            setup.fs,
-            kernel_write::kernel_release(),
-            if repeat == 1 { "" } else { "s" },
-            setup.dirty_limits.0,
-            human_bytes(setup.dirty_limits.0),
-            setup.dirty_limits.1,
-            human_bytes(setup.dirty_limits.1),
-            human_bytes(setup.memory),
-        )
-        .as_str(),
-    );
+        human_bytes(setup.size),
+        setup.dir.display(),
+        setup.fs,
+        kernel_write::kernel_release(),
+        if repeat == 1 { "" } else { "s" },
+        setup.dirty_limits.0,
+        human_bytes(setup.dirty_limits.0),
+        setup.dirty_limits.1,
+        human_bytes(setup.dirty_limits.1),
+        human_bytes(setup.memory),
+    ));
     let mut t = Table::new(&[
         "config",
         "MiB/s",

@@ -1006,21 +1006,18 @@ fn to_json(summaries: &[ConfigSummary]) -> String {
 }
 
 fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[String]) -> Doc {
-    let mut out = Doc::from(
-        format!(
-            "Reader: 4 KiB O_DIRECT random reads, queue depth 1, {} s; writer: {} sequential; \
+    let mut out = Doc::from(format!(
+        "Reader: 4 KiB O_DIRECT random reads, queue depth 1, {} s; writer: {} sequential; \
          medians of {repeat} run{}.\n\
          Kernel dirty limits for the kernel runs: {} / background {} (20% / 10% of the \
          engine's {}).\n\n",
-            setup.seconds,
-            human_bytes(setup.writer_size),
-            if repeat == 1 { "" } else { "s" },
-            human_bytes(setup.dirty_limits.0),
-            human_bytes(setup.dirty_limits.1),
-            human_bytes(setup.memory),
-        )
-        .as_str(),
-    );
+        setup.seconds,
+        human_bytes(setup.writer_size),
+        if repeat == 1 { "" } else { "s" },
+        human_bytes(setup.dirty_limits.0),
+        human_bytes(setup.dirty_limits.1),
+        human_bytes(setup.memory),
+    ));
     let find = |c: Config| summaries.iter().find(|s| s.config == c);
     let floor = find(Config::Floor);
     let kernel = find(Config::Kernel);

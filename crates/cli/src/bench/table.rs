@@ -27,32 +27,33 @@ impl Table {
         (self.headers, self.rows)
     }
 
-    pub fn from_parts(headers: Vec<String>, rows: Vec<Vec<String>>) -> Table {
-        Table { headers, rows }
-    }
-
     pub fn render(&self) -> String {
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (w, c) in widths.iter_mut().zip(row) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
-        let mut out = String::new();
-        for line in std::iter::once(&self.headers).chain(&self.rows) {
-            let mut text = String::new();
-            for (i, (cell, w)) in line.iter().zip(&widths).enumerate() {
-                if i == 0 {
-                    text.push_str(&format!("{cell:<w$}"));
-                } else {
-                    text.push_str(&format!("  {cell:>w$}"));
-                }
-            }
-            out.push_str(text.trim_end());
-            out.push('\n');
-        }
-        out
+        render(&self.headers, &self.rows)
     }
+}
+
+/// A table's text: `headers` over `rows`, columns aligned.
+pub fn render(headers: &[String], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for line in std::iter::once(headers).chain(rows.iter().map(Vec::as_slice)) {
+        let mut text = String::new();
+        for (i, (cell, w)) in line.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                text.push_str(&format!("{cell:<w$}"));
+            } else {
+                text.push_str(&format!("  {cell:>w$}"));
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// A latency in microseconds shown in milliseconds, with precision that

@@ -199,17 +199,14 @@ fn run_one(setup: &Setup, side: Side, kind: Kind, file: &Path) -> Result<f64, Be
 }
 
 fn render(medians: &[(String, f64)], setup: &Setup, repeat: usize) -> Doc {
-    let mut out = Doc::from(
-        format!(
-            "fio, 1 MiB sequential writes and reads of {}, 4 KiB random reads for {} s; \
+    let mut out = Doc::from(format!(
+        "fio, 1 MiB sequential writes and reads of {}, 4 KiB random reads for {} s; \
          mount memory {}; medians of {repeat} run{}.\n\n",
-            human_bytes(setup.size),
-            setup.seconds,
-            human_bytes(setup.memory),
-            if repeat == 1 { "" } else { "s" },
-        )
-        .as_str(),
-    );
+        human_bytes(setup.size),
+        setup.seconds,
+        human_bytes(setup.memory),
+        if repeat == 1 { "" } else { "s" },
+    ));
     let get = |n: String| medians.iter().find(|(m, _)| *m == n).map(|(_, v)| *v);
     let mut t = Table::new(&["workload", "kernel MiB/s", "mount MiB/s", "mount/kernel"]);
     for kind in KINDS {
