@@ -282,30 +282,9 @@ sync = true
         "--trace-events",
         "100",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     // The trace keeps the last 100 events of more (how many more depends
     // on timing), and says so.
-    let parsed: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&trace).expect("trace written")).expect("JSON");
-    assert_eq!(parsed["otherData"]["kept_events"], 100);
-    let dropped = parsed["otherData"]["dropped_events"]
-        .as_u64()
-        .expect("dropped");
-    assert!(dropped > 0, "{dropped} dropped");
-    let recorded = parsed["traceEvents"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter(|e| e["ph"] != "M")
-        .count();
-    assert_eq!(recorded, 100);
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!(
-        "the trace kept the last 100 events, {dropped} earlier ones were dropped"
-    )));
+    common::bounded_trace(&out, &trace, 100);
     let text = std::fs::read_to_string(&html).expect("report written");
     let figures = figures(&text);
     let found = ids(&figures);

@@ -84,3 +84,36 @@ pub fn bench_dirs(name: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
     let data_dir = base.join("wb-data");
     Some((base, dir, data_dir))
 }
+
+/// The trace `wb` wrote to `path` with `--trace-events kept`, after
+/// checking it was bounded: exactly `kept` events (besides the track
+/// names), some dropped, and `wb` said how many on stderr.
+pub fn bounded_trace(out: &Output, path: &Path, kept: u64) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).expect("trace written")).expect("JSON");
+    assert_eq!(parsed["otherData"]["kept_events"], kept);
+    let dropped = parsed["otherData"]["dropped_events"]
+        .as_u64()
+        .expect("dropped");
+    assert!(dropped > 0, "{dropped} dropped");
+    let recorded = parsed["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["ph"] != "M")
+        .count();
+    assert_eq!(recorded as u64, kept);
+    let said = format!(
+        "the trace kept the last {kept} events, {dropped} earlier ones were dropped (--trace-events)"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&said),
+        "{said}"
+    );
+    parsed
+}
