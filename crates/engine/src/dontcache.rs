@@ -23,17 +23,24 @@
 //!   bandwidth, so a domain writing uncached beside a buffered one is asked
 //!   for about half its pages.
 //!
-//! - Ours: a DONTCACHE writer keeps its context's uncached dirty pages
-//!   within what the device writes in `DONTCACHE_DIRTY_WINDOW_NS` (the
-//!   limit). An uncached page's only use is to carry data to the device,
-//!   so there is no point in letting it wait in memory up to the dirty
-//!   limit, as a buffered page may (to be overwritten or read again).
-//!   The limit counts uncached pages dirty *or under writeback*
-//!   (`dontcache_throttle`): at it, the writer waits for the next write
-//!   completion, so completions, not the flusher's batches, let it go on,
-//!   and its writes take evenly what the device gives instead of running
-//!   free and then waiting long.
-//!
+//! - Ours: a DONTCACHE writer keeps its context's uncached pages dirty or
+//!   under writeback (`nr_dontcache_unclean`) within what the device
+//!   writes in `DONTCACHE_DIRTY_WINDOW_NS` (the limit). An uncached page's
+//!   only use is to carry data to the device, so there is no point in
+//!   letting it wait in memory up to the dirty limit, as a buffered page
+//!   may (to be overwritten or read again).
+//!   - Below half the limit (the setpoint) the writers run free.
+//!   - Above it they are paced (`pace_dontcache`): each page dirtied
+//!     moves the context's `dontcache_paced_until` on by its time at the
+//!     context's write rate (recent completions) times `pos`, which falls
+//!     from 4 at the setpoint to 1/4 near the limit; a writer that finds that time ahead
+//!     sleeps until it. So writers take evenly what the device gives, and
+//!     the room between the setpoint and the limit absorbs a device that
+//!     stops completing for a while (a slow request, a flush), instead of
+//!     every writer waiting for the next completion at once.
+//!   - At the limit the writer waits for the next write completion
+//!     (`dontcache_throttle`).
+
 //! Differs from Linux: we drop marked pages whose writeback ends even when
 //! a runtime noted a read of their frames only by clearing the mark (the
 //! page stays, as an accessed page would).
@@ -65,12 +72,60 @@ pub struct DontcacheStats {
     pub dropped_pages: u64,
 }
 
+/// Pages a context's writes completed per second over the last slot of
+/// `WRITTEN_RATE_SLOT_NS` (the pace of uncached writers follows it:
+/// Linux's write bandwidth estimate moves ~5 % per 200 ms, too slowly to
+/// pace by without locking a fast device down to its first estimate).
+#[derive(Clone, Copy, Debug)]
+pub struct WrittenRate {
+    slot_start: Instant,
+    written_at_start: u64,
+    pub pages_s: u64,
+    measured: bool,
+}
+
+/// The slot over which `WrittenRate` counts completions.
+pub const WRITTEN_RATE_SLOT_NS: u64 = 50 * NS_PER_MS;
+
+impl WrittenRate {
+    pub fn new(now: Instant) -> WrittenRate {
+        WrittenRate {
+            slot_start: now,
+            written_at_start: 0,
+            pages_s: 0,
+            measured: false,
+        }
+    }
+
+    /// The rate as of `now`, with `written` pages written so far.
+    /// Whether a rate was measured yet, with `written` pages written so
+    /// far. Until a first slot has passed a context's uncached writers
+    /// meet only the limit, so the first rate measured is what the device
+    /// takes, not what a guess let through.
+    fn update(&mut self, now: Instant, written: u64) -> bool {
+        let elapsed = now.since_ns(self.slot_start);
+        if elapsed >= WRITTEN_RATE_SLOT_NS {
+            let pages = written.saturating_sub(self.written_at_start) as u128;
+            self.pages_s = (pages * NS_PER_SEC as u128 / elapsed as u128) as u64;
+            self.slot_start = now;
+            self.written_at_start = written;
+            self.measured = true;
+        }
+        self.measured
+    }
+}
+
 /// How long the device takes to write a DONTCACHE writer's uncached
 /// dirty pages at most (at its measured write bandwidth): enough to keep
 /// the device busy between kicks, far below the dirty limits.
 pub const DONTCACHE_DIRTY_WINDOW_NS: u64 = 50 * NS_PER_MS;
 /// ...but never fewer than this many pages (4 MiB: one writeback chunk).
 pub const DONTCACHE_DIRTY_MIN_PAGES: u64 = 1024;
+/// An uncached writer's pace at the setpoint, in multiples of its
+/// context's write rate: above 1 so the pace probes for more (the rate is
+/// what completed, not what the device could take), which puts the
+/// balance where pos = 1, at 7/8 of the limit.
+pub const DONTCACHE_POS_AT_SETPOINT: u64 = 4;
 /// A throttled DONTCACHE writer looks again after this long at the latest.
 pub const DONTCACHE_WAIT_MAX_NS: u64 = 100 * NS_PER_MS;
 
@@ -78,7 +133,8 @@ impl Engine {
     /// A DONTCACHE writer whose context holds more uncached pages dirty or
     /// under writeback than its device writes in DONTCACHE_DIRTY_WINDOW_NS
     /// waits for the next write completion (woken, or after
-    /// DONTCACHE_WAIT_MAX_NS).
+    /// DONTCACHE_WAIT_MAX_NS); below that, one ahead of its context's pace
+    /// sleeps until the pace catches up.
     pub(crate) fn dontcache_throttle(
         &mut self,
         now: Instant,
@@ -93,7 +149,19 @@ impl Engine {
         let wb_id = self.files[file.index()].wb;
         let wb = &self.wbs[wb_id.index()];
         if wb.nr_dontcache_unclean < Self::dontcache_limit(wb) {
-            return None;
+            let paced_until = wb.dontcache_paced_until;
+            if paced_until <= now {
+                return None;
+            }
+            // The flusher may be idle between kicks: let it write meanwhile.
+            self.kick_dontcache(now, wb_id);
+            let stall = Stall {
+                reason: StallReason::DirtyThrottle,
+                until: paced_until.min(now + DONTCACHE_WAIT_MAX_NS),
+                wakeable: false,
+                throttle: None,
+            };
+            return Some(self.stall(task, now, stall, None));
         }
         // The flusher may be idle between kicks: make sure it writes them.
         self.kick_dontcache(now, wb_id);
@@ -106,13 +174,49 @@ impl Engine {
         Some(self.stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))))
     }
 
+    /// `pages` uncached pages of `wb_id` were just dirtied: above the
+    /// setpoint (half the limit) they move the context's pace on by their
+    /// time at `pos` times the context's write rate; pos falls from
+    /// DONTCACHE_POS_AT_SETPOINT at the setpoint (so a device that can
+    /// take more soon shows it) to 1/4 near the limit. Below
+    /// the setpoint, and before a first rate was measured, the writers run
+    /// free (no debt kept).
+    pub(crate) fn pace_dontcache(&mut self, now: Instant, wb_id: WbId, pages: u64) {
+        let wb = &mut self.wbs[wb_id.index()];
+        let measured = wb.written_rate.update(now, wb.written);
+        let limit = Self::dontcache_limit(wb);
+        let setpoint = limit / 2;
+        let unclean = wb.nr_dontcache_unclean;
+        if !measured || unclean < setpoint {
+            wb.dontcache_paced_until = now;
+            return;
+        }
+        // pos = POS_AT_SETPOINT * room / span, room at least span / 16.
+        let span = limit - setpoint;
+        let room = limit.saturating_sub(unclean).max(span / 16).max(1);
+        let rate_pages_s = Self::write_rate(wb) as u128;
+        let ns = pages as u128 * NS_PER_SEC as u128 * span as u128
+            / (DONTCACHE_POS_AT_SETPOINT as u128 * rate_pages_s * room as u128);
+        let from = wb.dontcache_paced_until.max(now);
+        let ns = (ns.min(DONTCACHE_WAIT_MAX_NS as u128) as u64)
+            .min((now + DONTCACHE_WAIT_MAX_NS).since_ns(from));
+        wb.dontcache_paced_until = from + ns;
+    }
+
     /// The uncached pages a context may hold dirty or under writeback: its
     /// device's writes in DONTCACHE_DIRTY_WINDOW_NS, at least
     /// DONTCACHE_DIRTY_MIN_PAGES.
     fn dontcache_limit(wb: &crate::wb::Wb) -> u64 {
         let window =
-            wb.bw.avg_write_bw as u128 * DONTCACHE_DIRTY_WINDOW_NS as u128 / NS_PER_SEC as u128;
+            Self::write_rate(wb) as u128 * DONTCACHE_DIRTY_WINDOW_NS as u128 / NS_PER_SEC as u128;
         (window.min(u64::MAX as u128) as u64).max(DONTCACHE_DIRTY_MIN_PAGES)
+    }
+
+    /// A context's write rate in pages per second: the larger of its
+    /// recent completions and its bandwidth estimate (which, averaged
+    /// over seconds, trails a fast device for seconds after a start).
+    fn write_rate(wb: &crate::wb::Wb) -> u64 {
+        wb.written_rate.pages_s.max(wb.bw.avg_write_bw).max(1)
     }
 
     /// Brings the counters of `file`'s context in line with the file's

@@ -144,7 +144,7 @@ pub use config::{
     KnobError, Lru, StableWrites, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
 };
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
-pub use dontcache::DontcacheStats;
+pub use dontcache::{DontcacheStats, WRITTEN_RATE_SLOT_NS};
 pub use drive::{NextEvent, VirtualRuntime};
 pub use engine::Engine;
 pub use error::EngineError;

@@ -38,6 +38,13 @@ pub(crate) struct Wb {
     /// Pages written uncached that are dirty or under writeback.
     pub nr_dontcache_unclean: u64,
     pub dontcache: crate::dontcache::DontcacheStats,
+    /// When this context's uncached writers may dirty again (their pace,
+    /// dontcache.rs): the end of the time their pages dirtied so far take
+    /// at the paced rate.
+    pub dontcache_paced_until: Instant,
+    /// The context's write completion rate over the last full slot, for
+    /// that pace (dontcache.rs).
+    pub written_rate: crate::dontcache::WrittenRate,
     /// Stalls of this context's writers and readers, by reason.
     pub stalls: [crate::stats::StallStats; crate::action::StallReason::ALL.len()],
 }
@@ -71,6 +78,8 @@ impl Engine {
             nr_dontcache_dirty: 0,
             nr_dontcache_unclean: 0,
             dontcache: Default::default(),
+            dontcache_paced_until: now,
+            written_rate: crate::dontcache::WrittenRate::new(now),
             stalls: Default::default(),
         });
         self.wb_index.insert((device, domain), id);

@@ -365,6 +365,9 @@ impl Engine {
         }
         wb.dirty += newly;
         wb.dirtied += newly;
+        if flags.dontcache {
+            self.pace_dontcache(now, wb_id, newly);
+        }
         self.nr_dirty += newly;
         self.stats.dirtied_pages += newly;
         let t = &mut self.tasks[task.index()];

@@ -242,3 +242,50 @@ fn domain_names_are_checked_and_slots_bounded() {
         "old names still resolve"
     );
 }
+
+#[test]
+fn an_uncached_writer_is_paced_at_what_the_device_writes() {
+    // One request at a time, 10 µs a page: the device writes 100,000
+    // pages/s (~390 MiB/s), far less than the writer could dirty. 1 GiB
+    // of memory: the uncached limit (50 ms of that, ~20 MiB) lies far
+    // below the dirty limits, so only the uncached throttle acts.
+    let (mut hs, dev, task) = setup(&[("memory", "1GiB")], 1);
+    let h = new_handle(&mut hs, dev, DomainId(0));
+    let writes = 400u64;
+    let mut stalls_before_rate = None;
+    for i in 0..writes {
+        write(&mut hs, task, h, i * MIB, MIB, WriteFlags::DONTCACHE);
+        if stalls_before_rate.is_none() && hs.now.as_ns() >= WRITTEN_RATE_SLOT_NS {
+            stalls_before_rate = Some(hs.stalls.len());
+        }
+    }
+    let first = stalls_before_rate.expect("the run outlasts a rate slot");
+    // Until a rate is measured only the limit holds the writer back: it
+    // waits for completions, never for the pace.
+    assert!(hs.stalls[..first].iter().all(|s| s.wakeable));
+    // Afterwards it is paced, so the room above the setpoint stays, and
+    // it never waits at the limit for a completion again.
+    let later = &hs.stalls[first..];
+    let paced = later.iter().filter(|s| !s.wakeable).count();
+    let at_limit = later.iter().filter(|s| s.wakeable).count();
+    assert!(
+        paced as u64 >= writes / 2,
+        "{paced} paced stalls, {at_limit} at the limit"
+    );
+    assert_eq!(at_limit, 0, "{paced} paced stalls");
+    // ...and it still gets at least 90 % of what the device writes.
+    let device_pages_s = 1_000_000_000 / 10_000;
+    let writer_pages_s = writes * 256 * 1_000_000_000 / hs.now.as_ns();
+    assert!(
+        writer_pages_s * 10 >= device_pages_s * 9,
+        "writer {writer_pages_s} pages/s, device {device_pages_s}"
+    );
+    assert!(
+        hs.stalls
+            .iter()
+            .all(|s| s.reason == StallReason::DirtyThrottle),
+        "only throttle stalls"
+    );
+    settle(&mut hs);
+    assert_eq!(hs.engine.stats().cached_pages, 0);
+}

@@ -6,7 +6,9 @@
 use crate::error::Error;
 use crate::file::File;
 use crate::io::{self, DeviceProfile};
-use crate::runtime::block_queue::{max_sectors_kb, read_ahead_kb, stable_writes_required};
+use crate::runtime::block_queue::{
+    max_sectors_kb, nr_requests, queue_depth, read_ahead_kb, stable_writes_required,
+};
 use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
 use std::path::{Path, PathBuf};
@@ -293,7 +295,7 @@ impl Cache {
         if core.devices.contains_key(&st_dev) {
             return Ok(false);
         }
-        let config = with_device_readahead(config, st_dev);
+        let config = with_device_queue(config, st_dev);
         let d = core.engine.add_device(name, config, idle_ns);
         core.engine
             .set_stable_writes_required(d, stable_writes_required(st_dev))
@@ -331,7 +333,7 @@ impl Cache {
             return Ok(d);
         }
         let name = format!("dev-{st_dev:x}");
-        let config = with_device_readahead(self.device_defaults.clone(), st_dev);
+        let config = with_device_queue(self.device_defaults.clone(), st_dev);
         let d = core.engine.add_device(&name, config, idle_ns);
         core.engine
             .set_stable_writes_required(d, stable_writes_required(st_dev))
@@ -703,19 +705,37 @@ fn flush_at_start(dir: &Path) -> Result<(), Error> {
 }
 
 /// `config` with the device's own readahead window (`queue/read_ahead_kb`,
-/// as Linux's bdi takes it) and largest request (`queue/max_sectors_kb`,
-/// as Linux builds bios) unless they were set.
-fn with_device_readahead(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
+/// as Linux's bdi takes it), largest request (`queue/max_sectors_kb`, as
+/// Linux builds bios), queue depth (blk_queue_depth, which wbt scales
+/// from) and tags (`queue/nr_requests`) unless they were set.
+fn with_device_queue(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
     let defaults = DeviceConfig::default();
-    if config.read_ahead_kb == defaults.read_ahead_kb {
-        if let Some(kb) = read_ahead_kb(st_dev) {
+    let declared = [
+        (
+            "read_ahead_kb",
+            config.read_ahead_kb == defaults.read_ahead_kb,
+            read_ahead_kb(st_dev),
+        ),
+        (
+            "max_sectors_kb",
+            config.max_sectors_kb == defaults.max_sectors_kb,
+            max_sectors_kb(st_dev),
+        ),
+        (
+            "queue_depth",
+            config.queue_depth == defaults.queue_depth,
+            queue_depth(st_dev),
+        ),
+        (
+            "nr_requests",
+            config.nr_requests == defaults.nr_requests,
+            nr_requests(st_dev),
+        ),
+    ];
+    for (knob, unset, value) in declared {
+        if let (true, Some(value)) = (unset, value) {
             // A value out of the knob's range keeps the default.
-            let _ = config.set("read_ahead_kb", &kb.to_string());
-        }
-    }
-    if config.max_sectors_kb == defaults.max_sectors_kb {
-        if let Some(kb) = max_sectors_kb(st_dev) {
-            let _ = config.set("max_sectors_kb", &kb.to_string());
+            let _ = config.set(knob, &value.to_string());
         }
     }
     config

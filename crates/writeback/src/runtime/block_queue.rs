@@ -7,7 +7,12 @@
 //!   device's `read_ahead_kb` unless set (readahead.rs);
 //! - `queue/max_sectors_kb`: the largest request the device takes, the
 //!   engine device's `max_sectors_kb` unless set (the size of its
-//!   readahead, writeback and direct requests, as Linux builds bios).
+//!   readahead, writeback and direct requests, as Linux builds bios);
+//! - `device/queue_depth` (SCSI and ATA disks: the command queue's depth)
+//!   or else `queue/nr_requests`: the engine device's `queue_depth` and
+//!   `nr_requests` unless set. This is Linux's blk_queue_depth, which wbt
+//!   scales from: a loop device takes 128 requests, not the engine's
+//!   default 32, and writing alone wbt may raise its depth to 3/4 of that.
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +37,26 @@ pub(crate) fn max_sectors_kb(st_dev: u64) -> Option<u32> {
         .ok()
 }
 
+/// The device's request queue depth as Linux's blk_queue_depth gives it:
+/// the disk's `device/queue_depth` where the driver declares one, else
+/// `queue/nr_requests`; None where there is no block device.
+pub(crate) fn queue_depth(st_dev: u64) -> Option<u32> {
+    queue_depth_at(&sys_dir(st_dev))
+}
+
+fn queue_depth_at(sys: &Path) -> Option<u32> {
+    device_value(sys, "queue_depth")
+        .or_else(|| queue_value(sys, "nr_requests"))?
+        .parse()
+        .ok()
+}
+
+/// The device's `queue/nr_requests` (tags the block layer hands out);
+/// None where there is no block device.
+pub(crate) fn nr_requests(st_dev: u64) -> Option<u32> {
+    queue_value(&sys_dir(st_dev), "nr_requests")?.parse().ok()
+}
+
 fn sys_dir(st_dev: u64) -> PathBuf {
     PathBuf::from(format!(
         "/sys/dev/block/{}:{}",
@@ -49,9 +74,19 @@ fn declared(sys: &Path) -> bool {
 /// `queue/NAME` under the device directory `sys`, or under its parent
 /// (a partition has no queue of its own), trimmed.
 fn queue_value(sys: &Path, name: &str) -> Option<String> {
+    disk_value(sys, "queue", name)
+}
+
+/// `device/NAME` (what the driver declares) of the disk at `sys`, trimmed.
+fn device_value(sys: &Path, name: &str) -> Option<String> {
+    disk_value(sys, "device", name)
+}
+
+/// `DIR/NAME` under the device directory `sys` or its parent, trimmed.
+fn disk_value(sys: &Path, dir: &str, name: &str) -> Option<String> {
     [
-        sys.join("queue").join(name),
-        sys.join("../queue").join(name),
+        sys.join(dir).join(name),
+        sys.join("..").join(dir).join(name),
     ]
     .iter()
     .find_map(|path| std::fs::read_to_string(path).ok())
@@ -77,6 +112,16 @@ mod tests {
         assert!(!declared(&root.join("missing")));
         std::fs::write(disk.join("queue/read_ahead_kb"), "8192\n").unwrap();
         assert_eq!(queue_value(&part, "read_ahead_kb").as_deref(), Some("8192"));
+        assert_eq!(queue_depth_at(&part), None, "no nr_requests yet");
+        std::fs::write(disk.join("queue/nr_requests"), "128\n").unwrap();
+        assert_eq!(
+            queue_depth_at(&part),
+            Some(128),
+            "nr_requests without a driver's depth"
+        );
+        std::fs::create_dir_all(disk.join("device")).unwrap();
+        std::fs::write(disk.join("device/queue_depth"), "32\n").unwrap();
+        assert_eq!(queue_depth_at(&part), Some(32), "the driver's depth first");
         std::fs::remove_dir_all(&root).unwrap();
     }
 
