@@ -32,15 +32,16 @@
 //!   - Below half the limit (the setpoint) the writers run free.
 //!   - Above it they are paced (`pace_dontcache`): each page dirtied
 //!     moves the context's `dontcache_paced_until` on by its time at the
-//!     context's write rate (recent completions) times `pos`, which falls
-//!     from 4 at the setpoint to 1/4 near the limit; a writer that finds that time ahead
-//!     sleeps until it. So writers take evenly what the device gives, and
+//!     context's write rate (recent completions) times `pos`, which
+//!     falls from 4 at the setpoint to 1/4 near the limit; a writer that
+//!     finds that time ahead sleeps until it. So writers take evenly what
+//!     the device gives, and
 //!     the room between the setpoint and the limit absorbs a device that
 //!     stops completing for a while (a slow request, a flush), instead of
 //!     every writer waiting for the next completion at once.
 //!   - At the limit the writer waits for the next write completion
 //!     (`dontcache_throttle`).
-
+//!
 //! Differs from Linux: we drop marked pages whose writeback ends even when
 //! a runtime noted a read of their frames only by clearing the mark (the
 //! page stays, as an accessed page would).
