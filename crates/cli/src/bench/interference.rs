@@ -11,7 +11,9 @@
 //!   `uncached` option), if the filesystem takes them;
 //! - `kernel-kyber` / `kernel-bfq`: `kernel` with the block scheduler of the
 //!   device under the directory switched to kyber / bfq for the run;
-//! - `engine-wbt-off` / `engine`: the writer is this library (wbt off / auto).
+//! - `engine-wbt-off` / `engine`: the writer is this library (wbt off / auto);
+//! - `engine-dontcache`: `engine` with uncached writes (WriteFlags::DONTCACHE),
+//!   beside `kernel-dontcache`.
 //!
 //! The reader is always the same fio job, started about a second after the
 //! writer, reading a file written once up front with O_DIRECT (so it is
@@ -32,6 +34,7 @@ use super::{
     progress, BenchError, SplitMix64, MIB,
 };
 use crate::html_file::HtmlFile;
+use writeback::WriteFlags;
 use clap::Args;
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
@@ -67,6 +70,7 @@ Runs, in one go on the filesystem of --dir, each configuration --repeat times an
   kernel-bfq        the same with bfq (which turns the kernel's wbt off while it is in use)
   engine-wbt-off    the writer is the writeback library (memory --memory, wbt_lat_usec=0)
   engine            the same with wbt_lat_usec=-1 (automatic target)
+  engine-dontcache  engine, its writes uncached (WriteFlags::DONTCACHE, dontcache_flush=kick)
 With --fuse: floor, kernel, and
   mount             `wb mount --dir` on a temporary mountpoint (memory --memory, plus
                     --engine-set knobs), the same fio writer and reader through it
@@ -154,11 +158,12 @@ pub enum Config {
     KernelBfq,
     EngineWbtOff,
     Engine,
+    EngineDontcache,
     Mount,
 }
 
 impl Config {
-    const ALL: [Config; 8] = [
+    const ALL: [Config; 9] = [
         Config::Floor,
         Config::Kernel,
         Config::KernelDontcache,
@@ -166,6 +171,7 @@ impl Config {
         Config::KernelBfq,
         Config::EngineWbtOff,
         Config::Engine,
+        Config::EngineDontcache,
         Config::Mount,
     ];
     /// The configurations of `--fuse`.
@@ -180,6 +186,7 @@ impl Config {
             Config::KernelBfq => "kernel-bfq",
             Config::EngineWbtOff => "engine-wbt-off",
             Config::Engine => "engine",
+            Config::EngineDontcache => "engine-dontcache",
             Config::Mount => "mount",
         }
     }
@@ -655,8 +662,17 @@ fn run_config(
             )
             .map_err(|e| BenchError::failed(setup.writer_file.display(), e))?,
         ),
-        Config::Floor | Config::EngineWbtOff | Config::Engine => {
-            Writer::Engine(EngineWriter::start(setup, config == Config::Engine)?)
+        Config::Floor | Config::EngineWbtOff | Config::Engine | Config::EngineDontcache => {
+            let flags = if config == Config::EngineDontcache {
+                WriteFlags::DONTCACHE
+            } else {
+                WriteFlags::default()
+            };
+            Writer::Engine(EngineWriter::start(
+                setup,
+                matches!(config, Config::Engine | Config::EngineDontcache),
+                flags,
+            )?)
         }
     };
     let mut writer_end: Option<Instant> = None;
@@ -751,7 +767,11 @@ struct EngineWriter {
 }
 
 impl EngineWriter {
-    fn start(setup: &Setup, wbt_auto: bool) -> Result<EngineWriter, BenchError> {
+    fn start(
+        setup: &Setup,
+        wbt_auto: bool,
+        flags: WriteFlags,
+    ) -> Result<EngineWriter, BenchError> {
         let mut builder = Cache::builder()
             .knob("memory", &setup.memory.to_string())
             .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?;
@@ -790,7 +810,7 @@ impl EngineWriter {
                     }
                     let len = (size - offset).min(CHUNK as u64) as usize;
                     buf[..8].copy_from_slice(&offset.to_ne_bytes());
-                    file.write_at(&buf[..len], offset)
+                    file.write_at_with(&buf[..len], offset, flags)
                         .map_err(|e| format!("engine writer: write at {offset}: {e}"))?;
                     offset += len as u64;
                 }
@@ -1195,6 +1215,7 @@ mod tests {
             "kernel-bfq",
             "kernel",
             "engine",
+            "engine-dontcache",
         ] {
             assert_eq!(parse_config(name).map(Config::name), Ok(name));
         }
