@@ -711,28 +711,13 @@ fn flush_at_start(dir: &Path) -> Result<(), Error> {
 fn with_device_queue(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
     let defaults = DeviceConfig::default();
     let declared = [
-        (
-            "read_ahead_kb",
-            config.read_ahead_kb == defaults.read_ahead_kb,
-            read_ahead_kb(st_dev),
-        ),
-        (
-            "max_sectors_kb",
-            config.max_sectors_kb == defaults.max_sectors_kb,
-            max_sectors_kb(st_dev),
-        ),
-        (
-            "queue_depth",
-            config.queue_depth == defaults.queue_depth,
-            queue_depth(st_dev),
-        ),
-        (
-            "nr_requests",
-            config.nr_requests == defaults.nr_requests,
-            nr_requests(st_dev),
-        ),
+        ("read_ahead_kb", read_ahead_kb(st_dev)),
+        ("max_sectors_kb", max_sectors_kb(st_dev)),
+        ("queue_depth", queue_depth(st_dev)),
+        ("nr_requests", nr_requests(st_dev)),
     ];
-    for (knob, unset, value) in declared {
+    for (knob, value) in declared {
+        let unset = config.get(knob) == defaults.get(knob);
         if let (true, Some(value)) = (unset, value) {
             // A value out of the knob's range keeps the default.
             let _ = config.set(knob, &value.to_string());

@@ -34,7 +34,6 @@ use super::{
     progress, BenchError, SplitMix64, MIB,
 };
 use crate::html_file::HtmlFile;
-use writeback::WriteFlags;
 use clap::Args;
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;
@@ -43,7 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use writeback::{Cache, OpenOptions};
+use writeback::{Cache, OpenOptions, WriteFlags};
 
 /// Chunk of the writers (fio's bs=1M, the engine writer's write_at size).
 const CHUNK: usize = 1 << 20;
@@ -767,11 +766,7 @@ struct EngineWriter {
 }
 
 impl EngineWriter {
-    fn start(
-        setup: &Setup,
-        wbt_auto: bool,
-        flags: WriteFlags,
-    ) -> Result<EngineWriter, BenchError> {
+    fn start(setup: &Setup, wbt_auto: bool, flags: WriteFlags) -> Result<EngineWriter, BenchError> {
         let mut builder = Cache::builder()
             .knob("memory", &setup.memory.to_string())
             .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?;
