@@ -35,10 +35,10 @@
 //!     context's write rate (recent completions) times `pos`, which
 //!     falls from 4 at the setpoint to 1/4 near the limit; a writer that
 //!     finds that time ahead sleeps until it. So writers take evenly what
-//!     the device gives, and
-//!     the room between the setpoint and the limit absorbs a device that
-//!     stops completing for a while (a slow request, a flush), instead of
-//!     every writer waiting for the next completion at once.
+//!     the device gives, and the room between the setpoint and the limit
+//!     absorbs a device that stops completing for a while (a slow
+//!     request, a flush), instead of every writer waiting for the next
+//!     completion at once.
 //!   - At the limit the writer waits for the next write completion
 //!     (`dontcache_throttle`).
 //!
@@ -81,7 +81,7 @@ pub struct DontcacheStats {
 pub struct WrittenRate {
     slot_start: Instant,
     written_at_start: u64,
-    pub pages_s: u64,
+    pages_s: u64,
     measured: bool,
 }
 
@@ -98,7 +98,6 @@ impl WrittenRate {
         }
     }
 
-    /// The rate as of `now`, with `written` pages written so far.
     /// Whether a rate was measured yet, with `written` pages written so
     /// far. Until a first slot has passed a context's uncached writers
     /// meet only the limit, so the first rate measured is what the device
@@ -183,6 +182,10 @@ impl Engine {
     /// the setpoint, and before a first rate was measured, the writers run
     /// free (no debt kept).
     pub(crate) fn pace_dontcache(&mut self, now: Instant, wb_id: WbId, pages: u64) {
+        // Inline writers are never paced (dontcache_throttle).
+        if self.config.dontcache_flush == DontcacheFlush::Inline {
+            return;
+        }
         let wb = &mut self.wbs[wb_id.index()];
         let measured = wb.written_rate.update(now, wb.written);
         let limit = Self::dontcache_limit(wb);
