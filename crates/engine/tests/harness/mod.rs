@@ -22,8 +22,10 @@ pub struct Harness {
     /// Every stall handed to a task, in order.
     pub stalls: Vec<Stall>,
     pub written_pages: u64,
-    /// The device serves one request at a time.
-    pub device_free_at: Instant,
+    /// When each of the device's slots is next free: it serves one
+    /// request per slot at a time (one slot unless a test adds more),
+    /// each in `ns_per_page` per page.
+    pub device_slots: Vec<Instant>,
     /// Pages that left the cache, as the engine reported them, in order.
     pub unmapped: Vec<(FileId, PageIndex, PageIndex)>,
     /// Every action in the order the engine emitted it.
@@ -55,7 +57,7 @@ impl Harness {
             fail_writes: None,
             stalls: Vec::new(),
             written_pages: 0,
-            device_free_at: Instant(0),
+            device_slots: vec![Instant(0)],
             unmapped: Vec::new(),
             actions: Vec::new(),
             flushes: 0,
@@ -167,9 +169,12 @@ impl VirtualRuntime for Harness {
         self.actions.push(action.clone());
         match action {
             Action::Submit(req) => {
-                let start = self.device_free_at.max(now);
+                let slot = (0..self.device_slots.len())
+                    .min_by_key(|&s| self.device_slots[s])
+                    .expect("the device has a slot");
+                let start = self.device_slots[slot].max(now);
                 let done = start + self.ns_per_page * req.pages as u64;
-                self.device_free_at = done;
+                self.device_slots[slot] = done;
                 if req.dir == IoDir::Write {
                     self.written_pages += req.pages as u64;
                 }
