@@ -207,8 +207,8 @@ type FileKey = (u64, u64);
 struct Serial {
     /// By st_dev: does that filesystem serialise extending writes?
     serialising_fs: HashMap<u64, bool>,
-    /// By st_dev: allocation failed there; extending writes go one at a
-    /// time instead.
+    /// By st_dev: the filesystem does not allocate (EOPNOTSUPP); extending
+    /// writes go one at a time instead.
     no_allocate: HashSet<u64>,
     /// Files with an allocation or an extending write in flight, with the
     /// extending writes waiting for it, oldest first.
@@ -437,16 +437,13 @@ impl RingThread {
         let Some(waiting) = self.serial.busy.get(&key) else {
             return;
         };
-        let (lo, hi) = allocation_range(waiting);
         // Any waiting write's id will do: held, so no op in flight has it.
-        let Some(token) = waiting.front().map(|op| op.id) else {
+        let Some((token, fd)) = waiting.front().map(|op| (op.id, op.file.as_raw_fd())) else {
             return;
         };
-        let Some(file) = waiting.front().map(|op| Arc::clone(&op.file)) else {
-            return;
-        };
+        let (lo, hi) = allocation_range(waiting);
         debug_assert!(lo < hi, "an extending write is never empty");
-        let sqe = opcode::Fallocate::new(types::Fd(file.as_raw_fd()), hi - lo)
+        let sqe = opcode::Fallocate::new(types::Fd(fd), hi - lo)
             .offset(lo)
             .mode(0)
             .build()
@@ -466,12 +463,15 @@ impl RingThread {
 
     /// The allocation for `key` has completed with `res`: starts the
     /// writes it covered, and allocates for those that arrived since and
-    /// extend further. If it failed, the filesystem's extending writes go
-    /// one at a time from now on (any real error, such as ENOSPC, the
-    /// writes meet again and report).
+    /// extend further. If it failed, the writes waiting go one at a time
+    /// (any real error, such as ENOSPC, they meet again and report); if
+    /// the filesystem does not allocate at all, its extending writes go
+    /// one at a time from now on.
     fn allocated(&mut self, key: FileKey, res: i32) {
         if res < 0 {
-            self.serial.no_allocate.insert(key.0);
+            if matches!(-res, libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL) {
+                self.serial.no_allocate.insert(key.0);
+            }
             self.release(key);
             return;
         }
