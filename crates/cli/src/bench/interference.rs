@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use writeback::{Cache, OpenOptions, WriteFlags};
 
 /// Chunk of the writers (fio's bs=1M, the engine writer's write_at size).
@@ -50,6 +50,12 @@ const CHUNK: usize = 1 << 20;
 const READER_DELAY: Duration = Duration::from_secs(1);
 /// How often running jobs are polled.
 const POLL: Duration = Duration::from_millis(20);
+/// How much longer than the reader the writers are asked to run: fio
+/// takes 0.3 s to start its reads on a quiet machine, up to 1.6 s seen
+/// beside a writer (reads after the writer's end are not counted).
+const WRITER_OVERRUN: Duration = Duration::from_secs(2);
+/// The least time the reader must run beside the writer to be measured.
+const MIN_OVERLAP: Duration = Duration::from_secs(1);
 /// Free space left untouched on the filesystem.
 const SPACE_MARGIN: u64 = 1 << 30;
 /// Smallest writer worth running.
@@ -74,9 +80,15 @@ With --fuse: floor, kernel, and
   mount             `wb mount --dir` on a temporary mountpoint (memory --memory, plus
                     --engine-set knobs), the same fio writer and reader through it
 The reader is `fio --rw=randread --bs=4k --direct=1 --ioengine=psync` (queue depth 1) on a
-file written once with O_DIRECT, started 1 s after the writer, for --seconds.
+file written once with O_DIRECT, started 1 s after the writer, for --seconds. Each writer
+runs until the reader has finished (fio's time_based: at the end of its --writer-size file
+it goes on from the start), then fsyncs; writer MiB/s is what it wrote over that time. Only
+the reads issued while the writer ran are counted (from fio's per-read latency log), each
+with its whole latency: reads with no writer beside them measure no interference (a writer
+that stopped early is noted; one that stopped within 1 s of the reader's start fails the run).
 Before each run the filesystem's free space is trimmed (fstrim), so every writer meets
-the same disk state (a loop device's image otherwise allocates only on first touch),
+the same disk state (a loop device's image otherwise allocates only on first touch), the
+page cache is dropped (a loop device's image would otherwise keep what earlier runs read),
 and the run waits (at most 60 s, noted if longer) until 256 reads in a row of the
 reader's file take under 2 ms each: the previous run's aftermath stays out of it.
 While any writer runs, vm.dirty_bytes / vm.dirty_background_bytes are 20% / 10% of
@@ -103,7 +115,8 @@ pub struct InterferenceArgs {
     /// Runs of each configuration; medians are reported.
     #[arg(long, default_value = "3", value_parser = parse_repeat)]
     pub repeat: usize,
-    /// Bytes each writer writes (scaled down, with a note, if the disk lacks room).
+    /// Size of each writer's file (scaled down, with a note, if the disk lacks room);
+    /// a writer that reaches its end before the reader stops writes it again from the start.
     #[arg(long, default_value = "8GiB", value_parser = parse_size, value_name = "SIZE")]
     pub writer_size: u64,
     /// Seconds the reader runs in each configuration.
@@ -370,7 +383,7 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
             if left_out.contains(config) {
                 continue;
             }
-            let (trimmed, quiet) = settle(&setup.dir, &setup.reader_file);
+            let (trimmed, quiet) = settle(&setup)?;
             let busy = match quiet {
                 Ok(true) => None,
                 Ok(false) => Some(format!(
@@ -508,8 +521,8 @@ fn write_direct_file(path: &Path, size: u64) -> Result<(), BenchError> {
 }
 
 /// Lets the disk catch up between runs: everything written so far made
-/// durable, the filesystem's free space trimmed, then the disk given time
-/// to go quiet. Returns (trimmed, quiet).
+/// durable, the filesystem's free space trimmed, the page cache dropped,
+/// then the disk given time to go quiet. Returns (trimmed, quiet).
 ///
 /// The trim gives every run the same start. Without it, only the first
 /// writer on a fresh filesystem over a loop device makes the loop's image
@@ -519,7 +532,18 @@ fn write_direct_file(path: &Path, size: u64) -> Result<(), BenchError> {
 /// decided the result. The quiet check keeps the previous run's aftermath
 /// (the image's own writeback, the trim's hole punching) out of the next
 /// run: on this machine a first read after a big run once took 9 s.
-fn settle(dir: &Path, reader_file: &Path) -> (bool, std::io::Result<bool>) {
+///
+/// The drop gives every run the same cache: a loop device writing its
+/// image through the page cache keeps there what earlier runs read of the
+/// reader's file, so a run after a reading one read from memory (the
+/// kernel's reader p50 0.014 ms against the floor's 0.070 ms, 2026-11-25)
+/// while runs after 8 GiB writers, which pushed it out, read from the disk:
+/// the order of the configurations decided again. fio then runs a few
+/// reads: after the drop its own program is no longer in memory, and
+/// reading it back beside a writer kept the reader from starting for
+/// seconds.
+fn settle(setup: &Setup) -> Result<(bool, std::io::Result<bool>), BenchError> {
+    let (dir, reader_file) = (&setup.dir, &setup.reader_file);
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     let trimmed = std::process::Command::new("fstrim")
@@ -528,8 +552,12 @@ fn settle(dir: &Path, reader_file: &Path) -> (bool, std::io::Result<bool>) {
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
+    super::drop_caches()?;
+    let mut warm_up = fio::reader_args(reader_file, 1);
+    warm_up.push("--number_ios=16".into());
+    setup.fio.spawn(dir, "warm-up", &warm_up)?.finish()?;
     std::thread::sleep(Duration::from_secs(2));
-    (trimmed, wait_quiet(reader_file))
+    Ok((trimmed, wait_quiet(reader_file)))
 }
 
 /// A read slower than this means the disk is still busy with earlier work.
@@ -601,11 +629,14 @@ fn run_config(
     notes: &mut Vec<String>,
 ) -> Result<RunResult, BenchError> {
     let _ = std::fs::remove_file(&setup.writer_file);
+    let log = fio::LatencyLog::new(&setup.dir, "reader");
     if config == Config::Floor {
-        let reader_args = fio::reader_args(&setup.reader_file, setup.seconds);
+        let mut reader_args = fio::reader_args(&setup.reader_file, setup.seconds);
+        reader_args.extend(log.args());
         let reader = setup.fio.spawn(&setup.dir, "reader", &reader_args)?;
         let report = reader.finish()?;
-        let reader = fio::parse_reader(&report).map_err(BenchError::Failed)?;
+        fio::parse_reader(&report).map_err(BenchError::Failed)?;
+        let reader = log.reads(None).map_err(BenchError::Failed)?;
         return Ok(RunResult {
             reader,
             writer_mib_s: None,
@@ -645,11 +676,19 @@ fn run_config(
         Some(m) => m.path().join(path.file_name().unwrap_or_default()),
         None => path.to_path_buf(),
     };
-    let reader_args = fio::reader_args(&through(&setup.reader_file), setup.seconds);
-    let writer_start = Instant::now();
+    let mut reader_args = fio::reader_args(&through(&setup.reader_file), setup.seconds);
+    reader_args.extend(log.args());
+    // Every writer runs longer than the reader, over its file again once
+    // it reaches the end, so the reader always has it beside it: a fast
+    // writer finishing early would leave the reader alone.
+    let writer_runtime = READER_DELAY + Duration::from_secs(setup.seconds) + WRITER_OVERRUN;
     let mut writer = match config {
         Config::Kernel | Config::KernelKyber | Config::KernelBfq | Config::Mount => {
-            let args = fio::writer_args(&through(&setup.writer_file), setup.writer_size);
+            let args = fio::timed_writer_args(
+                &through(&setup.writer_file),
+                setup.writer_size,
+                writer_runtime,
+            );
             Writer::Fio(setup.fio.spawn(&setup.dir, "writer", &args)?)
         }
         Config::KernelDontcache => Writer::Kernel(
@@ -658,6 +697,7 @@ fn run_config(
                 kernel_write::Mode::Dontcache,
                 setup.writer_size,
                 CHUNK,
+                Some(writer_runtime),
             )
             .map_err(|e| BenchError::failed(setup.writer_file.display(), e))?,
         ),
@@ -671,10 +711,14 @@ fn run_config(
                 setup,
                 matches!(config, Config::Engine | Config::EngineDontcache),
                 flags,
+                writer_runtime,
             )?)
         }
     };
-    let mut writer_end: Option<Instant> = None;
+    // Counted from here: the engine's writer may have calibrated its
+    // device first.
+    let writer_start = Instant::now();
+    let mut writer_end: Option<(Instant, SystemTime)> = None;
     while writer_start.elapsed() < READER_DELAY {
         std::thread::sleep(POLL);
     }
@@ -682,7 +726,7 @@ fn run_config(
     let mut reader = setup.fio.spawn(&setup.dir, "reader", &reader_args)?;
     loop {
         if writer_end.is_none() && writer.has_finished()? {
-            writer_end = Some(Instant::now());
+            writer_end = Some((Instant::now(), SystemTime::now()));
         }
         if reader.has_finished()? {
             break;
@@ -690,22 +734,34 @@ fn run_config(
         std::thread::sleep(POLL);
     }
     let reader_end = Instant::now();
-    let reader = fio::parse_reader(&reader.finish()?).map_err(BenchError::Failed)?;
-    if let Some(end) = writer_end {
-        let note = if end <= reader_start {
-            format!(
-                "{label}: the writer finished before the reader started; \
-                 the reader ran alone (use a larger --writer-size)"
-            )
-        } else {
-            format!(
-                "{label}: the writer finished {:.1} s before the reader",
-                (reader_end - end).as_secs_f64()
-            )
-        };
-        progress!("{note}");
-        notes.push(note);
+    fio::parse_reader(&reader.finish()?).map_err(BenchError::Failed)?;
+    // Only the reads made while the writer ran measure its interference.
+    let reader = match writer_end {
+        Some((end, _)) if end < reader_start + MIN_OVERLAP => {
+            return Err(BenchError::Failed(format!(
+                "{label}: the writer finished {:.1} s after the reader started, \
+                 too soon to measure the reader beside it (use a larger --writer-size)",
+                end.saturating_duration_since(reader_start).as_secs_f64()
+            )));
+        }
+        Some((end, end_wall)) => {
+            let note = format!(
+                "{label}: the writer finished {:.1} s before the reader; \
+                 the reader's {:.1} s beside it are counted",
+                (reader_end - end).as_secs_f64(),
+                (end - reader_start).as_secs_f64()
+            );
+            progress!("{note}");
+            notes.push(note);
+            let until_ms = end_wall
+                .duration_since(UNIX_EPOCH)
+                .map_err(|e| BenchError::failed("the clock", e))?
+                .as_millis() as u64;
+            log.reads(Some(until_ms))
+        }
+        None => log.reads(None),
     }
+    .map_err(BenchError::Failed)?;
     let writer_mib_s = match writer {
         Writer::Fio(f) => {
             let w = fio::parse_writer(&f.finish()?).map_err(BenchError::Failed)?;
@@ -758,7 +814,8 @@ struct EngineOutcome {
 }
 
 /// The library as the writer: a thread writing the file sequentially in
-/// 1 MiB write_at calls through a Cache, then sync_data. Dropping it early
+/// 1 MiB write_at calls through a Cache for a time (over the file again
+/// from its start each time it reaches the end), then sync_data. Dropping it early
 /// (on an error elsewhere) stops the writer and waits for it.
 struct EngineWriter {
     stop: Arc<AtomicBool>,
@@ -766,7 +823,12 @@ struct EngineWriter {
 }
 
 impl EngineWriter {
-    fn start(setup: &Setup, wbt_auto: bool, flags: WriteFlags) -> Result<EngineWriter, BenchError> {
+    fn start(
+        setup: &Setup,
+        wbt_auto: bool,
+        flags: WriteFlags,
+        runtime: Duration,
+    ) -> Result<EngineWriter, BenchError> {
         let mut builder = Cache::builder()
             .knob("memory", &setup.memory.to_string())
             .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?;
@@ -790,7 +852,11 @@ impl EngineWriter {
             .open(&setup.writer_file, OpenOptions { create: true })
             .map_err(|e| BenchError::failed("opening the engine writer's file", e))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let size = setup.writer_size;
+        let span = kernel_write::WriteSpan {
+            size: setup.writer_size,
+            chunk: CHUNK,
+            runtime: Some(runtime),
+        };
         let stop_flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("wb-bench-writer".into())
@@ -798,16 +864,16 @@ impl EngineWriter {
                 let mut buf = vec![0u8; CHUNK];
                 SplitMix64::seed_from_u64(0xb0b).fill_bytes(&mut buf);
                 let start = Instant::now();
-                let mut offset = 0u64;
-                while offset < size {
+                let (mut offset, mut bytes) = (0u64, 0u64);
+                while let Some((at, len)) = span.next(offset, start) {
                     if stop_flag.load(Ordering::Relaxed) {
                         return Err("stopped".into());
                     }
-                    let len = (size - offset).min(CHUNK as u64) as usize;
-                    buf[..8].copy_from_slice(&offset.to_ne_bytes());
-                    file.write_at_with(&buf[..len], offset, flags)
-                        .map_err(|e| format!("engine writer: write at {offset}: {e}"))?;
-                    offset += len as u64;
+                    buf[..8].copy_from_slice(&at.to_ne_bytes());
+                    file.write_at_with(&buf[..len], at, flags)
+                        .map_err(|e| format!("engine writer: write at {at}: {e}"))?;
+                    offset = at + len as u64;
+                    bytes += len as u64;
                 }
                 file.sync_data()
                     .map_err(|e| format!("engine writer: sync_data: {e}"))?;
@@ -816,7 +882,7 @@ impl EngineWriter {
                 drop(file);
                 drop(cache);
                 Ok(EngineOutcome {
-                    bytes: size,
+                    bytes,
                     elapsed,
                     stats,
                 })
@@ -1022,8 +1088,8 @@ fn to_json(summaries: &[ConfigSummary]) -> String {
 
 fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[String]) -> Doc {
     let mut out = Doc::from(format!(
-        "Reader: 4 KiB O_DIRECT random reads, queue depth 1, {} s; writer: {} sequential; \
-         medians of {repeat} run{}.\n\
+        "Reader: 4 KiB O_DIRECT random reads, queue depth 1, {} s, counted while the writer \
+         runs; writer: {} sequential; medians of {repeat} run{}.\n\
          Kernel dirty limits for the kernel runs: {} / background {} (20% / 10% of the \
          engine's {}).\n\n",
         setup.seconds,

@@ -118,8 +118,11 @@ impl WriterOutcome {
 }
 
 /// A sequential writer on its own thread: a new file of `size` bytes in
-/// `chunk`-byte writes in one [`Mode`], then one fdatasync. Dropping it
-/// early (on an error elsewhere) stops the writer and waits for it.
+/// `chunk`-byte writes in one [`Mode`], then one fdatasync. Given a
+/// `runtime`, it writes for that long instead (from its first write), over
+/// the file again from its start each time it reaches `size` (fio's
+/// time_based). Dropping it early
+/// (on an error elsewhere) stops the writer and waits for it.
 pub struct BackgroundWriter {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<WriterOutcome, String>>>,
@@ -129,14 +132,27 @@ impl BackgroundWriter {
     /// Creates (truncates) `path` and starts writing it. `chunk` must be a
     /// multiple of [`DIRECT_ALIGN`] for [`Mode::Direct`] (the last write is
     /// rounded up to it).
-    pub fn start(path: &Path, mode: Mode, size: u64, chunk: usize) -> io::Result<BackgroundWriter> {
+    pub fn start(
+        path: &Path,
+        mode: Mode,
+        size: u64,
+        chunk: usize,
+        runtime: Option<Duration>,
+    ) -> io::Result<BackgroundWriter> {
         let file = create(path, mode)?;
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("wb-bench-kwriter".into())
-            .spawn(move || write_file(&file, &dir, mode, size, chunk, &stop_flag))?;
+            .spawn(move || {
+                let span = WriteSpan {
+                    size,
+                    chunk,
+                    runtime,
+                };
+                write_file(&file, &dir, mode, span, &stop_flag)
+            })?;
         Ok(BackgroundWriter {
             stop,
             thread: Some(thread),
@@ -166,13 +182,36 @@ impl Drop for BackgroundWriter {
     }
 }
 
+/// What a [`BackgroundWriter`] writes: `size` bytes in `chunk`-byte
+/// calls, or, with a `runtime`, calls for that long, from the file's start
+/// again each time it reaches `size`.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteSpan {
+    pub size: u64,
+    pub chunk: usize,
+    pub runtime: Option<Duration>,
+}
+
+impl WriteSpan {
+    /// The next write after `offset` of a writer that started at
+    /// `started`: (offset, length), or None when done.
+    pub fn next(&self, offset: u64, started: Instant) -> Option<(u64, usize)> {
+        let offset = match self.runtime {
+            Some(runtime) if started.elapsed() >= runtime => return None,
+            Some(_) if offset >= self.size => 0,
+            _ if offset >= self.size => return None,
+            _ => offset,
+        };
+        Some((offset, (self.size - offset).min(self.chunk as u64) as usize))
+    }
+}
+
 /// The body of a [`BackgroundWriter`].
 fn write_file(
     file: &File,
     dir: &Path,
     mode: Mode,
-    size: u64,
-    chunk: usize,
+    span: WriteSpan,
     stop: &AtomicBool,
 ) -> Result<WriterOutcome, String> {
     let fail = |what: &str, e: io::Error| {
@@ -182,26 +221,28 @@ fn write_file(
             format!("kernel writer ({mode:?}): {what}: {e}")
         }
     };
-    let mut buf = writeback::io::AlignedBuf::new(chunk);
+    let mut buf = writeback::io::AlignedBuf::new(span.chunk);
     super::SplitMix64::seed_from_u64(0xb0b).fill_bytes(buf.as_mut_slice());
     let start = Instant::now();
-    let mut offset = 0u64;
-    while offset < size {
+    let (mut offset, mut bytes) = (0u64, 0u64);
+    while let Some((at, len)) = span.next(offset, start) {
         if stop.load(Ordering::Relaxed) {
             return Err("stopped".into());
         }
-        let mut len = (size - offset).min(chunk as u64) as usize;
-        if mode == Mode::Direct {
-            len = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-        }
-        buf.as_mut_slice()[..8].copy_from_slice(&offset.to_ne_bytes());
-        write_all_at(file, mode, &buf.as_slice()[..len], offset)
-            .map_err(|e| fail(&format!("write at {offset}"), e))?;
-        offset += len as u64;
+        let len = if mode == Mode::Direct {
+            len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN
+        } else {
+            len
+        };
+        buf.as_mut_slice()[..8].copy_from_slice(&at.to_ne_bytes());
+        write_all_at(file, mode, &buf.as_slice()[..len], at)
+            .map_err(|e| fail(&format!("write at {at}"), e))?;
+        offset = at + len as u64;
+        bytes += len as u64;
     }
     file.sync_data().map_err(|e| fail("fdatasync", e))?;
     Ok(WriterOutcome {
-        bytes: offset,
+        bytes,
         elapsed: start.elapsed(),
     })
 }
@@ -394,18 +435,50 @@ mod tests {
     }
 
     #[test]
+    fn a_span_wraps_until_its_time_and_ends_at_its_size_without_one() {
+        let once = WriteSpan {
+            size: (2 << 20) + 5,
+            chunk: 1 << 20,
+            runtime: None,
+        };
+        let now = Instant::now();
+        assert_eq!(once.next(0, now), Some((0, 1 << 20)));
+        assert_eq!(once.next(2 << 20, now), Some((2 << 20, 5)));
+        assert_eq!(once.next((2 << 20) + 5, now), None);
+        let timed = WriteSpan {
+            runtime: Some(Duration::from_secs(3600)),
+            ..once
+        };
+        assert_eq!(timed.next((2 << 20) + 5, now), Some((0, 1 << 20)));
+        let over = WriteSpan {
+            runtime: Some(Duration::ZERO),
+            ..once
+        };
+        assert_eq!(over.next(0, now), None);
+    }
+
+    #[test]
     fn background_writer_writes_the_whole_file_and_syncs() {
         let dir = std::env::temp_dir().join(format!("wb-kw-bg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("w");
         let size = (3 << 20) + 5;
-        let writer = BackgroundWriter::start(&path, Mode::Buffered, size, 1 << 20).expect("start");
+        let writer =
+            BackgroundWriter::start(&path, Mode::Buffered, size, 1 << 20, None).expect("start");
         let outcome = writer.finish().expect("the writer finishes");
         assert_eq!(outcome.bytes, size);
         assert!(outcome.mib_s() > 0.0);
         assert_eq!(std::fs::metadata(&path).expect("file").len(), size);
+        // Until a time: over the file again, which keeps its size.
+        let runtime = Duration::from_millis(300);
+        let writer = BackgroundWriter::start(&path, Mode::Buffered, size, 1 << 20, Some(runtime))
+            .expect("start");
+        let outcome = writer.finish().expect("the writer finishes");
+        assert!(outcome.elapsed >= runtime);
+        assert!(outcome.bytes > 2 * size, "{} bytes", outcome.bytes);
+        assert_eq!(std::fs::metadata(&path).expect("file").len(), size);
         // Dropped while running: stops without a fuss.
-        let writer = BackgroundWriter::start(&path, Mode::Buffered, 64 << 30, 1 << 20);
+        let writer = BackgroundWriter::start(&path, Mode::Buffered, 64 << 30, 1 << 20, None);
         drop(writer);
         let _ = std::fs::remove_dir_all(&dir);
     }
