@@ -66,6 +66,8 @@ pub(crate) struct Device {
     pub backlog: Box<crate::backlog::Backlog>,
     /// Free space reserved for dirty pages (space.rs).
     pub space: crate::space::DeviceSpace,
+    /// How long a full write takes, unqueued (write_latency.rs).
+    pub full_write_latency: crate::write_latency::FullWriteLatency,
     pub stats: DeviceStats,
 }
 

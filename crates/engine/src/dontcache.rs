@@ -25,7 +25,9 @@
 //!
 //! - Ours: a DONTCACHE writer keeps its context's uncached pages dirty or
 //!   under writeback (`nr_dontcache_unclean`) within what the device
-//!   writes in `DONTCACHE_DIRTY_WINDOW_NS` (the limit). An uncached page's
+//!   writes in `DONTCACHE_DIRTY_WINDOW_NS`, or in `DONTCACHE_LATENCIES`
+//!   times its full-write latency on a device slow per request but deep
+//!   (the limit; write_latency.rs). An uncached page's
 //!   only use is to carry data to the device, so there is no point in
 //!   letting it wait in memory up to the dirty limit, as a buffered page
 //!   may (to be overwritten or read again).
@@ -121,6 +123,15 @@ impl WrittenRate {
 pub const DONTCACHE_DIRTY_WINDOW_NS: u64 = 50 * NS_PER_MS;
 /// ...but never fewer than this many pages (4 MiB: one writeback chunk).
 pub const DONTCACHE_DIRTY_MIN_PAGES: u64 = 1024;
+/// ...nor less than the device writes in this many of its full-write
+/// latencies (write_latency.rs): a deep device slow per request needs
+/// rate x latency pages in flight to run at its rate (Little's law), and
+/// the pace holds the unclean pages near 7/8 of the limit, some of them
+/// still dirty. The rate is what completed, so it rises only when more
+/// than rate x latency is in flight: on a 16-slot device taking 41 ms per
+/// 1 MiB request (the engine's tests), a writer with the window alone ran
+/// at 0.92x the device's rate, with twice the latency 0.98x.
+pub const DONTCACHE_LATENCIES: u64 = 2;
 /// An uncached writer's pace at the setpoint, in multiples of its
 /// context's write rate: above 1 so the pace probes for more (the rate is
 /// what completed, not what the device could take), which puts the
@@ -147,8 +158,9 @@ impl Engine {
             return None;
         }
         let wb_id = self.files[file.index()].wb;
+        let limit = self.dontcache_limit(now, wb_id);
         let wb = &self.wbs[wb_id.index()];
-        if wb.nr_dontcache_unclean < Self::dontcache_limit(wb) {
+        if wb.nr_dontcache_unclean < limit {
             let paced_until = wb.dontcache_paced_until;
             if paced_until <= now {
                 return None;
@@ -188,7 +200,8 @@ impl Engine {
         }
         let wb = &mut self.wbs[wb_id.index()];
         let measured = wb.written_rate.update(now, wb.written);
-        let limit = Self::dontcache_limit(wb);
+        let limit = self.dontcache_limit(now, wb_id);
+        let wb = &mut self.wbs[wb_id.index()];
         let setpoint = limit / 2;
         let unclean = wb.nr_dontcache_unclean;
         if !measured || unclean < setpoint {
@@ -208,12 +221,23 @@ impl Engine {
     }
 
     /// The uncached pages a context may hold dirty or under writeback: its
-    /// device's writes in DONTCACHE_DIRTY_WINDOW_NS, at least
-    /// DONTCACHE_DIRTY_MIN_PAGES.
-    fn dontcache_limit(wb: &crate::wb::Wb) -> u64 {
-        let window =
-            Self::write_rate(wb) as u128 * DONTCACHE_DIRTY_WINDOW_NS as u128 / NS_PER_SEC as u128;
-        (window.min(u64::MAX as u128) as u64).max(DONTCACHE_DIRTY_MIN_PAGES)
+    /// device's writes in DONTCACHE_DIRTY_WINDOW_NS or in
+    /// DONTCACHE_LATENCIES full-write latencies, whichever is more, at
+    /// least DONTCACHE_DIRTY_MIN_PAGES.
+    fn dontcache_limit(&self, now: Instant, wb_id: WbId) -> u64 {
+        let wb = &self.wbs[wb_id.index()];
+        let rate_pages_s = Self::write_rate(wb) as u128;
+        // A device slow per request but deep needs rate x latency in
+        // flight to reach its rate, and the rate grows only when more is in
+        // flight than that (it is what completed): twice, so it does.
+        let latency_ns = self.devices[wb.device.index()]
+            .full_write_latency
+            .min_ns(now)
+            .unwrap_or(0)
+            .saturating_mul(DONTCACHE_LATENCIES);
+        let window_ns = DONTCACHE_DIRTY_WINDOW_NS.max(latency_ns) as u128;
+        let pages = rate_pages_s * window_ns / NS_PER_SEC as u128;
+        (pages.min(u64::MAX as u128) as u64).max(DONTCACHE_DIRTY_MIN_PAGES)
     }
 
     /// A context's write rate in pages per second: the larger of its

@@ -212,6 +212,7 @@ impl Engine {
             stable_required: false,
             backlog: Default::default(),
             space: Default::default(),
+            full_write_latency: crate::write_latency::FullWriteLatency::new(Instant(0)),
             stats,
         });
         DeviceId((self.devices.len() - 1) as u32)

@@ -134,6 +134,7 @@ pub mod units;
 mod wb;
 mod wbt;
 mod workingset;
+mod write_latency;
 mod write_path;
 
 pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step, ThrottleDetail};
