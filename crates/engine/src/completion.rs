@@ -37,7 +37,7 @@ impl Engine {
                 self.complete_read(&req, result);
             }
             IoDir::Write => {
-                let max_request_pages = (dev.config.max_sectors_kb as u64 / 4).max(1);
+                let max_request_pages = dev.config.max_request_pages();
                 dev.full_write_latency
                     .sample(now, latency, req.pages as u64, max_request_pages);
                 if inflight.tracked {

@@ -446,6 +446,12 @@ impl Default for DeviceConfig {
 }
 
 impl DeviceConfig {
+    /// Pages a request carries at most: at least one (max_sectors_kb is a
+    /// multiple of 4, at least 4).
+    pub fn max_request_pages(&self) -> u64 {
+        self.max_sectors_kb as u64 / 4
+    }
+
     pub const KNOBS: &'static [&'static str] = &[
         "wbt_lat_usec",
         "stable_writes",

@@ -140,7 +140,7 @@ impl Engine {
         last: PageIndex,
     ) -> u32 {
         let device = self.files[file.index()].device;
-        let max_pages = (self.devices[device.index()].config.max_sectors_kb as u64 / 4).max(1);
+        let max_pages = self.devices[device.index()].config.max_request_pages();
         let mut page = first;
         let mut count = 0;
         while page < last {

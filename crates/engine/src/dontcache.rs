@@ -198,8 +198,10 @@ impl Engine {
         if self.config.dontcache_flush == DontcacheFlush::Inline {
             return;
         }
-        let wb = &mut self.wbs[wb_id.index()];
-        let measured = wb.written_rate.update(now, wb.written);
+        let measured = {
+            let wb = &mut self.wbs[wb_id.index()];
+            wb.written_rate.update(now, wb.written)
+        };
         let limit = self.dontcache_limit(now, wb_id);
         let wb = &mut self.wbs[wb_id.index()];
         let setpoint = limit / 2;

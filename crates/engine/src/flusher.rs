@@ -327,7 +327,9 @@ impl Engine {
         };
         let wb = &self.wbs[wb_id.index()];
         let dev = &self.devices[wb.device.index()];
-        let max_pages = (dev.config.max_sectors_kb as u64 / 4)
+        let max_pages = dev
+            .config
+            .max_request_pages()
             .min(
                 dev.wbt
                     .write_pages_cap(now, dev.write_bw_peak.max(wb.bw.avg_write_bw)),

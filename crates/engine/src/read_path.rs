@@ -252,8 +252,6 @@ impl Engine {
             want = want.max(dev.read_ahead_kb as u64 / 4);
         }
         let file_pages = f.size.div_ceil(PAGE_SIZE);
-        want.min(file_pages - p)
-            .min(dev.max_sectors_kb as u64 / 4)
-            .max(1)
+        want.min(file_pages - p).min(dev.max_request_pages()).max(1)
     }
 }

@@ -74,7 +74,7 @@ impl Engine {
         let f = &self.files[file.index()];
         let dev = &self.devices[f.device.index()].config;
         let window = (dev.read_ahead_kb as u64 / 4).max(2 * (last - first));
-        let max_request = (dev.max_sectors_kb as u64 / 4).max(1);
+        let max_request = dev.max_request_pages();
         let file_pages = f.size.div_ceil(PAGE_SIZE);
         let Some(hole) = Self::first_hole(f, last, (last + window).min(file_pages)) else {
             return;

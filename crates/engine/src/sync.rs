@@ -441,7 +441,7 @@ impl Engine {
 
     /// The next run of tagged pages to write for sync op `id` on `device`.
     fn sync_next(&mut self, device: DeviceId, id: u64) -> SyncNext {
-        let max_pages = self.devices[device.index()].config.max_sectors_kb as u64 / 4;
+        let max_pages = self.devices[device.index()].config.max_request_pages();
         let op = self.syncs.ops.get_mut(&id).expect("exists");
         let issue_only = op.issue_only;
         let mut all_done = true;

@@ -39,7 +39,7 @@ fn a_direct_write_goes_around_the_cache_and_waits_for_the_device() {
     hs.run(task, |e, now| e.write_direct(now, task, h, 0, 2 * MIB))
         .unwrap();
     let reqs = direct_requests(&hs);
-    let per_request = DeviceConfig::default().max_sectors_kb as u64 / 4;
+    let per_request = DeviceConfig::default().max_request_pages();
     assert_eq!(reqs.len() as u64, 512 / per_request);
     assert!(reqs
         .iter()

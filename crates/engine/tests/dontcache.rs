@@ -39,7 +39,7 @@ fn write(hs: &mut Harness, task: TaskId, h: HandleId, offset: u64, len: u64, fla
 
 /// Pages a request carries at most.
 fn request_pages() -> u64 {
-    DeviceConfig::default().max_sectors_kb as u64 / 4
+    DeviceConfig::default().max_request_pages()
 }
 
 fn domain(hs: &Harness, i: usize) -> DomainStats {

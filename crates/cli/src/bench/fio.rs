@@ -93,10 +93,6 @@ pub fn reader_args(file: &Path, seconds: u64) -> Vec<String> {
     ]
 }
 
-/// The kernel writer: buffered sequential 1 MiB writes of `size` bytes and
-/// an fsync at the end. No fallocate, as the engine's writer does not
-/// either. (RWF_DONTCACHE writes are ours, `kernel_write`: the fio of
-/// Debian 12 has no `uncached` option.)
 /// fio's per-I/O completion latency log of one job (`--write_lat_log`,
 /// every I/O, wall-clock times): what lets a benchmark count only the
 /// reads made while something else ran. fio writes `<prefix>_clat.1.log`
@@ -205,6 +201,10 @@ pub fn reads_until(ios: &[LoggedIo], until_ms: Option<u64>) -> Result<ReaderResu
     })
 }
 
+/// The kernel writer: buffered sequential 1 MiB writes of `size` bytes and
+/// an fsync at the end. No fallocate, as the engine's writer does not
+/// either. (RWF_DONTCACHE writes are ours, `kernel_write`: the fio of
+/// Debian 12 has no `uncached` option.)
 pub fn writer_args(file: &Path, size: u64) -> Vec<String> {
     vec![
         format!("--filename={}", fio_filename(file)),
@@ -218,7 +218,6 @@ pub fn writer_args(file: &Path, size: u64) -> Vec<String> {
     ]
 }
 
-/// Buffered 1 MiB sequential reads of an existing file, to its end.
 /// [`writer_args`] for `runtime`, over the file again from its start each
 /// time it reaches `size` (fio's time_based).
 pub fn timed_writer_args(file: &Path, size: u64, runtime: std::time::Duration) -> Vec<String> {
@@ -228,6 +227,7 @@ pub fn timed_writer_args(file: &Path, size: u64, runtime: std::time::Duration) -
     args
 }
 
+/// Buffered 1 MiB sequential reads of an existing file, to its end.
 pub fn seq_reader_args(file: &Path) -> Vec<String> {
     vec![
         format!("--filename={}", fio_filename(file)),
@@ -497,14 +497,16 @@ mod tests {
         let all = reads_until(&ios, None).unwrap();
         assert_eq!(all.max_us, 5000.0);
         assert_eq!(all.p50_us, 60.0);
-        assert_eq!(all.iops, 2.0); // 4 reads over 1000..3000 ms
-                                   // The writer ended at 2 s: the 5 ms read issued after it is not counted.
+        // 4 reads over 1000..3000 ms.
+        assert_eq!(all.iops, 2.0);
+        // The writer ended at 2 s: the 5 ms read issued after it is not counted.
         let cut = reads_until(&ios, Some(2000)).unwrap();
         assert_eq!(cut.max_us, 70.0);
         assert_eq!(cut.p50_us, 60.0);
         assert_eq!(cut.p99_us, 70.0);
-        assert_eq!(cut.iops, 3.0); // 3 reads over 1000..2000 ms
-                                   // A read issued before the cut and stuck past it counts, whole.
+        // 3 reads over 1000..2000 ms.
+        assert_eq!(cut.iops, 3.0);
+        // A read issued before the cut and stuck past it counts, whole.
         let mut stuck = ios.clone();
         stuck.push(LoggedIo {
             at_ms: 4000,

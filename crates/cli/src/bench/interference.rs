@@ -635,6 +635,8 @@ fn run_config(
         reader_args.extend(log.args());
         let reader = setup.fio.spawn(&setup.dir, "reader", &reader_args)?;
         let report = reader.finish()?;
+        // fio's own report says whether the job failed; the figures come
+        // from its log.
         fio::parse_reader(&report).map_err(BenchError::Failed)?;
         let reader = log.reads(None).map_err(BenchError::Failed)?;
         return Ok(RunResult {
@@ -815,8 +817,8 @@ struct EngineOutcome {
 
 /// The library as the writer: a thread writing the file sequentially in
 /// 1 MiB write_at calls through a Cache for a time (over the file again
-/// from its start each time it reaches the end), then sync_data. Dropping it early
-/// (on an error elsewhere) stops the writer and waits for it.
+/// from its start each time it reaches the end), then sync_data. Dropping
+/// it early (on an error elsewhere) stops the writer and waits for it.
 struct EngineWriter {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<EngineOutcome, String>>>,

@@ -121,8 +121,8 @@ impl WriterOutcome {
 /// `chunk`-byte writes in one [`Mode`], then one fdatasync. Given a
 /// `runtime`, it writes for that long instead (from its first write), over
 /// the file again from its start each time it reaches `size` (fio's
-/// time_based). Dropping it early
-/// (on an error elsewhere) stops the writer and waits for it.
+/// time_based). Dropping it early (on an error elsewhere) stops the writer
+/// and waits for it.
 pub struct BackgroundWriter {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<WriterOutcome, String>>>,
