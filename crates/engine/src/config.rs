@@ -427,6 +427,12 @@ pub struct DeviceConfig {
     pub read_ahead_kb: u32,
     /// Largest single request.
     pub max_sectors_kb: u32,
+    /// The device serves one request at a time, in the order they came,
+    /// each to its end: a read waits for the whole write ahead of it,
+    /// however shallow the queue (a loop device without direct I/O runs
+    /// every request in one worker). wbt then caps writes smaller while
+    /// reads compete (`Wbt::write_pages_cap`).
+    pub serial: bool,
 }
 
 impl Default for DeviceConfig {
@@ -441,6 +447,7 @@ impl Default for DeviceConfig {
             nr_requests: 128,
             read_ahead_kb: 128,
             max_sectors_kb: 512,
+            serial: false,
         }
     }
 }
@@ -462,6 +469,7 @@ impl DeviceConfig {
         "nr_requests",
         "read_ahead_kb",
         "max_sectors_kb",
+        "serial",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -501,6 +509,7 @@ impl DeviceConfig {
                 }
                 next.max_sectors_kb = kb;
             }
+            "serial" => next.serial = parse_bool(knob, value)?,
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -534,6 +543,7 @@ impl DeviceConfig {
             "nr_requests" => self.nr_requests.to_string(),
             "read_ahead_kb" => self.read_ahead_kb.to_string(),
             "max_sectors_kb" => self.max_sectors_kb.to_string(),
+            "serial" => u8::from(self.serial).to_string(),
             _ => return None,
         })
     }
@@ -558,6 +568,7 @@ mod tests {
         let mut device = DeviceConfig::default();
         assert!(device.set("min_ratio", "101").is_err());
         assert!(device.set("max_sectors_kb", "6").is_err());
+        assert!(device.set("serial", "maybe").is_err());
         device.set("max_ratio", "10").unwrap();
         let before = device.clone();
         assert!(device.set("min_ratio", "20").is_err());

@@ -189,7 +189,8 @@ impl Engine {
     ) -> DeviceId {
         assert!(self.devices.len() < MAX_DEVICES, "too many devices");
         let target = Self::wbt_target(&config, idle_read_latency_ns);
-        let wbt = Wbt::new(Self::wbt_queue_depth(&config), target);
+        let mut wbt = Wbt::new(Self::wbt_queue_depth(&config), target);
+        wbt.serial = config.serial;
         let stats = DeviceStats {
             name: name.to_string(),
             wbt_enabled: target != 0,

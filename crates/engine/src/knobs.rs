@@ -50,6 +50,9 @@ impl Engine {
             dev.stats.wbt_enabled = target != 0;
             dev.stats.wbt_target_ns = target;
         }
+        if knob == "serial" {
+            dev.wbt.serial = config.serial;
+        }
         if knob == "queue_depth" || knob == "nr_requests" {
             dev.wbt.set_queue_depth(Self::wbt_queue_depth(&config));
             // Tags already handed out stay valid; none is handed out until

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::file::File;
 use crate::io::{self, DeviceProfile};
 use crate::runtime::block_queue::{
-    max_sectors_kb, nr_requests, queue_depth, read_ahead_kb, stable_writes_required,
+    max_sectors_kb, nr_requests, queue_depth, read_ahead_kb, serial, stable_writes_required,
 };
 use crate::runtime::diskstats::DiskStats;
 use crate::runtime::shared::Shared;
@@ -707,7 +707,8 @@ fn flush_at_start(dir: &Path) -> Result<(), Error> {
 /// `config` with the device's own readahead window (`queue/read_ahead_kb`,
 /// as Linux's bdi takes it), largest request (`queue/max_sectors_kb`, as
 /// Linux builds bios), queue depth (blk_queue_depth, which wbt scales
-/// from) and tags (`queue/nr_requests`) unless they were set.
+/// from), tags (`queue/nr_requests`) and whether it serves one request at
+/// a time (a buffered loop device) unless they were set.
 fn with_device_queue(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
     let defaults = DeviceConfig::default();
     let declared = [
@@ -715,6 +716,7 @@ fn with_device_queue(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
         ("max_sectors_kb", max_sectors_kb(st_dev)),
         ("queue_depth", queue_depth(st_dev)),
         ("nr_requests", nr_requests(st_dev)),
+        ("serial", serial(st_dev).map(u32::from)),
     ];
     for (knob, value) in declared {
         let unset = config.get(knob) == defaults.get(knob);

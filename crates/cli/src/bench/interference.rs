@@ -775,7 +775,8 @@ fn run_config(
             let d = outcome.stats.devices.first();
             progress!(
                 "{label}: engine: {} dirty-throttle pauses ({:.0} ms in all), wbt {} \
-                 (target {:.1} ms, {} scale-downs), dirty peak {}",
+                 (target {:.1} ms, {} scale-downs, {} ups, depth {}..{}), \
+                 {} writes of {:.0} KiB on average, dirty peak {}",
                 d.map_or(0, |d| d.throttle.count),
                 d.map_or(0.0, |d| d.throttle.total_ns as f64 / 1e6),
                 if d.is_some_and(|d| d.wbt_enabled) {
@@ -785,6 +786,12 @@ fn run_config(
                 },
                 d.map_or(0.0, |d| d.wbt_target_ns as f64 / 1e6),
                 d.map_or(0, |d| d.wbt_scale_downs),
+                d.map_or(0, |d| d.wbt_scale_ups),
+                d.map_or(0, |d| d.wbt_max_depth_min),
+                d.map_or(0, |d| d.wbt_max_depth_max),
+                d.map_or(0, |d| d.writes),
+                d.map_or(0.0, |d| (d.pages_written * 4) as f64
+                    / d.writes.max(1) as f64),
                 human_bytes(outcome.stats.dirty_peak_pages * wb_engine::PAGE_SIZE)
             );
             outcome.bytes as f64 / MIB / outcome.elapsed.as_secs_f64().max(1e-9)

@@ -12,7 +12,11 @@
 //!   or else `queue/nr_requests`: the engine device's `queue_depth` and
 //!   `nr_requests` unless set. This is Linux's blk_queue_depth, which wbt
 //!   scales from: a loop device takes 128 requests, not the engine's
-//!   default 32, and writing alone wbt may raise its depth to 3/4 of that.
+//!   default 32, and writing alone wbt may raise its depth to 3/4 of that;
+//! - `loop/dio` (loop devices only): 0 means the loop runs each request
+//!   to its end in one worker (drivers/block/loop.c, buffered I/O on its
+//!   backing file), one at a time and in order: the engine device is
+//!   `serial` unless set.
 
 use std::path::{Path, PathBuf};
 
@@ -55,6 +59,16 @@ fn queue_depth_at(sys: &Path) -> Option<u32> {
 /// None where there is no block device.
 pub(crate) fn nr_requests(st_dev: u64) -> Option<u32> {
     queue_value(&sys_dir(st_dev), "nr_requests")?.parse().ok()
+}
+
+/// Whether the device serves one request at a time, in order: known for
+/// loop devices (`loop/dio` = 0); None for any other device.
+pub(crate) fn serial(st_dev: u64) -> Option<bool> {
+    serial_at(&sys_dir(st_dev))
+}
+
+fn serial_at(sys: &Path) -> Option<bool> {
+    disk_value(sys, "loop", "dio").map(|dio| dio == "0")
 }
 
 fn sys_dir(st_dev: u64) -> PathBuf {
@@ -122,6 +136,16 @@ mod tests {
         std::fs::create_dir_all(disk.join("device")).unwrap();
         std::fs::write(disk.join("device/queue_depth"), "32\n").unwrap();
         assert_eq!(queue_depth_at(&part), Some(32), "the driver's depth first");
+        assert_eq!(serial_at(&part), None, "not a loop device");
+        std::fs::create_dir_all(disk.join("loop")).unwrap();
+        std::fs::write(disk.join("loop/dio"), "0\n").unwrap();
+        assert_eq!(serial_at(&part), Some(true), "a buffered loop device");
+        std::fs::write(disk.join("loop/dio"), "1\n").unwrap();
+        assert_eq!(
+            serial_at(&part),
+            Some(false),
+            "a loop device with direct I/O"
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 
