@@ -230,9 +230,12 @@ impl Wbt {
         if class == WbtClass::Sync || (recent_dirty_sleep && !self.close_io(now)) {
             self.rq_depth.max_depth
         } else if self.serial && self.close_io(now) {
-            // A serial device serves a queued write before a read that
-            // came after it, and gains nothing from a deeper queue: one
-            // write at a time, as little ahead of each read as can be.
+            // A serial device serves every write queued before a read
+            // first: one write at a time, as little ahead of each read as
+            // can be. (Not while writing alone: there a deeper queue is
+            // faster even on a serial device, since a write's completion
+            // takes the filesystem's work too: on the reference XFS loop
+            // device, 4 at most halved a 4 GiB uncached writer.)
             1
         } else if recent_dirty_sleep {
             self.wb_normal
