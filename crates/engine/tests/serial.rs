@@ -41,7 +41,11 @@ fn writes_beside_a_reader(serial: bool) -> (u32, u32) {
     }
     // Until everything is written: the flusher's periodic writeback.
     let deadline = hs.now + 60_000_000_000;
-    while hs.engine.stats().dirty_pages + hs.engine.stats().writeback_pages > 0 {
+    let unclean = |hs: &Harness| {
+        let stats = hs.engine.stats();
+        stats.dirty_pages + stats.writeback_pages
+    };
+    while unclean(&hs) > 0 {
         assert!(hs.now < deadline, "still dirty after 60 s");
         let until = hs.now + 20_000_000;
         hs.idle_until(until);

@@ -790,7 +790,8 @@ fn run_config(
                 d.map_or(0, |d| d.wbt_max_depth_min),
                 d.map_or(0, |d| d.wbt_max_depth_max),
                 d.map_or(0, |d| d.writes),
-                d.map_or(0.0, |d| (d.pages_written * 4) as f64
+                d.map_or(0.0, |d| (d.pages_written * wb_engine::PAGE_SIZE) as f64
+                    / 1024.0
                     / d.writes.max(1) as f64),
                 human_bytes(outcome.stats.dirty_peak_pages * wb_engine::PAGE_SIZE)
             );
