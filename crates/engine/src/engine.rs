@@ -377,6 +377,14 @@ impl Engine {
         self.frame_pages
     }
 
+    /// One past the highest frame in use: no frame from there on is in
+    /// use, and first fit takes new frames from the lowest free ones, so
+    /// a growing cache uses the frames from here up next. A runtime may
+    /// prepare their memory ahead (runtime/populate.rs in the library).
+    pub fn frames_used_end(&self) -> u64 {
+        self.frames.used_end() as u64
+    }
+
     /// Free frames below frame `end`, highest first, `max` in all at most:
     /// the engine neither reads nor writes a free frame, so a runtime whose
     /// budget was lowered may give their memory back to the system (they

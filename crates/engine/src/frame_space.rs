@@ -14,6 +14,8 @@ pub struct FrameSpace {
     /// Free ranges: first frame -> length.
     free: BTreeMap<u32, u32>,
     free_frames: u64,
+    /// All frames, free or not.
+    frames: u32,
 }
 
 impl FrameSpace {
@@ -22,11 +24,22 @@ impl FrameSpace {
         FrameSpace {
             free: BTreeMap::from([(0, frames as u32)]),
             free_frames: frames,
+            frames: frames as u32,
         }
     }
 
     pub fn free_frames(&self) -> u64 {
         self.free_frames
+    }
+
+    /// One past the highest frame in use: every frame from there to the
+    /// end is free. First fit hands out the lowest free frames, so this
+    /// is where a growing cache takes its next new frames.
+    pub fn used_end(&self) -> u32 {
+        match self.free.last_key_value() {
+            Some((&first, &len)) if first as u64 + len as u64 == self.frames as u64 => first,
+            _ => self.frames,
+        }
     }
 
     /// Free ranges below frame `end`, highest first (a range crossing
@@ -117,5 +130,23 @@ mod tests {
         s.free(0, 4);
         assert_eq!(s.free_frames(), 8);
         assert_eq!(s.alloc(10), Some((0, 8)), "freed ranges joined");
+    }
+
+    #[test]
+    fn used_end_is_past_the_highest_frame_in_use() {
+        let mut s = FrameSpace::new(10);
+        assert_eq!(s.used_end(), 0, "nothing in use");
+        assert_eq!(s.alloc(3), Some((0, 3)));
+        assert_eq!(s.used_end(), 3);
+        assert_eq!(s.alloc(2), Some((3, 2)));
+        s.free(0, 3);
+        assert_eq!(s.used_end(), 5, "a hole below does not lower it");
+        assert_eq!(s.alloc(4), Some((0, 3)), "first fit: the hole first");
+        s.free(3, 2);
+        assert_eq!(s.used_end(), 3, "the free tail joined");
+        assert_eq!(s.alloc(7), Some((3, 7)));
+        assert_eq!(s.used_end(), 10, "all in use");
+        s.free(9, 1);
+        assert_eq!(s.used_end(), 9);
     }
 }

@@ -171,9 +171,16 @@ impl CacheBuilder {
                 .spawn(move || s.release_loop())
                 .map_err(|e| Error::io("thread wb-release", e))?
         };
+        let populate = {
+            let s = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("wb-populate".into())
+                .spawn(move || crate::runtime::populate::populate_loop(&s))
+                .map_err(|e| Error::io("thread wb-populate", e))?
+        };
         Ok(Cache {
             shared,
-            threads: vec![completion, timer, release],
+            threads: vec![completion, timer, release, populate],
             device_defaults: self.device,
             data_dir: self.data_dir,
             calibrate: self.calibrate,

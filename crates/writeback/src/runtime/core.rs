@@ -235,11 +235,16 @@ impl Core {
         if self.release_below == 0 {
             self.release_below = u32::try_from(frames).unwrap_or(u32::MAX);
         }
+        // Never beside populating (populate.rs), which would undo it; that
+        // lasts a huge page at most, and the next round comes soon.
+        let Some(populating) = self.frames.try_populating() else {
+            return;
+        };
         let ranges = self
             .engine
             .free_frames_below(self.release_below, RELEASE_BATCH_PAGES);
         for &(first, count) in &ranges {
-            self.frames.release(first, count);
+            self.frames.release(&populating, first, count);
         }
         self.release_below = ranges.last().map_or(0, |&(first, _)| first);
     }

@@ -21,11 +21,14 @@
 //! holding the engine's lock (a cache miss) or while holding the shard of
 //! the page index that maps the page (a hit; see page_index.rs), then let
 //! that lock go and copy: the frames cannot be reused under them.
+//! Populating frames ahead of use (populate.rs) and giving their memory
+//! back (`release`) hold `populating`, taken after the engine's lock and
+//! before frame locks.
 
 use crate::io::IoPages;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use wb_engine::PAGE_SIZE;
 
 const PAGE: usize = PAGE_SIZE as usize;
@@ -49,6 +52,9 @@ pub(crate) struct Frames {
     /// copied yet, so bytes written into it now will be written back
     /// without telling the engine (see `FrameWrite::overwritable`).
     overwritable: Vec<AtomicBool>,
+    /// Held while frames' memory is populated or given back, so the two
+    /// never overlap (see `populate` and `release`).
+    populating: Mutex<()>,
 }
 
 // SAFETY: the bytes of frame f are only read by this process while holding
@@ -131,6 +137,7 @@ impl Frames {
             map_len,
             shards,
             overwritable,
+            populating: Mutex::new(()),
         })
     }
 
@@ -274,6 +281,62 @@ impl FrameWrite<'_> {
 /// under virtualisation, where the kernel's own page cache is mapped huge).
 /// Only advice: without THP the cache works the same, a little slower.
 impl Frames {
+    /// The frames' count.
+    pub fn pages(&self) -> u64 {
+        (self.len / PAGE) as u64
+    }
+
+    /// Waits for `populating` (at most one `populate` call).
+    pub fn populating(&self) -> MutexGuard<'_, ()> {
+        self.populating.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `populating` if no one holds it.
+    pub fn try_populating(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.populating.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Has the kernel back frames `first..end` with memory now
+    /// (MADV_POPULATE_WRITE), so that their first use does not pay for
+    /// it: what a write fault would do to each page, without writing.
+    /// Contents never change, so it is safe beside any use of the frames.
+    pub fn populate(
+        &self,
+        _populating: &MutexGuard<'_, ()>,
+        first: u64,
+        end: u64,
+    ) -> std::io::Result<()> {
+        let end = end.min(self.pages());
+        if first >= end {
+            return Ok(());
+        }
+        let start = first as usize * PAGE;
+        let len = (end - first) as usize * PAGE;
+        // SAFETY: [data + start, data + start + len) lies inside the
+        // allocation (end is clamped to the frames above), which outlives
+        // the call, and starts and ends on page boundaries. MADV_POPULATE_WRITE
+        // only faults pages in as a write would, without storing anything:
+        // a page already present is left as it is, a missing one appears
+        // zeroed, which is what a read of it would have returned. No
+        // byte any thread reads or writes changes, so no lock is needed
+        // beyond `populating` (a concurrent `release` would undo it).
+        let rc = unsafe {
+            libc::madvise(
+                self.data.as_ptr().add(start).cast(),
+                len,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
+
     /// Gives the memory of frames `first..first + count` back to the
     /// system (MADV_DONTNEED): they read as zeros and take memory again
     /// when next written. Only for frames the engine holds free, with the
@@ -282,7 +345,7 @@ impl Frames {
     /// a lock-free reader that looked a page up just before its frame was
     /// freed is not reading it (it finds the page gone once it has the
     /// shard). Frame locks are taken after the cache's lock, as everywhere.
-    pub fn release(&self, first: u32, count: u64) {
+    pub fn release(&self, _populating: &MutexGuard<'_, ()>, first: u32, count: u64) {
         let start = first as usize * PAGE;
         let len = count as usize * PAGE;
         assert!(
@@ -365,6 +428,43 @@ mod tests {
         assert!(r.frame(129).iter().all(|&b| b == 7));
         assert_eq!(&r.frame(65)[..4], b"abc\0");
         assert!(r.frame(1).iter().all(|&b| b == 0));
+    }
+
+    /// Which of frames `first..end` have memory (mincore).
+    fn resident(frames: &Frames, first: u64, end: u64) -> Vec<bool> {
+        let mut vec = vec![0u8; (end - first) as usize];
+        // SAFETY: the range lies inside the frames' mapping (the test
+        // picks it below `pages()`), page-aligned; vec has a byte a page.
+        let rc = unsafe {
+            libc::mincore(
+                frames.data.as_ptr().add(first as usize * PAGE).cast(),
+                (end - first) as usize * PAGE,
+                vec.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        vec.iter().map(|b| b & 1 == 1).collect()
+    }
+
+    #[test]
+    fn populating_backs_frames_with_memory_and_keeps_their_contents() {
+        let frames = Frames::new(4096).unwrap();
+        frames.write(1).bytes().fill(9);
+        assert!(!resident(&frames, 1024, 2048).contains(&true), "untouched");
+        let guard = frames.populating();
+        frames.populate(&guard, 0, 2048).unwrap();
+        assert!(resident(&frames, 0, 2048).iter().all(|&r| r));
+        assert!(frames.read(&[1]).frame(1).iter().all(|&b| b == 9));
+        assert!(frames.read(&[2000]).frame(2000).iter().all(|&b| b == 0));
+        // Past the end is clamped; an empty range does nothing.
+        frames.populate(&guard, 4000, 9999).unwrap();
+        frames.populate(&guard, 3000, 3000).unwrap();
+        assert!(frames.try_populating().is_none(), "held");
+        // Released, the memory goes back; populated again, it returns.
+        frames.release(&guard, 1024, 1024);
+        assert!(!resident(&frames, 1024, 2048).contains(&true));
+        drop(guard);
+        assert!(frames.try_populating().is_some());
     }
 
     #[test]

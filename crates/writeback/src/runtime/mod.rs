@@ -2,7 +2,9 @@
 //! policy: callers run engine operations under one lock and sleep when the
 //! engine says so (on a condition variable, with the engine's bound); a
 //! completion thread feeds backend completions to the engine; a timer
-//! thread calls the engine at its deadlines.
+//! thread calls the engine at its deadlines; a thread of the lowest
+//! priority backs the frames the cache will use next with memory
+//! (populate.rs).
 
 pub(crate) mod block_queue;
 pub(crate) mod caller;
@@ -13,6 +15,7 @@ pub(crate) mod evict;
 pub(crate) mod frames;
 pub(crate) mod length_lock;
 pub(crate) mod page_index;
+pub(crate) mod populate;
 pub(crate) mod shared;
 pub(crate) mod space;
 pub(crate) mod trace;
