@@ -9,17 +9,6 @@ use writeback::{Cache, OpenOptions};
 
 const MIB: u64 = 1 << 20;
 
-/// The process's resident set in bytes (/proc/self/statm, in pages).
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|f| f.parse().ok())
-        .expect("resident pages");
-    pages * 4096
-}
-
 #[test]
 fn a_lowered_budget_gives_its_memory_back_to_the_system() {
     let Some(dir) = common::direct_test_dir("memory-release") else {
@@ -43,7 +32,7 @@ fn a_lowered_budget_gives_its_memory_back_to_the_system() {
         cache.stats().cached_pages * 4096 >= 180 * MIB,
         "the file is cached"
     );
-    let full = rss_bytes();
+    let full = common::rss_bytes();
     assert!(
         full >= 190 * MIB,
         "RSS {} MiB with the file cached",
@@ -54,10 +43,10 @@ fn a_lowered_budget_gives_its_memory_back_to_the_system() {
     // Given back 32 MiB every 250 ms: 160 MiB in about 1.25 s; allow 20 s
     // on a busy machine.
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut now_rss = rss_bytes();
+    let mut now_rss = common::rss_bytes();
     while full - now_rss.min(full) < 140 * MIB && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        now_rss = rss_bytes();
+        now_rss = common::rss_bytes();
     }
     assert!(
         full - now_rss.min(full) >= 140 * MIB,

@@ -13,25 +13,14 @@ const MIB: u64 = 1 << 20;
 /// runtime/populate.rs, POPULATE_AHEAD_PAGES.
 const AHEAD: u64 = 32 * MIB;
 
-/// The process's resident set in bytes (/proc/self/statm, in pages).
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|f| f.parse().ok())
-        .expect("resident pages");
-    pages * 4096
-}
-
 /// Waits (at most 20 s: the thread runs only on an idle CPU) until the
 /// resident set is at least `at_least`; returns it.
 fn rss_reaches(at_least: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut rss = rss_bytes();
+    let mut rss = common::rss_bytes();
     while rss < at_least && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
-        rss = rss_bytes();
+        rss = common::rss_bytes();
     }
     rss
 }
@@ -41,7 +30,7 @@ fn frames_are_populated_a_bounded_amount_ahead_of_use() {
     let Some(dir) = common::direct_test_dir("populate") else {
         return;
     };
-    let base = rss_bytes();
+    let base = common::rss_bytes();
     let cache = Cache::builder()
         .knob("memory", "512MiB")
         .unwrap()
@@ -57,7 +46,7 @@ fn frames_are_populated_a_bounded_amount_ahead_of_use() {
     );
     // Bounded: not the whole budget. (Let it run a while first.)
     std::thread::sleep(Duration::from_millis(300));
-    let rss = rss_bytes();
+    let rss = common::rss_bytes();
     assert!(
         rss <= base + AHEAD + 24 * MIB,
         "RSS {} MiB, {} MiB before: more than {} MiB ahead of an empty cache",
@@ -84,7 +73,7 @@ fn frames_are_populated_a_bounded_amount_ahead_of_use() {
         base / MIB
     );
     std::thread::sleep(Duration::from_millis(300));
-    let rss = rss_bytes();
+    let rss = common::rss_bytes();
     assert!(
         rss <= base + used + AHEAD + 32 * MIB,
         "RSS {} MiB with {} MiB cached, {} MiB before",

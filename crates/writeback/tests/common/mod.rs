@@ -44,3 +44,15 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     rand_xoshiro::SplitMix64::seed_from_u64(seed).fill_bytes(&mut bytes);
     bytes
 }
+
+/// The process's resident set in bytes (/proc/self/statm, in pages).
+#[allow(dead_code)]
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|f| f.parse().ok())
+        .expect("resident pages");
+    pages * 4096
+}
