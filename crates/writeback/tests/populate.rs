@@ -13,7 +13,7 @@ const MIB: u64 = 1 << 20;
 /// runtime/populate.rs, POPULATE_AHEAD_PAGES.
 const AHEAD: u64 = 32 * MIB;
 
-/// Waits (at most 20 s: the thread runs only on an idle CPU) until the
+/// Waits (at most 20 s, for a busy machine) until the
 /// resident set is at least `at_least`; returns it.
 fn rss_reaches(at_least: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -2,9 +2,8 @@
 //! policy: callers run engine operations under one lock and sleep when the
 //! engine says so (on a condition variable, with the engine's bound); a
 //! completion thread feeds backend completions to the engine; a timer
-//! thread calls the engine at its deadlines; a thread of the lowest
-//! priority backs the frames the cache will use next with memory
-//! (populate.rs).
+//! thread calls the engine at its deadlines; another backs the frames
+//! the cache will use next with memory (populate.rs).
 
 pub(crate) mod block_queue;
 pub(crate) mod caller;

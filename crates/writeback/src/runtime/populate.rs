@@ -9,18 +9,28 @@
 //! took a new huge page every 512 reads, ~10 µs a read on average.
 //!
 //! The engine hands out frames first fit, so a cache grows from the
-//! start of the arena upward (`Engine::frames_used_end`). A thread of
-//! the lowest priority (SCHED_IDLE: it runs only on a CPU no one else
-//! wants) keeps the frames up to `POPULATE_AHEAD_PAGES` beyond the
-//! highest in use populated (`Frames::populate`), a huge page at a time.
+//! start of the arena upward (`Engine::frames_used_end`). A thread of its
+//! own keeps the frames up to `POPULATE_AHEAD_PAGES` beyond the highest
+//! in use populated (`Frames::populate`), a huge page at a time, so that
+//! work runs beside the callers, on a CPU they leave idle (a reader
+//! waiting for its I/O, a writer paused by the dirty limits), instead of
+//! in their way.
 //!
 //! Bounds: it never populates beyond the budget, and never while the
 //! budget is below the frames (the runtime is then giving memory back,
 //! `Core::give_back_memory`; the two exclude each other through
 //! `Frames::populating`); memory resident ahead of use is at most
-//! `POPULATE_AHEAD_PAGES`. It looks every `POPULATE_POLL`, holding the
-//! engine's lock only to read two numbers. A kernel that cannot populate
-//! (before 5.14: EINVAL) ends the thread; nothing else depends on it.
+//! `POPULATE_AHEAD_PAGES`, work done ahead and never used at most that
+//! once. It looks every `POPULATE_POLL`, holding the engine's lock only to
+//! read two numbers. An error (a kernel before 5.14: EINVAL; memory
+//! refused: ENOMEM) ends the thread; nothing else depends on it.
+//!
+//! Why the normal priority, not SCHED_IDLE: populating holds the
+//! process's mmap lock for reading for a step (a huge page, ~2.5–5 ms
+//! here), and any thread mapping memory meanwhile (malloc growing an
+//! arena) waits for it; an idle-priority thread preempted in the step on
+//! busy CPUs would make that wait as long as the CPUs stay busy. Measured
+//! both ways (BENCHMARKS.md), neither was faster.
 
 use super::shared::Shared;
 use std::sync::atomic::Ordering;
@@ -37,7 +47,6 @@ pub(crate) const POPULATE_POLL: Duration = Duration::from_millis(5);
 
 /// The populating thread's loop; ends when the cache closes.
 pub(crate) fn populate_loop(shared: &Shared) {
-    lower_priority();
     let mut populated = 0u64;
     while !shared.closed.load(Ordering::Acquire) {
         match populate_step(shared, &mut populated) {
@@ -73,13 +82,4 @@ fn populate_step(shared: &Shared, populated: &mut u64) -> std::io::Result<bool> 
     shared.frames.populate(&populating, first, end)?;
     *populated = end;
     Ok(true)
-}
-
-/// SCHED_IDLE for the calling thread: populating is worth doing only
-/// with a CPU to spare. Best effort: left as it is if refused.
-fn lower_priority() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid
-    // sched_param for the call's duration.
-    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
 }
