@@ -188,6 +188,11 @@ impl WriteData<'_> {
 /// Most free frames given back to the system per `give_back_memory`:
 /// 32 MiB, a few milliseconds of madvise under the cache's lock.
 const RELEASE_BATCH_PAGES: u64 = 8192;
+/// Reads at least this large (64 KiB: readahead, sequential reads) have
+/// their frames backed with memory before the copy into them under the
+/// engine's lock (`read_frames_hint`); a small read rarely meets a fresh
+/// huge page, and the look-up costs a second trip through the lock.
+pub(crate) const PREFAULT_READ_MIN_PAGES: u64 = 16;
 
 impl Core {
     pub fn new(
@@ -435,6 +440,25 @@ impl Core {
                 IoBuf::Owned(buf)
             }
         }
+    }
+
+    /// The frames (first, end) a finished read of at least
+    /// `PREFAULT_READ_MIN_PAGES` will be copied into, as the engine holds
+    /// them now: a hint for backing them with memory before `complete`
+    /// copies under this lock (populate.rs). None for other ops, or while
+    /// the budget is lowered (memory is then being given back).
+    pub fn read_frames_hint(&self, id: u64) -> Option<(u64, u64)> {
+        let req = self.inflight.get(&id)?;
+        if req.dir != IoDir::Read
+            || (req.pages as u64) < PREFAULT_READ_MIN_PAGES
+            || self.engine.memory_pages() < self.engine.frame_pages()
+        {
+            return None;
+        }
+        let frames = (0..req.pages as u64)
+            .filter_map(|i| self.engine.page_frame(req.file, req.first_page + i));
+        let (first, last) = frames.fold((u32::MAX, 0), |(lo, hi), f| (lo.min(f), hi.max(f)));
+        (first <= last).then_some((first as u64, last as u64 + 1))
     }
 
     /// A backend op finished: fill the frames of a read, tell the engine.
