@@ -21,9 +21,10 @@
 //! holding the engine's lock (a cache miss) or while holding the shard of
 //! the page index that maps the page (a hit; see page_index.rs), then let
 //! that lock go and copy: the frames cannot be reused under them.
-//! Populating frames ahead of use (populate.rs) and giving their memory
-//! back (`release`) hold `populating`, taken after the engine's lock and
-//! before frame locks.
+//! Populating frames (populate.rs, and a read's frames before its copy)
+//! and giving their memory back (`release`) hold `populating`, taken
+//! after the engine's lock and before frame locks, and only ever
+//! try-locked: a holder populates for milliseconds.
 
 use crate::io::IoPages;
 use std::ptr::NonNull;
@@ -286,12 +287,8 @@ impl Frames {
         (self.len / PAGE) as u64
     }
 
-    /// Waits for `populating` (at most one `populate` call).
-    pub fn populating(&self) -> MutexGuard<'_, ()> {
-        self.populating.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// `populating` if no one holds it.
+    /// `populating` if no one holds it. Never waited for: its holders
+    /// populate for milliseconds, and some callers hold the engine's lock.
     pub fn try_populating(&self) -> Option<MutexGuard<'_, ()>> {
         match self.populating.try_lock() {
             Ok(g) => Some(g),
@@ -451,7 +448,7 @@ mod tests {
         let frames = Frames::new(4096).unwrap();
         frames.write(1).bytes().fill(9);
         assert!(!resident(&frames, 1024, 2048).contains(&true), "untouched");
-        let guard = frames.populating();
+        let guard = frames.try_populating().expect("no one else holds it");
         frames.populate(&guard, 0, 2048).unwrap();
         assert!(resident(&frames, 0, 2048).iter().all(|&r| r));
         assert!(frames.read(&[1]).frame(1).iter().all(|&b| b == 9));

@@ -76,8 +76,12 @@ fn populate_step(shared: &Shared, populated: &mut u64) -> std::io::Result<bool> 
     let first = *populated;
     let end = (first + POPULATE_STEP_PAGES).min(target);
     // Taken before the engine's lock goes: a budget lowered after the
-    // look above gives memory back only after this step.
-    let populating = shared.frames.populating();
+    // look above gives memory back only after this step. Never waited
+    // for under the engine's lock: the completion thread may hold it for
+    // a read's frames (`Shared::back_read_frames`); look again later.
+    let Some(populating) = shared.frames.try_populating() else {
+        return Ok(false);
+    };
     drop(core);
     shared.frames.populate(&populating, first, end)?;
     *populated = end;
