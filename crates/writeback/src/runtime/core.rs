@@ -445,8 +445,9 @@ impl Core {
     /// The frames (first, end) a finished read of at least
     /// `PREFAULT_READ_MIN_PAGES` will be copied into, as the engine holds
     /// them now: a hint for backing them with memory before `complete`
-    /// copies under this lock (populate.rs). None for other ops, or while
-    /// the budget is lowered (memory is then being given back).
+    /// copies under this lock (populate.rs). None for other ops, for
+    /// frames scattered over the arena, or while the budget is lowered
+    /// (memory is then being given back).
     pub fn read_frames_hint(&self, id: u64) -> Option<(u64, u64)> {
         let req = self.inflight.get(&id)?;
         if req.dir != IoDir::Read
@@ -458,7 +459,11 @@ impl Core {
         let frames = (0..req.pages as u64)
             .filter_map(|i| self.engine.page_frame(req.file, req.first_page + i));
         let (first, last) = frames.fold((u32::MAX, 0), |(lo, hi), f| (lo.min(f), hi.max(f)));
-        (first <= last).then_some((first as u64, last as u64 + 1))
+        // Only frames together (as first fit gives a read of a fresh
+        // cache): scattered ones would span memory the read does not use.
+        let span = (last as u64 + 1).saturating_sub(first as u64);
+        (first <= last && span <= req.pages as u64 + PREFAULT_READ_MIN_PAGES)
+            .then_some((first as u64, last as u64 + 1))
     }
 
     /// A backend op finished: fill the frames of a read, tell the engine.
