@@ -38,7 +38,7 @@ pub(crate) const SHARDS: usize = 64;
 
 /// Alignment of the frames' memory: a huge page, so THP can back it (see
 /// `advise_huge_pages`); a multiple of PAGE_SIZE, as O_DIRECT needs.
-const FRAMES_ALIGN: usize = 2 << 20;
+pub(crate) const FRAMES_ALIGN: usize = 2 << 20;
 
 pub(crate) struct Frames {
     /// `len` bytes, FRAMES_ALIGN-aligned, inside an anonymous mapping of
@@ -460,6 +460,8 @@ mod tests {
         // Released, the memory goes back; populated again, it returns.
         frames.release(&guard, 1024, 1024);
         assert!(!resident(&frames, 1024, 2048).contains(&true));
+        frames.populate(&guard, 1024, 2048).unwrap();
+        assert!(resident(&frames, 1024, 2048).iter().all(|&r| r));
         drop(guard);
         assert!(frames.try_populating().is_some());
     }

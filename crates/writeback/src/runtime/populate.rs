@@ -40,8 +40,9 @@ use wb_engine::PAGE_SIZE;
 /// Populated ahead of the highest frame in use: 32 MiB (16 huge pages),
 /// a third of a second of 4 KiB read misses at ~25,000 a second.
 pub(crate) const POPULATE_AHEAD_PAGES: u64 = (32 << 20) / PAGE_SIZE;
-/// Populated per step: a huge page, the unit the kernel backs them in.
-pub(crate) const POPULATE_STEP_PAGES: u64 = (2 << 20) / PAGE_SIZE;
+/// Populated per step: a huge page (the frames' alignment), the unit the
+/// kernel backs them in.
+pub(crate) const POPULATE_STEP_PAGES: u64 = super::frames::FRAMES_ALIGN as u64 / PAGE_SIZE;
 /// How often the thread looks at the cache's use.
 pub(crate) const POPULATE_POLL: Duration = Duration::from_millis(5);
 
@@ -52,7 +53,12 @@ pub(crate) fn populate_loop(shared: &Shared) {
         match populate_step(shared, &mut populated) {
             Ok(true) => {}
             Ok(false) => std::thread::sleep(POPULATE_POLL),
-            Err(_) => return,
+            Err(e) => {
+                // Said once: the cache goes on, its callers back the
+                // frames themselves as before.
+                eprintln!("writeback: backing the cache's memory ahead of use stopped: {e}");
+                return;
+            }
         }
     }
 }

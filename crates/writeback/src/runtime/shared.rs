@@ -538,7 +538,13 @@ impl Shared {
     /// meanwhile) costs nothing but the work. Skipped while the populating
     /// thread holds `populating` (it is likely backing these very frames).
     fn back_read_frames(&self, done: &IoDone) {
-        if done.result.is_err() {
+        // Only a read of PREFAULT_READ_MIN_PAGES or more comes with a
+        // buffer of its own that large (a lent write has none): other
+        // completions do not take the engine's lock twice.
+        let large = |b: &crate::io::AlignedBuf| {
+            b.len() as u64 >= super::core::PREFAULT_READ_MIN_PAGES * wb_engine::PAGE_SIZE
+        };
+        if done.result.is_err() || !done.buf.owned().is_some_and(large) {
             return;
         }
         let Some((first, end)) = self.lock().read_frames_hint(done.id) else {
