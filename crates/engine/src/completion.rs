@@ -41,7 +41,7 @@ impl Engine {
                 dev.full_write_latency
                     .sample(now, latency, req.pages as u64, max_request_pages);
                 if inflight.tracked {
-                    dev.wbt.on_write_done();
+                    dev.wbt.on_write_done(now, latency, req.class);
                 }
                 if crate::dispatch::is_commit(&req) {
                     dev.wbt.on_commit_done(now, latency);

@@ -155,6 +155,10 @@ impl Engine {
                 dev.wbt.enabled() || dev.wbt.window_end.is_none(),
                 "device {d}: wbt's window is armed only while wbt is on"
             );
+            assert!(
+                !dev.wbt.pace.waiting || dev.wbt.pace.until.is_some(),
+                "device {d}: a write held by the pace has a time to retry"
+            );
         }
     }
 

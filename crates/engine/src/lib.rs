@@ -133,6 +133,7 @@ mod truncate;
 pub mod units;
 mod wb;
 mod wbt;
+mod wbt_pace;
 mod workingset;
 mod write_latency;
 mod write_path;

@@ -96,6 +96,10 @@ pub struct DeviceStats {
     pub wbt_scale_ups: u64,
     pub wbt_scale_downs: u64,
     pub wbt_windows: u64,
+    /// wbt's pace step now (`wbt_pace.rs`: 0 not pacing).
+    pub wbt_pace_step: u32,
+    /// Writes held by wbt's pace.
+    pub wbt_pace_holds: u64,
     pub inflight_peak: u32,
     /// Dirty-throttle pauses of writers to this device.
     pub throttle: StallStats,
@@ -205,6 +209,8 @@ impl crate::engine::Engine {
                 ds.wbt_max_depth_max = d.wbt.max_depth_max;
                 ds.wbt_scale_ups = d.wbt.scale_ups;
                 ds.wbt_scale_downs = d.wbt.scale_downs;
+                ds.wbt_pace_step = d.wbt.pace.step;
+                ds.wbt_pace_holds = d.wbt.pace.holds;
                 ds.stable_writes = match d.config.stable_writes {
                     StableWrites::Auto => format!("{} (auto)", d.stable_mode().name()),
                     mode => mode.name().to_string(),

@@ -409,7 +409,7 @@ impl Engine {
                     let recent = self.recent_dirty_sleep(device, now);
                     let wbt = &mut self.devices[device.index()].wbt;
                     if !wbt.may_issue(class, now, recent) {
-                        wbt.note_refused();
+                        wbt.note_refused(class, now);
                         return false;
                     }
                     // Only now are the pages taken off the op's list.

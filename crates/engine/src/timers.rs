@@ -61,6 +61,10 @@ impl Engine {
             if let Some(end) = dev.wbt.window_end {
                 arm(end);
             }
+            // A write held by wbt's pace is retried when the pace ends.
+            if let Some(until) = dev.wbt.pace.until.filter(|_| dev.wbt.pace.waiting) {
+                arm(until);
+            }
             // Free space is asked for again only while some is reserved.
             if let Some(at) = dev.space.next_statfs.filter(|_| dev.space.reserved > 0) {
                 arm(at);
@@ -133,6 +137,11 @@ impl Engine {
         }
         for d in 0..self.devices.len() {
             self.space_progress(now, DeviceId(d as u32));
+            let pace = &mut self.devices[d].wbt.pace;
+            if pace.waiting && !pace.holds_at(now) {
+                pace.waiting = false;
+                self.pump(now, DeviceId(d as u32));
+            }
             let dev = &self.devices[d];
             if dev.wbt.window_end.is_some_and(|end| now >= end) {
                 let recent = self.recent_dirty_sleep(DeviceId(d as u32), now);

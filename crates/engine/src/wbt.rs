@@ -24,10 +24,20 @@
 //!   is: it counts as a read for `close_io` and for the window's fastest
 //!   latency. Linux watches reads only, so a database's fdatasync waits
 //!   behind a full queue of a copy's writeback (issue 14's db-copy).
+//! - Ours: commits wait one after another (FUSE's fsync holds the file's
+//!   lock; a database commits in order), so their mean is what their
+//!   writers get: a window whose commits average over twice the target is
+//!   exceeded even when its fastest read or commit was quick, and one
+//!   between one and two targets holds the depth where it is.
+//! - Ours: at depth 1, a further scale-down for slow commits paces
+//!   background and normal writes (`wbt_pace.rs`): each waits in
+//!   proportion to how long the last one took, so they use a half, a
+//!   quarter, an eighth of the device's time while commits compete.
 
 use crate::ids::IoId;
 use crate::rq_depth::RqDepth;
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
+use crate::wbt_pace::Pace;
 
 /// Linux's RWB_WINDOW_NSEC: the monitoring window at scale step 0 or below.
 pub const RWB_WINDOW_NS: u64 = 100 * NS_PER_MS;
@@ -55,6 +65,10 @@ pub const MIN_CAPPED_WRITE_PAGES_SERIAL: u64 = 16;
 /// watched as a read (see the header). A sync of bulk data writes larger
 /// requests and is not.
 pub const COMMIT_WRITE_MAX_PAGES: u32 = 8;
+/// Commits a window needs before their mean counts.
+pub const COMMIT_MEAN_MIN_SAMPLES: u32 = 4;
+/// Commits whose mean latency is over this many targets are slow.
+pub const COMMIT_MEAN_TARGETS: u64 = 2;
 /// A dirty-throttle sleep this recent boosts writes to `max_depth`.
 pub const RECENT_WAIT_NS: u64 = NS_PER_SEC;
 /// Bounds for the automatic latency target (see [`auto_target_ns`]). The
@@ -103,6 +117,11 @@ pub enum WbtClass {
 pub enum WindowStatus {
     Ok,
     Exceeded,
+    /// Reads are fine but commits are slow (ours): as Exceeded, and at
+    /// depth 1 the writes are paced.
+    CommitsExceeded,
+    /// Reads are fine but commits are not fast: keep the depth (ours).
+    Hold,
     UnknownWrites,
     Unknown,
 }
@@ -123,6 +142,9 @@ pub struct Wbt {
     pub window_end: Option<Instant>,
     read_min_ns: u64,
     read_samples: u32,
+    /// Commits completed in the window, and their summed latency.
+    commit_samples: u32,
+    commit_sum_ns: u64,
     write_samples: u32,
     pub unknown_cnt: u32,
     last_issue: Option<Instant>,
@@ -135,6 +157,8 @@ pub struct Wbt {
     pub max_depth_max: u32,
     /// The device serves one request at a time (`DeviceConfig::serial`).
     pub serial: bool,
+    /// Pacing below depth 1 (`wbt_pace.rs`).
+    pub pace: Pace,
 }
 
 impl Wbt {
@@ -152,6 +176,8 @@ impl Wbt {
             window_end: None,
             read_min_ns: u64::MAX,
             read_samples: 0,
+            commit_samples: 0,
+            commit_sum_ns: 0,
             write_samples: 0,
             unknown_cnt: 0,
             last_issue: None,
@@ -162,6 +188,7 @@ impl Wbt {
             max_depth_min: max_depth,
             max_depth_max: max_depth,
             serial: false,
+            pace: Pace::default(),
         };
         wbt.calc_wb_limits();
         wbt
@@ -177,6 +204,7 @@ impl Wbt {
     pub fn set_min_lat(&mut self, min_lat_ns: u64) {
         self.min_lat_ns = min_lat_ns;
         self.rq_depth = RqDepth::new(self.rq_depth.queue_depth);
+        self.pace.reset();
         self.sleeping = false;
         if !self.enabled() {
             // No window runs while throttling is off; the next tracked
@@ -277,12 +305,27 @@ impl Wbt {
         if !self.enabled() {
             return true;
         }
-        !self.sleeping && self.inflight < self.limit(class, now, recent_dirty_sleep)
+        !self.paced(class, now)
+            && !self.sleeping
+            && self.inflight < self.limit(class, now, recent_dirty_sleep)
     }
 
-    /// A writer was refused; it sleeps until enough writes complete.
-    pub fn note_refused(&mut self) {
-        if self.enabled() {
+    /// Whether the pace holds a write of `class` at `now`: never an
+    /// integrity write, and only while reads or commits compete.
+    fn paced(&self, class: WbtClass, now: Instant) -> bool {
+        class != WbtClass::Sync && self.pace.holds_at(now) && self.close_io(now)
+    }
+
+    /// A writer of `class` was refused: held by the pace, it is retried
+    /// when the pace ends (the engine's timer); otherwise it sleeps until
+    /// enough writes complete.
+    pub fn note_refused(&mut self, class: WbtClass, now: Instant) {
+        if !self.enabled() {
+            return;
+        }
+        if self.paced(class, now) {
+            self.pace.note_held();
+        } else {
             self.sleeping = true;
         }
     }
@@ -297,13 +340,17 @@ impl Wbt {
         }
     }
 
-    /// A tracked write completed. Wakes sleepers when enough room opened
-    /// (all at once, so they do not trickle in one by one).
-    pub fn on_write_done(&mut self) {
+    /// A tracked write of `class` completed after `latency_ns`. Wakes
+    /// sleepers when enough room opened (all at once, so they do not
+    /// trickle in one by one).
+    pub fn on_write_done(&mut self, now: Instant, latency_ns: u64, class: Option<WbtClass>) {
         assert!(self.inflight > 0, "wbt write completion without issue");
         self.inflight -= 1;
         if !self.enabled() {
             return;
+        }
+        if class != Some(WbtClass::Sync) {
+            self.pace.on_write_done(now, latency_ns);
         }
         self.write_samples += 1;
         let limit = self.wb_normal;
@@ -342,6 +389,8 @@ impl Wbt {
         self.last_comp = Some(now);
         self.read_min_ns = self.read_min_ns.min(latency_ns);
         self.read_samples += 1;
+        self.commit_samples += 1;
+        self.commit_sum_ns = self.commit_sum_ns.saturating_add(latency_ns);
     }
 
     /// Reads the engine did not issue but the device served (other
@@ -369,6 +418,8 @@ impl Wbt {
         self.window_end = Some(now + self.cur_win_ns);
         self.read_min_ns = u64::MAX;
         self.read_samples = 0;
+        self.commit_samples = 0;
+        self.commit_sum_ns = 0;
         self.write_samples = 0;
     }
 
@@ -390,11 +441,27 @@ impl Wbt {
         if self.read_min_ns > self.min_lat_ns {
             return WindowStatus::Exceeded;
         }
+        // Ours: commits wait one after another (a database's, or FUSE's
+        // fsync, which holds the file's lock), so their mean, not only the
+        // fastest, is what their writers get. A device that takes writes
+        // into a cache serves a few commits fast among many slow ones.
+        // Between one and COMMIT_MEAN_TARGETS targets they hold the depth:
+        // scaling up at once would only bring the slow commits back.
+        if self.commit_samples >= COMMIT_MEAN_MIN_SAMPLES {
+            let mean_ns = self.commit_sum_ns / self.commit_samples as u64;
+            if mean_ns > self.min_lat_ns.saturating_mul(COMMIT_MEAN_TARGETS) {
+                return WindowStatus::CommitsExceeded;
+            }
+            if mean_ns > self.min_lat_ns {
+                return WindowStatus::Hold;
+            }
+        }
         WindowStatus::Ok
     }
 
     fn scale_up(&mut self) {
-        if !self.rq_depth.scale_up() {
+        // Out of pacing first, then deeper.
+        if !self.pace.speed_up() && !self.rq_depth.scale_up() {
             return;
         }
         self.calc_wb_limits();
@@ -403,8 +470,13 @@ impl Wbt {
         self.scale_ups += 1;
     }
 
-    fn scale_down(&mut self, hard_throttle: bool) {
-        if !self.rq_depth.scale_down(hard_throttle) {
+    /// `pace`: at depth 1, pace the writes instead. Only for slow
+    /// commits: a read waits for the one write in service whatever the
+    /// pace (Linux's floor of depth 1 stands for reads; pacing them cost
+    /// the Axboe 2016 SSD scenario's writers 7 times their time).
+    fn scale_down(&mut self, hard_throttle: bool, pace: bool) {
+        let scaled = self.rq_depth.scale_down(hard_throttle) || (pace && self.pace.slow_down());
+        if !scaled {
             return;
         }
         self.calc_wb_limits();
@@ -417,22 +489,24 @@ impl Wbt {
         assert!(self.enabled());
         let status = self.latency_exceeded(now, recent_dirty_sleep);
         match status {
-            WindowStatus::Exceeded => self.scale_down(true),
+            WindowStatus::Exceeded => self.scale_down(true, false),
+            WindowStatus::CommitsExceeded => self.scale_down(true, true),
             // Reads are fine, or only writes are running: allow more depth.
             WindowStatus::Ok | WindowStatus::UnknownWrites => self.scale_up(),
+            WindowStatus::Hold => {}
             WindowStatus::Unknown => {
                 self.unknown_cnt += 1;
                 if self.unknown_cnt >= RWB_UNKNOWN_BUMP {
                     // No samples for a while: drift back toward the default.
-                    if self.rq_depth.scale_step > 0 {
+                    if self.rq_depth.scale_step > 0 || self.pace.step > 0 {
                         self.scale_up();
                     } else if self.rq_depth.scale_step < 0 {
-                        self.scale_down(false);
+                        self.scale_down(false, false);
                     }
                 }
             }
         }
-        if self.rq_depth.scale_step != 0 || self.inflight > 0 {
+        if self.rq_depth.scale_step != 0 || self.pace.step > 0 || self.inflight > 0 {
             self.arm_timer(now);
         } else {
             self.window_end = None;
@@ -455,7 +529,7 @@ mod tests {
     ) -> WindowStatus {
         for _ in 0..writes {
             wbt.on_write_issue(start);
-            wbt.on_write_done();
+            wbt.on_write_done(start, 0, Some(WbtClass::Background));
         }
         if let Some(lat) = read_lat_ns {
             wbt.on_read_issue(start, IoId(1));
@@ -578,10 +652,10 @@ mod tests {
         for _ in 0..8 {
             wbt.on_write_issue(T0);
         }
-        wbt.note_refused();
-        wbt.on_write_done();
+        wbt.note_refused(WbtClass::Background, T0);
+        wbt.on_write_done(T0, 0, Some(WbtClass::Background));
         assert!(wbt.sleeping, "7 in flight of normal 8: room 1 < bg/2 = 2");
-        wbt.on_write_done();
+        wbt.on_write_done(T0, 0, Some(WbtClass::Background));
         assert!(!wbt.sleeping);
     }
 
@@ -590,7 +664,7 @@ mod tests {
         let mut wbt = Wbt::new(32, 2 * NS_PER_MS);
         for _ in 0..3 {
             wbt.on_write_issue(T0);
-            wbt.on_write_done();
+            wbt.on_write_done(T0, 0, Some(WbtClass::Background));
         }
         assert!(!wbt.close_io(T0), "nothing competes yet");
         wbt.on_commit_issue(T0);
@@ -602,12 +676,119 @@ mod tests {
         assert_eq!(wbt.rq_depth.max_depth, 8);
     }
 
+    /// One window from `start`: three background writes of 1 ms, and
+    /// `commits` commits of `commit_ns` each (or a read of `read_ns`).
+    fn commit_window(
+        wbt: &mut Wbt,
+        start: Instant,
+        commits: u32,
+        commit_ns: u64,
+        read_ns: Option<u64>,
+    ) -> WindowStatus {
+        for _ in 0..3 {
+            wbt.on_write_issue(start);
+            wbt.on_write_done(start + NS_PER_MS, NS_PER_MS, Some(WbtClass::Background));
+        }
+        for _ in 0..commits {
+            wbt.on_commit_issue(start);
+            wbt.on_commit_done(start + commit_ns, commit_ns);
+        }
+        if let Some(lat) = read_ns {
+            wbt.on_read_issue(start, IoId(1));
+            wbt.on_read_done(start + lat, IoId(1), lat);
+        }
+        let end = wbt.window_end.expect("armed by writes");
+        wbt.on_timer(end, false)
+    }
+
+    #[test]
+    fn slow_commits_at_depth_one_pace_the_writes_slow_reads_do_not() {
+        let target = 2 * NS_PER_MS;
+        // Fast commits among slow ones: the fastest is within the target,
+        // the mean (5 ms) is not.
+        let mut reads = Wbt::new(32, target);
+        let mut commits = Wbt::new(32, target);
+        let mut now = T0;
+        for _ in 0..8 {
+            let status = commit_window(&mut commits, now, 4, 5 * NS_PER_MS, Some(NS_PER_MS));
+            assert_eq!(status, WindowStatus::CommitsExceeded);
+            assert_eq!(
+                commit_window(&mut reads, now, 0, 0, Some(5 * NS_PER_MS)),
+                WindowStatus::Exceeded
+            );
+            now = commits
+                .window_end
+                .expect("armed")
+                .max(reads.window_end.expect("armed"));
+        }
+        assert_eq!(
+            (reads.rq_depth.max_depth, reads.pace.step),
+            (1, 0),
+            "reads: depth 1"
+        );
+        assert_eq!(commits.rq_depth.max_depth, 1);
+        assert_eq!(
+            commits.pace.step,
+            crate::wbt_pace::MAX_PACE_STEP,
+            "commits: paced"
+        );
+        // A background write of 1 ms at step 3 holds the next for 7 ms,
+        // while commits compete; integrity writes pass.
+        commits.on_write_issue(now);
+        commits.on_write_done(now + NS_PER_MS, NS_PER_MS, Some(WbtClass::Background));
+        commits.on_commit_issue(now + NS_PER_MS);
+        let held = now + 2 * NS_PER_MS;
+        assert!(!commits.may_issue(WbtClass::Background, held, false));
+        assert!(commits.may_issue(WbtClass::Sync, held, false));
+        commits.note_refused(WbtClass::Background, held);
+        assert!(
+            commits.pace.waiting && !commits.sleeping,
+            "retried by the timer"
+        );
+        assert!(commits.may_issue(WbtClass::Background, now + 8 * NS_PER_MS, false));
+        // Commits within the target: out of pacing first, then deeper.
+        let mut now = commits.window_end.expect("armed");
+        for step in (0..crate::wbt_pace::MAX_PACE_STEP).rev() {
+            let status = commit_window(&mut commits, now, 4, target / 2, None);
+            assert_eq!(status, WindowStatus::Ok);
+            assert_eq!((commits.pace.step, commits.rq_depth.max_depth), (step, 1));
+            now = commits.window_end.expect("armed");
+        }
+    }
+
+    #[test]
+    fn commits_between_one_and_two_targets_hold_the_depth() {
+        let target = 2 * NS_PER_MS;
+        let mut wbt = Wbt::new(32, target);
+        // The fastest (a read of 1 ms) is within the target; the commits'
+        // mean (3 ms) is over one target and under two.
+        assert_eq!(
+            commit_window(&mut wbt, T0, 4, 3 * NS_PER_MS, Some(NS_PER_MS)),
+            WindowStatus::Hold
+        );
+        assert_eq!(
+            (wbt.rq_depth.scale_step, wbt.scale_ups, wbt.scale_downs),
+            (0, 0, 0)
+        );
+        assert_eq!(
+            commit_window(
+                &mut wbt,
+                Instant(NS_PER_SEC),
+                3,
+                3 * NS_PER_MS,
+                Some(NS_PER_MS)
+            ),
+            WindowStatus::Ok,
+            "3 commits are too few for a mean"
+        );
+    }
+
     #[test]
     fn slow_foreign_reads_scale_down() {
         let mut wbt = Wbt::new(32, 2 * NS_PER_MS);
         for _ in 0..3 {
             wbt.on_write_issue(T0);
-            wbt.on_write_done();
+            wbt.on_write_done(T0, 0, Some(WbtClass::Background));
         }
         // 40 reads by another process averaging 5 ms: over the 2 ms target.
         wbt.on_foreign_reads(T0 + NS_PER_MS, 40, 5 * NS_PER_MS);
@@ -617,7 +798,7 @@ mod tests {
         // Fast foreign reads are fine.
         for _ in 0..3 {
             wbt.on_write_issue(end);
-            wbt.on_write_done();
+            wbt.on_write_done(T0, 0, Some(WbtClass::Background));
         }
         wbt.on_foreign_reads(end + NS_PER_MS, 40, 100_000);
         let end2 = wbt.window_end.unwrap();

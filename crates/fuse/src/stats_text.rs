@@ -108,6 +108,18 @@ pub(crate) fn render(stats: &Stats) -> String {
             &format!("{name}.wbt_target_us"),
             d.wbt_target_ns / 1000,
         );
+        // Signed: below 0 wbt allows more than its default depth.
+        let _ = writeln!(out, "{name}.wbt_scale_step {}", d.wbt_scale_step);
+        line(
+            &mut out,
+            &format!("{name}.wbt_pace_step"),
+            d.wbt_pace_step as u64,
+        );
+        line(
+            &mut out,
+            &format!("{name}.wbt_pace_holds"),
+            d.wbt_pace_holds,
+        );
         line(
             &mut out,
             &format!("{name}.pause_dirty_throttle_count"),

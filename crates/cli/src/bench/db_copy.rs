@@ -98,6 +98,42 @@ struct Phase {
     txns: u64,
     seconds: f64,
     lat_us: Histogram<u64>,
+    /// Where a transaction's time went: its reads, its write, its commit.
+    parts_us: Parts,
+}
+
+/// Latencies of a transaction's parts, in microseconds.
+struct Parts {
+    reads: Histogram<u64>,
+    write: Histogram<u64>,
+    commit: Histogram<u64>,
+}
+
+impl Parts {
+    fn new() -> Result<Parts, hdrhistogram::CreationError> {
+        Ok(Parts {
+            reads: latency_histogram()?,
+            write: latency_histogram()?,
+            commit: latency_histogram()?,
+        })
+    }
+
+    fn add(&mut self, other: &Parts) -> Result<(), hdrhistogram::AdditionError> {
+        self.reads.add(&other.reads)?;
+        self.write.add(&other.write)?;
+        self.commit.add(&other.commit)
+    }
+
+    /// "reads p99 X ms, write p99 Y ms, commit p99 Z ms".
+    fn p99s(&self) -> String {
+        let p99 = |h: &Histogram<u64>| table::ms(h.value_at_quantile(0.99) as f64);
+        format!(
+            "reads p99 {} ms, write p99 {} ms, commit p99 {} ms",
+            p99(&self.reads),
+            p99(&self.write),
+            p99(&self.commit)
+        )
+    }
 }
 
 impl Phase {
@@ -235,9 +271,10 @@ fn run_config(setup: &Setup, name: &str) -> Result<Outcome, BenchError> {
     );
     let quiet = clients_for(setup, &hot_path, Duration::from_secs(setup.seconds))?;
     progress!(
-        "{name}: quiet {:.0} txn/s, p99 {} ms; copying {}",
+        "{name}: quiet {:.0} txn/s, p99 {} ms ({}); copying {}",
         quiet.tps(),
         table::ms(quiet.p99_us()),
+        quiet.parts_us.p99s(),
         human_bytes(setup.copy_size)
     );
     let (during, copy_s) = clients_during_copy(setup, &hot_path, &copy_path)?;
@@ -248,10 +285,11 @@ fn run_config(setup: &Setup, name: &str) -> Result<Outcome, BenchError> {
             .map_err(|e| BenchError::failed(format!("mincore of {}", hot_path.display()), e))?,
     };
     progress!(
-        "{name}: during the copy {:.0} txn/s, p99 {} ms, max {} ms; copy {:.0} MiB/s; hot file cached {}",
+        "{name}: during the copy {:.0} txn/s, p99 {} ms, max {} ms ({}); copy {:.0} MiB/s; hot file cached {}",
         during.tps(),
         table::ms(during.p99_us()),
         table::ms(during.lat_us.max() as f64),
+        during.parts_us.p99s(),
         copy_mib_s,
         human_bytes(hot_cached_bytes)
     );
@@ -334,7 +372,7 @@ fn clients_during_copy(setup: &Setup, hot: &Path, copy: &Path) -> Result<(Phase,
     Ok((phase, copy_s))
 }
 
-type Client = std::thread::JoinHandle<Result<(u64, Histogram<u64>), String>>;
+type Client = std::thread::JoinHandle<Result<(u64, Histogram<u64>, Parts), String>>;
 
 fn spawn_clients(
     setup: &Setup,
@@ -358,15 +396,17 @@ fn spawn_clients(
         .collect()
 }
 
-/// One client: transactions until `stop`; returns how many and their
-/// latencies in microseconds.
+/// One client: transactions until `stop`; returns how many, their
+/// latencies and their parts' latencies, in microseconds.
 fn client(
     file: &File,
     pages: u64,
     seed: u64,
     stop: &AtomicBool,
-) -> Result<(u64, Histogram<u64>), String> {
+) -> Result<(u64, Histogram<u64>, Parts), String> {
     let mut lat = latency_histogram().map_err(|e| e.to_string())?;
+    let mut parts = Parts::new().map_err(|e| e.to_string())?;
+    let us = |since: Instant| since.elapsed().as_micros() as u64;
     let mut rng = SplitMix64::seed_from_u64(seed);
     let mut buf = vec![0u8; PAGE_BYTES as usize];
     let mut txns = 0;
@@ -377,15 +417,20 @@ fn client(
             file.read_exact_at(&mut buf, off)
                 .map_err(|e| format!("read at {off}: {e}"))?;
         }
+        parts.reads.saturating_record(us(t));
         let off = rng.next_u64() % pages * PAGE_BYTES;
         rng.fill_bytes(&mut buf[..64]);
+        let w = Instant::now();
         file.write_all_at(&buf, off)
             .map_err(|e| format!("write at {off}: {e}"))?;
+        parts.write.saturating_record(us(w));
+        let c = Instant::now();
         file.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
-        lat.saturating_record(t.elapsed().as_micros() as u64);
+        parts.commit.saturating_record(us(c));
+        lat.saturating_record(us(t));
         txns += 1;
     }
-    Ok((txns, lat))
+    Ok((txns, lat, parts))
 }
 
 /// Microseconds from 1 to 10 minutes, 3 significant digits (a longer
@@ -399,9 +444,10 @@ fn collect(threads: Vec<Client>, seconds: f64) -> Result<Phase, BenchError> {
         txns: 0,
         seconds,
         lat_us: latency_histogram().map_err(|e| BenchError::Failed(e.to_string()))?,
+        parts_us: Parts::new().map_err(|e| BenchError::Failed(e.to_string()))?,
     };
     for t in threads {
-        let (txns, lat) = t
+        let (txns, lat, parts) = t
             .join()
             .map_err(|_| BenchError::Failed("a client panicked".into()))?
             .map_err(|e| BenchError::Failed(format!("a client failed: {e}")))?;
@@ -409,6 +455,10 @@ fn collect(threads: Vec<Client>, seconds: f64) -> Result<Phase, BenchError> {
         phase
             .lat_us
             .add(&lat)
+            .map_err(|e| BenchError::Failed(e.to_string()))?;
+        phase
+            .parts_us
+            .add(&parts)
             .map_err(|e| BenchError::Failed(e.to_string()))?;
     }
     Ok(phase)

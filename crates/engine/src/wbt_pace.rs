@@ -1,0 +1,139 @@
+//! Pacing below depth 1 (ours, not Linux's): wbt's last resort when one
+//! write at a time is still too much for the reads and commits beside it.
+//!
+//! - wbt scales the depth down while even the fastest read (or commit) of
+//!   a window misses the target, and stops at depth 1. On a device that
+//!   takes a write in a fraction of a millisecond and buffers it behind
+//!   (a virtual disk whose host caches, a drive with a write cache) one
+//!   write at a time still fills the device as fast as it can drain: a
+//!   copy written back at 1.5 GiB/s one write at a time left a database's
+//!   commits beside it 5 times slower (issue 14's db-copy), each commit's
+//!   write and its cache flush waiting on what the copy had sent.
+//! - So at depth 1, when commits are what is slow (their mean over twice
+//!   the target, `Wbt::latency_exceeded`), a further scale-down is a pace
+//!   step: after a background or normal write completes, the next one
+//!   waits `(2^step - 1)` times as long as that write took. Step k gives
+//!   such writes at most 1/2^k of the device's time. Not for slow reads:
+//!   a read waits for the one write in service whatever the pace, and
+//!   pacing for them cost the Axboe 2016 SSD scenario's writers 7 times
+//!   their time.
+//! - Integrity writes (an fsync's) are never held: they are what the
+//!   waiting commits are made of. Nothing is held without a read or a
+//!   commit in the last 100 ms (wbt's `close_io`): a writer alone keeps
+//!   the whole device.
+//! - A scale-up undoes a pace step before it deepens the queue again.
+//! - Bounded: at most [`MAX_PACE_STEP`] steps (the writer keeps 1/8 of
+//!   the device), and no gap longer than [`MAX_PACE_GAP_NS`] (one write
+//!   stalled by the device does not stop writeback for seconds).
+
+use crate::time::{Instant, NS_PER_MS};
+
+/// The most pace steps: background writes keep at least 1/2^3 of the
+/// device's time. (A database's commits beside a copy on this project's
+/// reference VM: quiet 4,100 txn/s; a copy written at 250 MiB/s left
+/// 0.82 of it, at 500 MiB/s 0.58, at the device's 1,500 MiB/s 0.21.)
+pub const MAX_PACE_STEP: u32 = 3;
+/// The longest gap one write's completion imposes.
+pub const MAX_PACE_GAP_NS: u64 = 20 * NS_PER_MS;
+
+#[derive(Clone, Debug, Default)]
+pub struct Pace {
+    /// 0: not pacing.
+    pub step: u32,
+    /// No background or normal write is issued before this.
+    pub until: Option<Instant>,
+    /// A write was held by the pace: the timer at `until` pumps again.
+    pub waiting: bool,
+    /// Writes held by the pace (a statistic).
+    pub holds: u64,
+}
+
+impl Pace {
+    /// Whether a write that may be paced must wait at `now`.
+    pub fn holds_at(&self, now: Instant) -> bool {
+        self.until.is_some_and(|until| now < until)
+    }
+
+    /// A write that may be paced was held: the timer retries at `until`.
+    pub fn note_held(&mut self) {
+        assert!(self.until.is_some(), "held without a pace");
+        self.waiting = true;
+        self.holds += 1;
+    }
+
+    /// A write that may be paced completed at `now` after `latency_ns`.
+    pub fn on_write_done(&mut self, now: Instant, latency_ns: u64) {
+        if self.step == 0 {
+            return;
+        }
+        let gap_ns = latency_ns
+            .saturating_mul((1u64 << self.step) - 1)
+            .min(MAX_PACE_GAP_NS);
+        let until = now + gap_ns;
+        self.until = Some(self.until.map_or(until, |u| u.max(until)));
+    }
+
+    /// One step slower. False at the last step.
+    pub fn slow_down(&mut self) -> bool {
+        if self.step >= MAX_PACE_STEP {
+            return false;
+        }
+        self.step += 1;
+        true
+    }
+
+    /// One step faster. False when not pacing.
+    pub fn speed_up(&mut self) -> bool {
+        if self.step == 0 {
+            return false;
+        }
+        self.step -= 1;
+        if self.step == 0 {
+            self.until = None;
+        }
+        true
+    }
+
+    /// Pacing ends (the target changed, or throttling is off). A write
+    /// held is retried by the timer, which finds nothing holding it.
+    pub fn reset(&mut self) {
+        self.step = 0;
+        self.until = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_step_doubles_the_gap_within_bounds() {
+        let mut pace = Pace::default();
+        pace.on_write_done(Instant(0), NS_PER_MS);
+        assert_eq!(pace.until, None, "no pace at step 0");
+        assert!(pace.slow_down());
+        pace.on_write_done(Instant(0), NS_PER_MS);
+        assert_eq!(
+            pace.until,
+            Some(Instant(NS_PER_MS)),
+            "step 1: half the time"
+        );
+        assert!(pace.slow_down() && pace.slow_down());
+        assert!(!pace.slow_down(), "at most MAX_PACE_STEP");
+        pace.on_write_done(Instant(0), NS_PER_MS);
+        assert_eq!(pace.until, Some(Instant(7 * NS_PER_MS)), "step 3: 1/8");
+        assert!(pace.holds_at(Instant(7 * NS_PER_MS - 1)));
+        assert!(!pace.holds_at(Instant(7 * NS_PER_MS)));
+        pace.on_write_done(Instant(0), 1000 * NS_PER_MS);
+        assert_eq!(pace.until, Some(Instant(MAX_PACE_GAP_NS)), "gap bounded");
+        pace.on_write_done(Instant(0), 0);
+        assert_eq!(
+            pace.until,
+            Some(Instant(MAX_PACE_GAP_NS)),
+            "never shortened"
+        );
+        assert!(pace.speed_up() && pace.speed_up() && pace.speed_up());
+        assert_eq!((pace.step, pace.until), (0, None), "step 0 holds nothing");
+        assert!(!pace.speed_up());
+    }
+}
