@@ -93,6 +93,41 @@ pub trait IoBackend: Send + Sync {
     fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
         Err(op)
     }
+    /// As [`Self::read_on_caller`], for a small write within the file's
+    /// size (at most [`WRITE_ON_CALLER_MAX_BYTES`]): an fsync's commit,
+    /// which its caller only waits for. `Err(op)` hands back any other
+    /// write (an extending one goes through the backend, which orders
+    /// them), and every op of a backend that only queues.
+    fn write_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
+        Err(op)
+    }
+}
+
+/// The largest write [`IoBackend::write_on_caller`] carries out (32 KiB,
+/// the engine's largest commit: `wbt::COMMIT_WRITE_MAX_PAGES`).
+pub const WRITE_ON_CALLER_MAX_BYTES: usize = 32 << 10;
+
+/// `write_on_caller` for backends whose writes within a file's size need
+/// no ordering with what they have in flight (the engine never writes a
+/// page twice at once).
+pub(crate) fn write_now(op: IoOp) -> Result<IoDone, IoOp> {
+    if !op.write || op.buf.len() > WRITE_ON_CALLER_MAX_BYTES {
+        return Err(op);
+    }
+    let end = op.offset.saturating_add(op.buf.len() as u64);
+    match op.file.metadata() {
+        Ok(meta) if end <= meta.len() => {}
+        _ => return Err(op),
+    }
+    let result = match &op.buf {
+        IoBuf::Owned(buf) => threads::write_all_at(&op.file, buf.as_slice(), op.offset),
+        IoBuf::Lent(pages) => threads::write_lent_at(&op.file, pages, op.offset),
+    };
+    Ok(IoDone {
+        id: op.id,
+        buf: op.buf,
+        result,
+    })
 }
 
 /// `read_on_caller` for backends that read with blocking calls anyway.

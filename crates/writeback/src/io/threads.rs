@@ -94,7 +94,7 @@ pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<u
 
 /// Writes all of the lent `pages` at `offset` with `pwritev`, continuing
 /// after short writes.
-fn write_lent_at(file: &File, pages: &IoPages, offset: u64) -> io::Result<usize> {
+pub(crate) fn write_lent_at(file: &File, pages: &IoPages, offset: u64) -> io::Result<usize> {
     let mut done = 0usize;
     while done < pages.len() {
         let iov = pages.iovecs_from(done, usize::MAX);
@@ -172,6 +172,10 @@ impl IoBackend for ThreadBackend {
 
     fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
         read_now(op)
+    }
+
+    fn write_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
+        super::backend::write_now(op)
     }
 }
 

@@ -144,6 +144,12 @@ impl IoBackend for UringBackend {
     fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
         super::backend::read_now(op)
     }
+
+    /// A blocking pwrite within the file's size: such writes are never
+    /// held by [`Serial`], which orders only extending ones.
+    fn write_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
+        super::backend::write_now(op)
+    }
 }
 
 impl Drop for UringBackend {
@@ -864,6 +870,40 @@ mod tests {
     /// allocated, and the extending writes arriving meanwhile wait for
     /// that allocation (their ids count as in flight); one more allocation
     /// covers them all.
+    /// A small write within the file's size is carried out on the
+    /// caller; an extending one, a large one and a read are handed back.
+    #[test]
+    fn only_small_writes_within_the_size_are_written_on_the_caller() {
+        let Some(dir) = test_dir("on-caller") else {
+            return;
+        };
+        let file = Arc::new(open_direct(&dir.join("f"), true).unwrap());
+        let chunk = 4 * PAGE_SIZE as u64;
+        file.set_len(2 * chunk).unwrap();
+        let done = super::super::backend::write_now(write_op(1, &file, chunk, 0x5A))
+            .expect("within the size: written on the caller");
+        assert_eq!((done.id, done.result.unwrap()), (1, chunk as usize));
+        let mut back = AlignedBuf::new(chunk as usize);
+        file.read_exact_at(back.as_mut_slice(), chunk).unwrap();
+        assert!(back.as_slice().iter().all(|&b| b == 0x5A));
+        let extending = write_op(2, &file, 2 * chunk - PAGE_SIZE as u64, 1);
+        let op = super::super::backend::write_now(extending).expect_err("extends the file");
+        assert_eq!((op.id, file.metadata().unwrap().len()), (2, 2 * chunk));
+        let mut read = write_op(3, &file, 0, 0);
+        read.write = false;
+        assert!(super::super::backend::write_now(read).is_err(), "a read");
+        let big = IoOp {
+            buf: AlignedBuf::new(super::super::backend::WRITE_ON_CALLER_MAX_BYTES + PAGE_SIZE)
+                .into(),
+            ..write_op(4, &file, 0, 0)
+        };
+        assert!(
+            super::super::backend::write_now(big).is_err(),
+            "over 32 KiB"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn extending_writes_wait_for_an_allocation_on_ext4() {
         extending_writes("allocate", true, |rig, can_allocate| {

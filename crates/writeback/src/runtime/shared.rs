@@ -14,7 +14,9 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
-use wb_engine::{Engine, EngineError, FileId, Instant, PageIndex as Page, Step, TaskId};
+use wb_engine::{
+    Engine, EngineError, FileId, Instant, PageIndex as Page, StallReason, Step, TaskId,
+};
 
 /// The timer thread looks at the engine at least this often.
 pub(crate) const TIMER_TICK: Duration = Duration::from_millis(5);
@@ -242,19 +244,25 @@ impl Shared {
         }
     }
 
-    /// Carries out `out` for a caller about to sleep: when it is a single
-    /// read (what the caller waits for: a read miss without readahead),
-    /// the caller reads itself and reports the completion, instead of
+    /// Carries out `out` for a caller about to sleep (for `reason`): when
+    /// it is a single read (what the caller waits for: a read miss without
+    /// readahead), or a single small write of an fsync (its commit), the
+    /// caller does it itself and reports the completion, instead of
     /// handing it to the backend's thread and being woken by the
-    /// completion thread (IoBackend::read_on_caller).
-    fn dispatch_while_waiting(&self, task: TaskId, mut out: Out) {
-        if out.ops.len() != 1 || out.ops[0].write {
+    /// completion thread (IoBackend::read_on_caller, write_on_caller).
+    fn dispatch_while_waiting(&self, task: TaskId, reason: StallReason, mut out: Out) {
+        let on_caller = match out.ops.as_slice() {
+            [op] => !op.write || reason == StallReason::Sync,
+            _ => false,
+        };
+        if !on_caller {
             return self.dispatch(out);
         }
         let op = out.ops.pop().expect("one op");
         let done = {
             let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
             match backend.as_ref() {
+                Some(backend) if op.write => backend.write_on_caller(op),
                 Some(backend) => backend.read_on_caller(op),
                 None => Err(op),
             }
@@ -412,7 +420,7 @@ impl Shared {
                 trace.slept(task.index(), &stall, planned_ns, || track_name(task));
             }
             drop(core);
-            self.dispatch_while_waiting(task, out);
+            self.dispatch_while_waiting(task, stall.reason, out);
             core = self.wait(task, self.clock.at(stall.until), stall.wakeable);
             if let Some(trace) = core.trace.as_mut() {
                 trace.woke(task.index());
