@@ -31,8 +31,8 @@
 //!   between one and two targets holds the depth where it is.
 //! - Ours: at depth 1, a further scale-down for slow commits paces
 //!   background and normal writes (`wbt_pace.rs`): each waits in
-//!   proportion to how long the last one took, so they use a half, a
-//!   quarter, an eighth of the device's time while commits compete.
+//!   proportion to how long the last one took, so they use 2/3, 1/2,
+//!   2/5, ... down to 1/8 of the device's time while commits compete.
 
 use crate::ids::IoId;
 use crate::rq_depth::RqDepth;
@@ -709,7 +709,8 @@ mod tests {
         let mut reads = Wbt::new(32, target);
         let mut commits = Wbt::new(32, target);
         let mut now = T0;
-        for _ in 0..8 {
+        // Depth 16 to 1 in four windows, then every pace step.
+        for _ in 0..4 + crate::wbt_pace::MAX_PACE_STEP + 2 {
             let status = commit_window(&mut commits, now, 4, 5 * NS_PER_MS, Some(NS_PER_MS));
             assert_eq!(status, WindowStatus::CommitsExceeded);
             assert_eq!(
@@ -732,7 +733,7 @@ mod tests {
             crate::wbt_pace::MAX_PACE_STEP,
             "commits: paced"
         );
-        // A background write of 1 ms at step 3 holds the next for 7 ms,
+        // A background write of 1 ms at step 14 holds the next for 7 ms,
         // while commits compete; integrity writes pass.
         commits.on_write_issue(now);
         commits.on_write_done(now + NS_PER_MS, NS_PER_MS, Some(WbtClass::Background));
