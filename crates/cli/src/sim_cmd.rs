@@ -15,7 +15,8 @@ Cache knobs: memory, dirty_ratio, dirty_background_ratio, dirty_bytes, dirty_bac
   backlog_throttle (watermarks | flush-all), backlog_wait_ms, lru (active-inactive | clock).
 Device knobs: wbt_lat_usec (-1 auto, 0 off, N us), stable_writes (none | wait | snapshot | auto),
   min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb, max_sectors_kb,
-  serial (0/1: the device serves one request at a time, in order).
+  serial (0/1: the device serves one request at a time, in order), wbt_pace (0/1: at depth 1
+  slow commits pace background writes; default 1).
 Job setting: JOB.mode=buffered | dontcache | direct (how the job writes).
 
 Examples:

@@ -433,6 +433,9 @@ pub struct DeviceConfig {
     /// every request in one worker). wbt then caps writes smaller while
     /// reads compete (`Wbt::write_pages_cap`).
     pub serial: bool,
+    /// At depth 1, slow commits pace background writes (`wbt_pace.rs`;
+    /// ours). Off: wbt stops at depth 1, as Linux's does.
+    pub wbt_pace: bool,
 }
 
 impl Default for DeviceConfig {
@@ -448,6 +451,7 @@ impl Default for DeviceConfig {
             read_ahead_kb: 128,
             max_sectors_kb: 512,
             serial: false,
+            wbt_pace: true,
         }
     }
 }
@@ -470,6 +474,7 @@ impl DeviceConfig {
         "read_ahead_kb",
         "max_sectors_kb",
         "serial",
+        "wbt_pace",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -510,6 +515,7 @@ impl DeviceConfig {
                 next.max_sectors_kb = kb;
             }
             "serial" => next.serial = parse_bool(knob, value)?,
+            "wbt_pace" => next.wbt_pace = parse_bool(knob, value)?,
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -544,6 +550,7 @@ impl DeviceConfig {
             "read_ahead_kb" => self.read_ahead_kb.to_string(),
             "max_sectors_kb" => self.max_sectors_kb.to_string(),
             "serial" => u8::from(self.serial).to_string(),
+            "wbt_pace" => u8::from(self.wbt_pace).to_string(),
             _ => return None,
         })
     }
@@ -569,6 +576,7 @@ mod tests {
         assert!(device.set("min_ratio", "101").is_err());
         assert!(device.set("max_sectors_kb", "6").is_err());
         assert!(device.set("serial", "maybe").is_err());
+        assert!(device.set("wbt_pace", "2").is_err());
         device.set("max_ratio", "10").unwrap();
         let before = device.clone();
         assert!(device.set("min_ratio", "20").is_err());

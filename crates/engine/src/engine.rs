@@ -191,6 +191,7 @@ impl Engine {
         let target = Self::wbt_target(&config, idle_read_latency_ns);
         let mut wbt = Wbt::new(Self::wbt_queue_depth(&config), target);
         wbt.serial = config.serial;
+        wbt.set_pace(config.wbt_pace);
         let stats = DeviceStats {
             name: name.to_string(),
             wbt_enabled: target != 0,

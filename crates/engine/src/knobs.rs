@@ -53,6 +53,9 @@ impl Engine {
         if knob == "serial" {
             dev.wbt.serial = config.serial;
         }
+        if knob == "wbt_pace" {
+            dev.wbt.set_pace(config.wbt_pace);
+        }
         if knob == "queue_depth" || knob == "nr_requests" {
             dev.wbt.set_queue_depth(Self::wbt_queue_depth(&config));
             // Tags already handed out stay valid; none is handed out until

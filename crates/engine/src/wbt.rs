@@ -159,6 +159,8 @@ pub struct Wbt {
     pub serial: bool,
     /// Pacing below depth 1 (`wbt_pace.rs`).
     pub pace: Pace,
+    /// Whether slow commits may pace (`DeviceConfig::wbt_pace`).
+    pace_on: bool,
 }
 
 impl Wbt {
@@ -189,6 +191,7 @@ impl Wbt {
             max_depth_max: max_depth,
             serial: false,
             pace: Pace::default(),
+            pace_on: true,
         };
         wbt.calc_wb_limits();
         wbt
@@ -212,6 +215,14 @@ impl Wbt {
             self.window_end = None;
         }
         self.calc_wb_limits();
+    }
+
+    /// Turns pacing on or off (the `wbt_pace` knob); off ends it at once.
+    pub fn set_pace(&mut self, on: bool) {
+        self.pace_on = on;
+        if !on {
+            self.pace.reset();
+        }
     }
 
     /// The device's queue depth changed (Linux's wbt_queue_depth_changed):
@@ -313,7 +324,7 @@ impl Wbt {
     /// Whether the pace holds a write of `class` at `now`: never an
     /// integrity write, and only while reads or commits compete.
     fn paced(&self, class: WbtClass, now: Instant) -> bool {
-        class != WbtClass::Sync && self.pace.holds_at(now) && self.close_io(now)
+        self.pace_on && class != WbtClass::Sync && self.pace.holds_at(now) && self.close_io(now)
     }
 
     /// A writer of `class` was refused: held by the pace, it is retried
@@ -475,7 +486,8 @@ impl Wbt {
     /// pace (Linux's floor of depth 1 stands for reads; pacing them cost
     /// the Axboe 2016 SSD scenario's writers 7 times their time).
     fn scale_down(&mut self, hard_throttle: bool, pace: bool) {
-        let scaled = self.rq_depth.scale_down(hard_throttle) || (pace && self.pace.slow_down());
+        let scaled = self.rq_depth.scale_down(hard_throttle)
+            || (pace && self.pace_on && self.pace.slow_down());
         if !scaled {
             return;
         }
@@ -755,6 +767,30 @@ mod tests {
             assert_eq!((commits.pace.step, commits.rq_depth.max_depth), (step, 1));
             now = commits.window_end.expect("armed");
         }
+    }
+
+    #[test]
+    fn without_the_pace_slow_commits_stop_at_depth_one() {
+        let mut wbt = Wbt::new(32, 2 * NS_PER_MS);
+        wbt.set_pace(false);
+        let mut now = T0;
+        for _ in 0..4 + crate::wbt_pace::MAX_PACE_STEP {
+            commit_window(&mut wbt, now, 4, 5 * NS_PER_MS, Some(NS_PER_MS));
+            now = wbt.window_end.expect("armed");
+        }
+        assert_eq!((wbt.rq_depth.max_depth, wbt.pace.step), (1, 0));
+        // Turned off while pacing: nothing is held from then on.
+        wbt.set_pace(true);
+        commit_window(&mut wbt, now, 4, 5 * NS_PER_MS, Some(NS_PER_MS));
+        assert_eq!(wbt.pace.step, 1);
+        let now = wbt.window_end.expect("armed");
+        wbt.on_write_issue(now);
+        wbt.on_write_done(now + NS_PER_MS, 10 * NS_PER_MS, Some(WbtClass::Background));
+        wbt.on_commit_issue(now + NS_PER_MS);
+        assert!(!wbt.may_issue(WbtClass::Background, now + 2 * NS_PER_MS, false));
+        wbt.set_pace(false);
+        assert_eq!(wbt.pace.step, 0);
+        assert!(wbt.may_issue(WbtClass::Background, now + 2 * NS_PER_MS, false));
     }
 
     #[test]
