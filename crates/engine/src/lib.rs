@@ -40,12 +40,14 @@
 //!    counts the stall and goes back to step 2.
 //! 5. The flusher writes (`dispatch.rs`, `pump`): `flusher_pick`
 //!    (`flusher.rs`) takes the context's next work — queued, periodic or
-//!    background; wbt admits a write of its class (`wbt.rs`, `may_issue`);
+//!    background; wbt admits a write of its class (`wbt.rs`, `may_issue`;
+//!    at depth 1, slow commits pace background writes: `wbt_pace.rs`);
 //!    `flusher_build` (`flusher.rs`) picks the oldest dirtied file and a
 //!    chunk of it; `start_writeback` moves the pages to writeback and
 //!    `issue` takes a request tag and emits `Action::Submit`.
 //! 6. The runtime performs the write and calls `io_complete`
-//!    (`completion.rs`): the tag is freed, wbt counts the completion, the
+//!    (`completion.rs`): the tag is freed, wbt counts the completion (and
+//!    a paced write sets when the next may go), the
 //!    pages come clean and join the reclaim queue (`reclaim.rs`,
 //!    `update_and_queue`), the context's bandwidth and share of completions
 //!    are credited (`bandwidth.rs`, `proportions.rs`), waiting tasks get
