@@ -128,6 +128,21 @@ pub(crate) struct SyncOp {
     pub issue_only: bool,
 }
 
+impl SyncOp {
+    /// Whether the op tagged at most `limit` pages in all (looks at no
+    /// more than `limit + 1` ranges: every range holds a page).
+    fn tagged_at_most(&self, limit: u64) -> bool {
+        let mut pages = 0;
+        for &(first, end) in self.files.iter().flat_map(|sf| sf.ranges.iter()) {
+            pages += end - first;
+            if pages > limit {
+                return false;
+            }
+        }
+        true
+    }
+}
+
 impl Engine {
     /// Makes the file's data durable (fsync). Reports a write-back error
     /// this handle has not seen yet.
@@ -407,8 +422,16 @@ impl Engine {
                     let reason = self.syncs.ops[&id].reason;
                     let class = crate::dispatch::class_of(reason);
                     let recent = self.recent_dirty_sleep(device, now);
+                    // A commit (an fsync of a few pages) is someone waiting,
+                    // as a read is, and like a read it is never held by
+                    // wbt (ours; Linux does not throttle O_DIRECT sync
+                    // writes either): at depth 1 it would wait for the
+                    // flusher's write in flight before it could even go.
+                    let commit = reason == crate::flusher::WbReason::Sync
+                        && self.syncs.ops[&id]
+                            .tagged_at_most(crate::wbt::COMMIT_WRITE_MAX_PAGES as u64);
                     let wbt = &mut self.devices[device.index()].wbt;
-                    if !wbt.may_issue(class, now, recent) {
+                    if !commit && !wbt.may_issue(class, now, recent) {
                         wbt.note_refused(class, now);
                         return false;
                     }

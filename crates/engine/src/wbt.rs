@@ -31,8 +31,8 @@
 //!   between one and two targets holds the depth where it is.
 //! - Ours: at depth 1, a further scale-down for slow commits paces
 //!   background and normal writes (`wbt_pace.rs`): each waits in
-//!   proportion to how long the last one took, so they use 2/3, 1/2,
-//!   2/5, ... down to 1/8 of the device's time while commits compete.
+//!   proportion to how long the last one took, so they use 2/3, then 1/2
+//!   of the device's time while commits compete.
 
 use crate::ids::IoId;
 use crate::rq_depth::RqDepth;
@@ -745,10 +745,10 @@ mod tests {
             crate::wbt_pace::MAX_PACE_STEP,
             "commits: paced"
         );
-        // A background write of 1 ms at step 14 holds the next for 7 ms,
-        // while commits compete; integrity writes pass.
+        // A background write of 4 ms at the last step (2) holds the next
+        // for as long again, while commits compete; integrity writes pass.
         commits.on_write_issue(now);
-        commits.on_write_done(now + NS_PER_MS, NS_PER_MS, Some(WbtClass::Background));
+        commits.on_write_done(now + NS_PER_MS, 4 * NS_PER_MS, Some(WbtClass::Background));
         commits.on_commit_issue(now + NS_PER_MS);
         let held = now + 2 * NS_PER_MS;
         assert!(!commits.may_issue(WbtClass::Background, held, false));
@@ -758,7 +758,7 @@ mod tests {
             commits.pace.waiting && !commits.sleeping,
             "retried by the timer"
         );
-        assert!(commits.may_issue(WbtClass::Background, now + 8 * NS_PER_MS, false));
+        assert!(commits.may_issue(WbtClass::Background, now + 5 * NS_PER_MS, false));
         // Commits within the target: out of pacing first, then deeper.
         let mut now = commits.window_end.expect("armed");
         for step in (0..crate::wbt_pace::MAX_PACE_STEP).rev() {
