@@ -43,7 +43,7 @@ impl Engine {
                 if inflight.tracked {
                     dev.wbt.on_write_done(now, latency, req.class);
                 }
-                if crate::dispatch::is_commit(&req) {
+                if inflight.commit {
                     dev.wbt.on_commit_done(now, latency);
                 }
                 if req.direct {

@@ -20,6 +20,8 @@ pub(crate) struct Inflight {
     pub issued_at: Instant,
     /// Counted against wbt's in-flight limit.
     pub tracked: bool,
+    /// A write of a commit (`Engine::issue`).
+    pub commit: bool,
     /// Frames the request still writes from after writers were given
     /// copies of their pages (stable.rs), as (first frame, count): freed at
     /// completion.
@@ -83,7 +85,7 @@ impl Engine {
                 let Some(req) = dev.tag_waiters.pop_front() else {
                     break;
                 };
-                self.issue(now, req, false);
+                self.issue(now, req, false, false);
             }
             let dev = &self.devices[device.index()];
             if dev.tags_used >= dev.config.nr_requests {
@@ -133,7 +135,7 @@ impl Engine {
             }
             match self.flusher_build(now, wb_id) {
                 Some(req) => {
-                    self.issue(now, req, true);
+                    self.issue(now, req, true, false);
                     return true;
                 }
                 None => {
@@ -195,8 +197,10 @@ impl Engine {
         }
     }
 
-    /// Hands a request to the runtime.
-    pub(crate) fn issue(&mut self, now: Instant, req: IoRequest, tracked: bool) {
+    /// Hands a request to the runtime. `commit`: a write of an fsync that
+    /// tagged at most `COMMIT_WRITE_MAX_PAGES` in all, someone's commit
+    /// waiting (wbt.rs; sync.rs decides).
+    pub(crate) fn issue(&mut self, now: Instant, req: IoRequest, tracked: bool, commit: bool) {
         let dev = &mut self.devices[req.device.index()];
         assert!(
             dev.tags_used < dev.config.nr_requests,
@@ -209,7 +213,7 @@ impl Engine {
                 if tracked {
                     dev.wbt.on_write_issue(now);
                 }
-                if is_commit(&req) {
+                if commit {
                     dev.wbt.on_commit_issue(now);
                 }
                 dev.stats.writes += 1;
@@ -227,6 +231,7 @@ impl Engine {
                 req: req.clone(),
                 issued_at: now,
                 tracked,
+                commit,
                 snapshot_frames: Vec::new(),
             },
         );
@@ -240,7 +245,7 @@ impl Engine {
         let dev = &mut self.devices[req.device.index()];
         let read_room = req.dir != IoDir::Read || dev.reads_inflight < dev.read_depth_max;
         if dev.tags_used < dev.config.nr_requests && dev.tag_waiters.is_empty() && read_room {
-            self.issue(now, req, false);
+            self.issue(now, req, false, false);
         } else {
             dev.tag_waiters.push_back(req);
         }
@@ -282,11 +287,4 @@ impl Engine {
             direct,
         }
     }
-}
-
-/// A small integrity write: a commit someone waits for (wbt.rs).
-pub(crate) fn is_commit(req: &IoRequest) -> bool {
-    req.dir == IoDir::Write
-        && req.reason == Some(crate::flusher::WbReason::Sync)
-        && req.pages <= crate::wbt::COMMIT_WRITE_MAX_PAGES
 }

@@ -438,7 +438,7 @@ impl Engine {
                     // Only now are the pages taken off the op's list.
                     self.syncs.ops.get_mut(&id).expect("exists").files[slot].pos = start + pages;
                     let req = self.start_writeback(file, start, pages, class, reason);
-                    self.issue(now, req, true);
+                    self.issue(now, req, true, commit);
                     return true;
                 }
                 SyncNext::Blocked => {}

@@ -19,8 +19,8 @@
 //!   than integrity writes go one at a time, and the size cap may go
 //!   lower ([`MIN_CAPPED_WRITE_PAGES_SERIAL`]): a read there waits for
 //!   every write queued before it, whole.
-//! - Ours: a small integrity write (an fsync's, at most
-//!   [`COMMIT_WRITE_MAX_PAGES`]) is someone's commit waiting, as a read
+//! - Ours: the write of a small fsync (at most
+//!   [`COMMIT_WRITE_MAX_PAGES`] in all) is someone's commit waiting, as a read
 //!   is: it counts as a read for `close_io` and for the window's fastest
 //!   latency. Linux watches reads only, so a database's fdatasync waits
 //!   behind a full queue of a copy's writeback (issue 14's db-copy).
@@ -61,9 +61,9 @@ pub const MIN_CAPPED_WRITE_PAGES: u64 = 64;
 /// the reader's p99 was 6.7 ms with 256 KiB writes, 1.3 ms with 128 KiB
 /// and 0.50 ms with 64 KiB, the writer 285, 245 and 226 MiB/s.
 pub const MIN_CAPPED_WRITE_PAGES_SERIAL: u64 = 16;
-/// An integrity write of at most this many pages is a commit (32 KiB):
-/// watched as a read (see the header). A sync of bulk data writes larger
-/// requests and is not.
+/// An fsync that tagged at most this many pages in all (32 KiB) is a
+/// commit: its writes are watched as reads (see the header) and never held.
+/// A sync of bulk data is not, however small its requests (random pages).
 pub const COMMIT_WRITE_MAX_PAGES: u32 = 8;
 /// Commits a window needs before their mean counts.
 pub const COMMIT_MEAN_MIN_SAMPLES: u32 = 4;
