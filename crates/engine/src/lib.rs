@@ -157,5 +157,5 @@ pub use ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbI
 pub use stats::{DeviceStats, DomainStats, StallStats, Stats};
 pub use task::EVENT_WAIT_MAX_NS;
 pub use time::Instant;
-pub use wbt::{auto_target_ns, WbtClass};
+pub use wbt::{auto_target_ns, WbtClass, COMMIT_WRITE_MAX_PAGES};
 pub use write_path::WriteFlags;

@@ -54,6 +54,10 @@ fn rewrite_and_check(name: &str, initial: &str, modes: &[&str]) -> Option<u64> {
         s.spawn(move || {
             while !done.load(Ordering::Acquire) {
                 syncer.sync_data().unwrap();
+                // Let dirty pages gather: a sync of a few pages is a commit,
+                // written by this thread itself in a moment, and a writer
+                // would seldom meet its pages under writeback.
+                std::thread::sleep(std::time::Duration::from_micros(200));
             }
         });
         if !modes.is_empty() {

@@ -103,9 +103,10 @@ pub trait IoBackend: Send + Sync {
     }
 }
 
-/// The largest write [`IoBackend::write_on_caller`] carries out (32 KiB,
-/// the engine's largest commit: `wbt::COMMIT_WRITE_MAX_PAGES`).
-pub const WRITE_ON_CALLER_MAX_BYTES: usize = 32 << 10;
+/// The largest write [`IoBackend::write_on_caller`] carries out: the
+/// engine's largest commit.
+pub const WRITE_ON_CALLER_MAX_BYTES: usize =
+    (wb_engine::COMMIT_WRITE_MAX_PAGES as u64 * wb_engine::PAGE_SIZE) as usize;
 
 /// `write_on_caller` for backends whose writes within a file's size need
 /// no ordering with what they have in flight (the engine never writes a
