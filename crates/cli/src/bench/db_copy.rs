@@ -150,6 +150,7 @@ impl Phase {
             "tps": self.tps(),
             "lat_us": {
                 "p50": self.lat_us.value_at_quantile(0.5),
+                "p90": self.lat_us.value_at_quantile(0.9),
                 "p99": self.lat_us.value_at_quantile(0.99),
                 "max": self.lat_us.max(),
             },

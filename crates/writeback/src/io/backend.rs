@@ -93,13 +93,15 @@ pub trait IoBackend: Send + Sync {
     fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
         Err(op)
     }
-    /// As [`Self::read_on_caller`], for a small write within the file's
-    /// size (at most [`WRITE_ON_CALLER_MAX_BYTES`]): an fsync's commit,
-    /// which its caller only waits for. `Err(op)` hands back any other
-    /// write (an extending one goes through the backend, which orders
-    /// them), and every op of a backend that only queues.
-    fn write_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
-        Err(op)
+    /// As [`Self::read_on_caller`], for the small writes within their
+    /// files' sizes of one commit (each at most
+    /// [`WRITE_ON_CALLER_MAX_BYTES`]; the caller bounds their number and
+    /// total): an fsync's writes, which its caller only waits for. Returns
+    /// the completions of those it wrote, and hands back the others (an
+    /// extending write goes through the backend, which orders them; a
+    /// backend that only queues hands back all).
+    fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
+        (Vec::new(), ops)
     }
 }
 
@@ -108,27 +110,21 @@ pub trait IoBackend: Send + Sync {
 pub const WRITE_ON_CALLER_MAX_BYTES: usize =
     (wb_engine::COMMIT_WRITE_MAX_PAGES as u64 * wb_engine::PAGE_SIZE) as usize;
 
-/// `write_on_caller` for backends whose writes within a file's size need
+/// `writes_on_caller` for backends whose writes within a file's size need
 /// no ordering with what they have in flight (the engine never writes a
-/// page twice at once).
-pub(crate) fn write_now(op: IoOp) -> Result<IoDone, IoOp> {
+/// page twice at once): side by side on the caller's own ring.
+pub(crate) fn writes_now(ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
+    let (mine, others): (Vec<IoOp>, Vec<IoOp>) = ops.into_iter().partition(within_size);
+    (super::caller_ring::write_together(mine), others)
+}
+
+/// Whether `op` is a small write inside its file's current size.
+fn within_size(op: &IoOp) -> bool {
     if !op.write || op.buf.len() > WRITE_ON_CALLER_MAX_BYTES {
-        return Err(op);
+        return false;
     }
     let end = op.offset.saturating_add(op.buf.len() as u64);
-    match op.file.metadata() {
-        Ok(meta) if end <= meta.len() => {}
-        _ => return Err(op),
-    }
-    let result = match &op.buf {
-        IoBuf::Owned(buf) => threads::write_all_at(&op.file, buf.as_slice(), op.offset),
-        IoBuf::Lent(pages) => threads::write_lent_at(&op.file, pages, op.offset),
-    };
-    Ok(IoDone {
-        id: op.id,
-        buf: op.buf,
-        result,
-    })
+    op.file.metadata().is_ok_and(|meta| end <= meta.len())
 }
 
 /// `read_on_caller` for backends that read with blocking calls anyway.

@@ -4,6 +4,7 @@
 pub mod aligned;
 pub mod backend;
 pub mod calibrate;
+mod caller_ring;
 pub mod direct;
 pub mod faults;
 pub mod pages;

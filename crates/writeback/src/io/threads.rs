@@ -174,8 +174,8 @@ impl IoBackend for ThreadBackend {
         read_now(op)
     }
 
-    fn write_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
-        super::backend::write_now(op)
+    fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
+        super::backend::writes_now(ops)
     }
 }
 

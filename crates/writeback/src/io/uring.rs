@@ -145,10 +145,11 @@ impl IoBackend for UringBackend {
         super::backend::read_now(op)
     }
 
-    /// A blocking pwrite within the file's size: such writes are never
-    /// held by [`Serial`], which orders only extending ones.
-    fn write_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
-        super::backend::write_now(op)
+    /// Writes within their files' sizes, on the caller's own ring: such
+    /// writes are never held by [`Serial`], which orders only extending
+    /// ones.
+    fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
+        super::backend::writes_now(ops)
     }
 }
 
@@ -870,37 +871,70 @@ mod tests {
     /// allocated, and the extending writes arriving meanwhile wait for
     /// that allocation (their ids count as in flight); one more allocation
     /// covers them all.
-    /// A small write within the file's size is carried out on the
-    /// caller; an extending one, a large one and a read are handed back.
+    /// A commit's small writes within the file's size are carried out on
+    /// the caller, side by side on its own ring (owned buffers and lent
+    /// pages alike, twice: the ring is kept); an extending write, a large
+    /// one and a read are handed back.
     #[test]
     fn only_small_writes_within_the_size_are_written_on_the_caller() {
+        use super::super::backend::{writes_now, WRITE_ON_CALLER_MAX_BYTES};
         let Some(dir) = test_dir("on-caller") else {
             return;
         };
         let file = Arc::new(open_direct(&dir.join("f"), true).unwrap());
         let chunk = 4 * PAGE_SIZE as u64;
-        file.set_len(2 * chunk).unwrap();
-        let done = super::super::backend::write_now(write_op(1, &file, chunk, 0x5A))
-            .expect("within the size: written on the caller");
-        assert_eq!((done.id, done.result.unwrap()), (1, chunk as usize));
-        let mut back = AlignedBuf::new(chunk as usize);
-        file.read_exact_at(back.as_mut_slice(), chunk).unwrap();
-        assert!(back.as_slice().iter().all(|&b| b == 0x5A));
-        let extending = write_op(2, &file, 2 * chunk - PAGE_SIZE as u64, 1);
-        let op = super::super::backend::write_now(extending).expect_err("extends the file");
-        assert_eq!((op.id, file.metadata().unwrap().len()), (2, 2 * chunk));
-        let mut read = write_op(3, &file, 0, 0);
-        read.write = false;
-        assert!(super::super::backend::write_now(read).is_err(), "a read");
-        let big = IoOp {
-            buf: AlignedBuf::new(super::super::backend::WRITE_ON_CALLER_MAX_BYTES + PAGE_SIZE)
-                .into(),
-            ..write_op(4, &file, 0, 0)
-        };
-        assert!(
-            super::super::backend::write_now(big).is_err(),
-            "over 32 KiB"
-        );
+        file.set_len(4 * chunk).unwrap();
+        let frames = Arc::new({
+            let mut b = AlignedBuf::new(4 * PAGE_SIZE);
+            b.as_mut_slice().fill(0x6B);
+            b
+        });
+        let owner: Arc<dyn Send + Sync> = frames.clone();
+        // SAFETY: the pages lie inside `frames`, which `owner` keeps alive.
+        let lent = unsafe {
+            crate::io::IoPages::new(
+                owner,
+                (0..4).map(|p| (frames.as_ptr().wrapping_add(p * PAGE_SIZE), PAGE_SIZE)),
+            )
+        }
+        .unwrap();
+        for round in 0..2u8 {
+            let mut read = write_op(3, &file, 0, 0);
+            read.write = false;
+            let ops = vec![
+                write_op(1, &file, chunk, 0x5A + round),
+                write_op(2, &file, 4 * chunk - PAGE_SIZE as u64, 1),
+                read,
+                IoOp {
+                    buf: AlignedBuf::new(WRITE_ON_CALLER_MAX_BYTES + PAGE_SIZE).into(),
+                    ..write_op(4, &file, 0, 0)
+                },
+                IoOp {
+                    buf: IoBuf::Lent(lent.clone()),
+                    ..write_op(5, &file, 3 * chunk, 0)
+                },
+                write_op(6, &file, 2 * chunk, 0x7C + round),
+            ];
+            let (done, others) = writes_now(ops);
+            let done: Vec<(u64, usize)> = done
+                .into_iter()
+                .map(|d| (d.id, d.result.unwrap()))
+                .collect();
+            let c = chunk as usize;
+            assert_eq!(
+                done,
+                [(1, c), (5, c), (6, c)],
+                "within the size, on the caller"
+            );
+            let others: Vec<u64> = others.iter().map(|op| op.id).collect();
+            assert_eq!(others, [2, 3, 4], "extending, a read, over 32 KiB");
+            assert_eq!(file.metadata().unwrap().len(), 4 * chunk);
+            for (at, fill) in [(1, 0x5A + round), (3, 0x6B), (2, 0x7C + round)] {
+                let mut back = AlignedBuf::new(c);
+                file.read_exact_at(back.as_mut_slice(), at * chunk).unwrap();
+                assert!(back.as_slice().iter().all(|&b| b == fill), "chunk {at}");
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

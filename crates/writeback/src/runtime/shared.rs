@@ -246,44 +246,56 @@ impl Shared {
 
     /// Carries out `out` for a caller about to sleep (for `reason`): when
     /// it is a single read (what the caller waits for: a read miss without
-    /// readahead), or a single small write of an fsync (its commit), the
-    /// caller does it itself and reports the completion, instead of
-    /// handing it to the backend's thread and being woken by the
-    /// completion thread (IoBackend::read_on_caller, write_on_caller).
+    /// readahead), or an fsync's few small writes (its commit), the caller
+    /// does them itself and reports the completions, instead of handing
+    /// them to the backend's thread and being woken by the completion
+    /// thread (IoBackend::read_on_caller, writes_on_caller).
     fn dispatch_while_waiting(&self, task: TaskId, reason: StallReason, mut out: Out) {
-        let on_caller = match out.ops.as_slice() {
-            [op] => !op.write || reason == StallReason::Sync,
-            _ => false,
-        };
-        if !on_caller {
+        let read = matches!(out.ops.as_slice(), [op] if !op.write);
+        let commit = reason == StallReason::Sync && is_commit(&out.ops);
+        if !read && !commit {
             return self.dispatch(out);
         }
-        let op = out.ops.pop().expect("one op");
+        let ops = std::mem::take(&mut out.ops);
         let done = {
             let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
             match backend.as_ref() {
-                Some(backend) if op.write => backend.write_on_caller(op),
-                Some(backend) => backend.read_on_caller(op),
-                None => Err(op),
+                Some(backend) if commit => {
+                    let (done, others) = backend.writes_on_caller(ops);
+                    out.ops = others;
+                    done
+                }
+                Some(backend) => {
+                    let op = ops.into_iter().next().expect("one read");
+                    match backend.read_on_caller(op) {
+                        Ok(done) => vec![done],
+                        Err(op) => {
+                            out.ops.push(op);
+                            Vec::new()
+                        }
+                    }
+                }
+                None => {
+                    out.ops = ops;
+                    Vec::new()
+                }
             }
         };
-        match done {
-            Ok(done) => {
-                self.dispatch(out);
-                let mut core = self.lock();
-                core.complete(done, self.clock.now());
-                let mut more = core.drain(None);
-                drop(core);
-                // The caller is awake (its flag is set, `wait` looks at
-                // it first): only others need the condition variable.
-                more.woken.retain(|&t| t != task);
-                self.dispatch(more);
-            }
-            Err(op) => {
-                out.ops.push(op);
-                self.dispatch(out);
-            }
+        self.dispatch(out);
+        if done.is_empty() {
+            return;
         }
+        let mut core = self.lock();
+        let now = self.clock.now();
+        for d in done {
+            core.complete(d, now);
+        }
+        let mut more = core.drain(None);
+        drop(core);
+        // The caller is awake (its flag is set, `wait` looks at it
+        // first): only others need the condition variable.
+        more.woken.retain(|&t| t != task);
+        self.dispatch(more);
     }
 
     /// The release thread: carries out the release steps of unlinked
@@ -630,4 +642,14 @@ fn track_name(task: TaskId) -> String {
         Some(name) => format!("{name} (task {})", task.index()),
         None => format!("task {}", task.index()),
     }
+}
+
+/// Whether `ops` are the writes of one commit: at most its pages, in all
+/// at most what a commit writes (wb_engine::COMMIT_WRITE_MAX_PAGES).
+fn is_commit(ops: &[crate::io::IoOp]) -> bool {
+    let bytes: usize = ops.iter().map(|op| op.buf.len()).sum();
+    !ops.is_empty()
+        && ops.len() <= wb_engine::COMMIT_WRITE_MAX_PAGES as usize
+        && ops.iter().all(|op| op.write)
+        && bytes <= crate::io::backend::WRITE_ON_CALLER_MAX_BYTES
 }
