@@ -34,8 +34,16 @@ pub const ATTR_TTL_EXCLUSIVE: Duration = Duration::from_secs(60);
 /// (`Backing::Shared`): their changes show within this long; nothing is
 /// known not to exist and listings are read again at each open.
 pub const ATTR_TTL_SHARED: Duration = Duration::from_secs(1);
-/// Largest write the kernel sends in one request.
-pub const MAX_WRITE_BYTES: u32 = 1 << 20;
+/// Largest write the kernel sends in one request (a larger write() comes
+/// as several). Why not more: a serving thread copies a request's data
+/// without yielding the CPU (the kernel into our buffer, we into the
+/// cache); at 1 MiB that took 400-600 us, and a thread woken to finish a
+/// database's commit beside a copy waited that long for a core (traced:
+/// the commits slower than 800 us spent 460 us of it waiting to run). At
+/// 256 KiB, `wb bench db-copy` during the copy: p99 2.5-2.8 ms against
+/// 3.2-3.5 (BENCHMARKS.md); sequential writes through the mount still
+/// 1.3 GB/s. 128 KiB was no better for the commits and slower in bulk.
+pub const MAX_WRITE_BYTES: u32 = 256 << 10;
 /// The largest read buffer a serving thread keeps between requests (the
 /// kernel asks for at most `MAX_WRITE_BYTES`, max_pages being derived from it).
 const READ_BUF_KEEP_BYTES: usize = 2 * MAX_WRITE_BYTES as usize;
