@@ -271,6 +271,9 @@ fn small_syncs_land_every_page_at_its_place() {
         // O_DIRECT writes invalidate the backing file's page cache: a
         // plain read sees what reached the file.
         let on_disk = std::fs::read(&path).unwrap();
-        assert!(on_disk == expect, "round {round}: the file differs after the sync");
+        assert!(
+            on_disk == expect,
+            "round {round}: the file differs after the sync"
+        );
     }
 }

@@ -112,10 +112,11 @@ pub const WRITE_ON_CALLER_MAX_BYTES: usize =
 
 /// `writes_on_caller` for backends whose writes within a file's size need
 /// no ordering with what they have in flight (the engine never writes a
-/// page twice at once): side by side on the caller's own ring.
-pub(crate) fn writes_now(ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
+/// page twice at once): side by side on the caller's own ring if `ring`
+/// (an io_uring backend), else one after the other.
+pub(crate) fn writes_now(ops: Vec<IoOp>, ring: bool) -> (Vec<IoDone>, Vec<IoOp>) {
     let (mine, others): (Vec<IoOp>, Vec<IoOp>) = ops.into_iter().partition(within_size);
-    (super::caller_ring::write_together(mine), others)
+    (super::caller_ring::write_together(mine, ring), others)
 }
 
 /// Whether `op` is a small write inside its file's current size.

@@ -46,14 +46,15 @@ thread_local! {
 
 /// Writes every op (all writes, at most [`CALLER_RING_ENTRIES`]) on the
 /// calling thread, in parallel where io_uring allows, and returns their
-/// completions in the ops' order. A write the ring did not finish (short,
-/// interrupted, or no ring) is done again with a blocking call.
-pub(crate) fn write_together(ops: Vec<IoOp>) -> Vec<IoDone> {
+/// completions in the ops' order; one after the other unless `ring`. A
+/// write the ring did not finish (short, interrupted, or no ring) is done
+/// again with a blocking call.
+pub(crate) fn write_together(ops: Vec<IoOp>, ring: bool) -> Vec<IoDone> {
     debug_assert!(ops.iter().all(|op| op.write));
     let mut results = vec![None; ops.len()];
     // More ops than the ring holds (the runtime never hands them) go one
     // after the other.
-    if (2..=CALLER_RING_ENTRIES as usize).contains(&ops.len()) {
+    if ring && (2..=CALLER_RING_ENTRIES as usize).contains(&ops.len()) {
         // (No ring while the thread's locals are being destroyed.)
         let lost = RING.try_with(|cell| {
             let mut ring = cell.borrow_mut();

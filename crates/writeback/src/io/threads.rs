@@ -175,7 +175,9 @@ impl IoBackend for ThreadBackend {
     }
 
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
-        super::backend::writes_now(ops)
+        // One after the other: this backend is chosen where io_uring is
+        // not (or not wanted).
+        super::backend::writes_now(ops, false)
     }
 }
 
