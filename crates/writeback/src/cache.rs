@@ -662,7 +662,7 @@ impl Drop for Cache {
         self.shared.close_releases();
         self.shared.lock().closed = true;
         self.shared.closed.store(true, Ordering::Release);
-        self.shared.cv.notify_all();
+        self.shared.timer_cv.notify_all();
         // Dropping the backend joins its workers and closes the completion channel.
         let backend = self.shared.backend.write().map(|mut b| b.take());
         drop(backend);

@@ -63,6 +63,13 @@ pub(crate) struct Core {
     inflight: BTreeMap<u64, IoRequest>,
     /// Per task: woken since its last engine call.
     pub woken: Vec<bool>,
+    /// Per task: the thread sleeping for it (`Shared::wait`), to be
+    /// unparked when the engine wakes the task; None while none sleeps.
+    pub sleepers: Vec<Option<std::thread::Thread>>,
+    /// When the timer thread means to look at the engine's timeout next
+    /// (None: it is not sleeping); an earlier timeout armed meanwhile
+    /// wakes it (`Out::kick_timer`).
+    pub timer_wake_at: Option<wb_engine::Instant>,
     /// Engine tasks of the callers threads act for (caller.rs).
     pub callers: super::caller::CallerTasks,
     pub closed: bool,
@@ -100,8 +107,12 @@ pub(crate) struct Out {
     /// is not in the frames), to be reported failed once the lock is free.
     pub refused: Vec<IoId>,
     pub flushes: Vec<Flush>,
-    /// Tasks the engine woke (to be told through the condition variable).
-    pub woken: Vec<TaskId>,
+    /// Tasks the engine woke, with the thread sleeping for each (to be
+    /// unparked once the lock is released).
+    pub woken: Vec<(TaskId, Option<std::thread::Thread>)>,
+    /// The engine's next timeout is earlier than the timer thread's wake:
+    /// signal it.
+    pub kick_timer: bool,
     /// Release steps of unlinked files' backing files (`Action::Release`),
     /// carried out once the lock is released: the file (taken out of the
     /// table for a removal, so that the last close, which frees the
@@ -123,6 +134,7 @@ impl Out {
         self.refused.extend(later.refused);
         self.flushes.extend(later.flushes);
         self.woken.extend(later.woken);
+        self.kick_timer |= later.kick_timer;
         self.releases.extend(later.releases);
         self.copies.extend(later.copies);
         self.statfs.extend(later.statfs);
@@ -215,6 +227,8 @@ impl Core {
             device_dirs: Vec::new(),
             inflight: BTreeMap::new(),
             woken: Vec::new(),
+            sleepers: Vec::new(),
+            timer_wake_at: None,
             callers: Default::default(),
             closed: false,
             unlink_on_close: Default::default(),
@@ -338,7 +352,7 @@ impl Core {
                 Action::Submit(req) => out.ops.push(self.build_op(req)),
                 Action::Wake(task) => {
                     self.woken[task.index()] = true;
-                    out.woken.push(task);
+                    out.woken.push((task, self.sleepers[task.index()].clone()));
                 }
                 Action::Release { id, file, step } => {
                     let slot = &mut self.backing[file.index()];
@@ -380,6 +394,12 @@ impl Core {
         if let Some(file) = copied {
             // After the data it covers is in the frames.
             self.publish_size(file);
+        }
+        if let (Some(next), Some(wake)) = (self.engine.poll_timeout(), self.timer_wake_at) {
+            if next < wake {
+                out.kick_timer = true;
+                self.timer_wake_at = Some(next);
+            }
         }
         out
     }
@@ -536,8 +556,14 @@ impl Core {
 
     pub fn add_task(&mut self) -> TaskId {
         let task = self.engine.add_task();
-        self.woken.push(false);
+        self.add_task_slots();
         task
+    }
+
+    /// The runtime's per-task state for a task the engine just added.
+    pub fn add_task_slots(&mut self) {
+        self.woken.push(false);
+        self.sleepers.push(None);
     }
 
     /// The frames of the cached bytes of `file` from `offset`, `len` long,

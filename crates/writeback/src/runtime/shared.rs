@@ -60,8 +60,11 @@ pub(crate) struct Shared {
     pub index: Arc<PageIndex>,
     /// Set when the cache closes; read without the engine's lock.
     pub closed: AtomicBool,
-    /// Signalled when tasks are woken and when the timer should look again.
-    pub cv: Condvar,
+    /// Signalled when the timer thread should look again: an earlier
+    /// timeout (`Out::kick_timer`), or the cache closing. A sleeping task
+    /// is unparked alone (`Core::sleepers`): one wake-up per task woken,
+    /// not one per sleeping thread.
+    pub timer_cv: Condvar,
     pub backend: RwLock<Option<Box<dyn IoBackend>>>,
     pub backend_name: &'static str,
     pub clock: Clock,
@@ -95,7 +98,7 @@ impl Shared {
             frames,
             index,
             closed: AtomicBool::new(false),
-            cv: Condvar::new(),
+            timer_cv: Condvar::new(),
             backend: RwLock::new(Some(backend)),
             backend_name,
             clock: Clock::new(),
@@ -119,7 +122,7 @@ impl Shared {
         if let Some(caller) = super::caller::current() {
             if let Some((task, new)) = core.callers.task(&mut core.engine, caller) {
                 if new {
-                    core.woken.push(false);
+                    core.add_task_slots();
                 }
                 return task;
             }
@@ -193,8 +196,13 @@ impl Shared {
                 }
             }
         }
-        if !out.woken.is_empty() {
-            self.cv.notify_all();
+        for (_, thread) in out.woken {
+            if let Some(thread) = thread {
+                thread.unpark();
+            }
+        }
+        if out.kick_timer {
+            self.timer_cv.notify_one();
         }
         for id in out.refused {
             let mut core = self.lock();
@@ -294,7 +302,7 @@ impl Shared {
         drop(core);
         // The caller is awake (its flag is set, `wait` looks at it
         // first): only others need the condition variable.
-        more.woken.retain(|&t| t != task);
+        more.woken.retain(|&(t, _)| t != task);
         self.dispatch(more);
     }
 
@@ -523,13 +531,16 @@ impl Shared {
         loop {
             let now = std::time::Instant::now();
             if now >= deadline || (wakeable && core.woken[task.index()]) {
+                core.sleepers[task.index()] = None;
                 return core;
             }
-            let (guard, _) = self
-                .cv
-                .wait_timeout(core, deadline - now)
-                .unwrap_or_else(|p| panic!("cache state poisoned: {p}"));
-            core = guard;
+            // Whoever wakes the task sees this under the lock and unparks
+            // us once it is released; an unpark before the park below
+            // makes the park return at once (its token).
+            core.sleepers[task.index()] = Some(std::thread::current());
+            drop(core);
+            std::thread::park_timeout(deadline - now);
+            core = self.lock();
         }
     }
 
@@ -623,11 +634,13 @@ impl Shared {
             let next = core.engine.poll_timeout().map_or(TIMER_TICK, |t| {
                 Duration::from_nanos(t.since_ns(now)).min(TIMER_TICK)
             });
+            core.timer_wake_at = Some(now + u64::try_from(next.as_nanos()).unwrap_or(u64::MAX));
             let (guard, _) = self
-                .cv
+                .timer_cv
                 .wait_timeout(core, next)
                 .unwrap_or_else(|p| panic!("cache state poisoned: {p}"));
             core = guard;
+            core.timer_wake_at = None;
         }
     }
 }
