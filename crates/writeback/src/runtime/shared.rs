@@ -301,7 +301,7 @@ impl Shared {
         let mut more = core.drain(None);
         drop(core);
         // The caller is awake (its flag is set, `wait` looks at it
-        // first): only others need the condition variable.
+        // first): only others need unparking.
         more.woken.retain(|&(t, _)| t != task);
         self.dispatch(more);
     }
@@ -631,9 +631,15 @@ impl Shared {
                 core = self.lock();
                 continue;
             }
-            let next = core.engine.poll_timeout().map_or(TIMER_TICK, |t| {
-                Duration::from_nanos(t.since_ns(now)).min(TIMER_TICK)
-            });
+            // A trace samples the engine's counters every millisecond.
+            let tick = match core.trace {
+                Some(_) => Duration::from_nanos(wb_trace::engine::SAMPLE_EVERY_NS),
+                None => TIMER_TICK,
+            };
+            let next = core
+                .engine
+                .poll_timeout()
+                .map_or(tick, |t| Duration::from_nanos(t.since_ns(now)).min(tick));
             core.timer_wake_at = Some(now + u64::try_from(next.as_nanos()).unwrap_or(u64::MAX));
             let (guard, _) = self
                 .timer_cv
