@@ -156,7 +156,7 @@ impl Engine {
                 "device {d}: wbt's window is armed only while wbt is on"
             );
             assert!(
-                !dev.wbt.pace.waiting || dev.wbt.pace.until.is_some(),
+                !dev.wbt.pace.waiting || self.poll_timeout().is_some(),
                 "device {d}: a write held by the pace has a time to retry"
             );
         }

@@ -61,9 +61,10 @@ impl Engine {
             if let Some(end) = dev.wbt.window_end {
                 arm(end);
             }
-            // A write held by wbt's pace is retried when the pace ends.
-            if let Some(until) = dev.wbt.pace.until.filter(|_| dev.wbt.pace.waiting) {
-                arm(until);
+            // A write held by wbt's pace is retried when the pace ends; at
+            // once if pacing stopped meanwhile (no `until` left).
+            if dev.wbt.pace.waiting {
+                arm(dev.wbt.pace.until.unwrap_or(Instant::ZERO));
             }
             // Free space is asked for again only while some is reserved.
             if let Some(at) = dev.space.next_statfs.filter(|_| dev.space.reserved > 0) {
@@ -151,5 +152,30 @@ impl Engine {
                 self.pump(now, DeviceId(d as u32));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::*;
+
+    /// A write the pace holds is retried when the pace ends, and at once
+    /// when pacing stops before that (the `wbt_pace` knob turned off).
+    #[test]
+    fn a_held_write_is_retried_at_once_when_the_pace_is_turned_off() {
+        let mut e = Engine::new(Config::default(), Instant(0));
+        let dev = e.add_device("d", DeviceConfig::default(), 100_000);
+        let now = Instant(1_000_000);
+        let until = now + 5_000_000;
+        let pace = &mut e.devices[dev.index()].wbt.pace;
+        pace.step = 2;
+        pace.until = Some(until);
+        pace.note_held();
+        assert!(e.poll_timeout().is_some_and(|t| t <= until));
+        e.set_device_knob(dev, "wbt_pace", "0").unwrap();
+        e.check_invariants();
+        assert!(e.poll_timeout().is_some_and(|t| t <= now), "due at once");
+        e.handle_timeout(now);
+        assert!(!e.devices[dev.index()].wbt.pace.waiting, "retried");
     }
 }

@@ -324,7 +324,8 @@ impl Wbt {
     /// Whether the pace holds a write of `class` at `now`: never an
     /// integrity write, and only while reads or commits compete.
     fn paced(&self, class: WbtClass, now: Instant) -> bool {
-        self.pace_on && class != WbtClass::Sync && self.pace.holds_at(now) && self.close_io(now)
+        // (With the pace off, `set_pace` reset it: it holds nothing.)
+        class != WbtClass::Sync && self.pace.holds_at(now) && self.close_io(now)
     }
 
     /// A writer of `class` was refused: held by the pace, it is retried

@@ -95,8 +95,9 @@ impl Pace {
         true
     }
 
-    /// Pacing ends (the target changed, or throttling is off). A write
-    /// held is retried by the timer, which finds nothing holding it.
+    /// Pacing ends (the target changed, throttling or the pace is off). A
+    /// write held stays `waiting`: the timer retries it at once
+    /// (`poll_timeout`), finding nothing holding it.
     pub fn reset(&mut self) {
         self.step = 0;
         self.until = None;

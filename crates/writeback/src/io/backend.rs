@@ -105,7 +105,7 @@ pub trait IoBackend: Send + Sync {
     }
 }
 
-/// The largest write [`IoBackend::write_on_caller`] carries out: the
+/// The largest write [`IoBackend::writes_on_caller`] carries out: the
 /// engine's largest commit.
 pub const WRITE_ON_CALLER_MAX_BYTES: usize =
     (wb_engine::COMMIT_WRITE_MAX_PAGES as u64 * wb_engine::PAGE_SIZE) as usize;
@@ -115,17 +115,25 @@ pub const WRITE_ON_CALLER_MAX_BYTES: usize =
 /// page twice at once): side by side on the caller's own ring if `ring`
 /// (an io_uring backend), else one after the other.
 pub(crate) fn writes_now(ops: Vec<IoOp>, ring: bool) -> (Vec<IoDone>, Vec<IoOp>) {
-    let (mine, others): (Vec<IoOp>, Vec<IoOp>) = ops.into_iter().partition(within_size);
+    // A commit's writes are mostly to one file: its size is asked once.
+    let mut size: Option<(*const File, Option<u64>)> = None;
+    let (mine, others): (Vec<IoOp>, Vec<IoOp>) = ops.into_iter().partition(|op| {
+        if !op.write || op.buf.len() > WRITE_ON_CALLER_MAX_BYTES {
+            return false;
+        }
+        let file = Arc::as_ptr(&op.file);
+        let len = match size {
+            Some((f, len)) if f == file => len,
+            _ => {
+                let len = op.file.metadata().ok().map(|m| m.len());
+                size = Some((file, len));
+                len
+            }
+        };
+        let end = op.offset.saturating_add(op.buf.len() as u64);
+        len.is_some_and(|len| end <= len)
+    });
     (super::caller_ring::write_together(mine, ring), others)
-}
-
-/// Whether `op` is a small write inside its file's current size.
-fn within_size(op: &IoOp) -> bool {
-    if !op.write || op.buf.len() > WRITE_ON_CALLER_MAX_BYTES {
-        return false;
-    }
-    let end = op.offset.saturating_add(op.buf.len() as u64);
-    op.file.metadata().is_ok_and(|meta| end <= meta.len())
 }
 
 /// `read_on_caller` for backends that read with blocking calls anyway.

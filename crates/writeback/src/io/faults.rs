@@ -132,7 +132,7 @@ impl IoBackend for FaultyBackend {
     }
 
     /// Reads are not faulted. (Writes are never carried out on the
-    /// caller here, `write_on_caller`'s default: they go through the
+    /// caller here, `writes_on_caller`'s default: they go through the
     /// faults.)
     fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
         self.inner.read_on_caller(op)
