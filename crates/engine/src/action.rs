@@ -66,7 +66,7 @@ pub enum Action {
     /// Make the writes that landed in `file` durable: cut its backing file
     /// to the file's length (`Engine::file_size`) and flush it (fdatasync;
     /// fsync when `metadata`), outside any lock, then report with
-    /// `Engine::durable_done(id, result)`.
+    /// `Engine::durable_done(now, id, result)`.
     MakeDurable {
         id: u64,
         file: FileId,

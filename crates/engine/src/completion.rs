@@ -44,7 +44,7 @@ impl Engine {
                     dev.wbt.on_write_done(now, latency, req.class);
                 }
                 if inflight.commit {
-                    dev.wbt.on_commit_done(now, latency);
+                    dev.wbt.on_commit_write_done(now, latency);
                 }
                 if req.direct {
                     self.files[req.file.index()].inflight_writes.remove(&req.id);

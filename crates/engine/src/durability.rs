@@ -19,6 +19,7 @@ use crate::action::{Action, IoErrorKind};
 use crate::engine::Engine;
 use crate::ids::FileId;
 use crate::task::WaitKey;
+use crate::time::Instant;
 use std::collections::BTreeMap;
 
 /// A flush handed to the runtime and not yet reported.
@@ -86,9 +87,9 @@ impl Engine {
             .push_back(Action::MakeDurable { id, file, metadata });
     }
 
-    /// The runtime finished flush `id`. Unknown ids are ignored: a runtime
-    /// bug must not corrupt the cache.
-    pub fn durable_done(&mut self, id: u64, result: Result<(), IoErrorKind>) {
+    /// The runtime finished flush `id` at `now`. Unknown ids are ignored: a
+    /// runtime bug must not corrupt the cache.
+    pub fn durable_done(&mut self, now: Instant, id: u64, result: Result<(), IoErrorKind>) {
         let Some(flush) = self.durability.pending.remove(&id) else {
             return;
         };
@@ -104,6 +105,13 @@ impl Engine {
                         op.flush_error.get_or_insert(e);
                     }
                     if op.flushes_left == 0 {
+                        // A commit's time, for wbt: from its call to here.
+                        if let Some((device, began)) = op.commit {
+                            let latency_ns = now.since_ns(began);
+                            self.devices[device.index()]
+                                .wbt
+                                .on_commit_done(now, latency_ns);
+                        }
                         self.wake(WaitKey::Sync(sync));
                     }
                 }

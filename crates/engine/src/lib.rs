@@ -158,4 +158,5 @@ pub use stats::{DeviceStats, DomainStats, StallStats, Stats};
 pub use task::EVENT_WAIT_MAX_NS;
 pub use time::Instant;
 pub use wbt::{auto_target_ns, WbtClass, COMMIT_WRITE_MAX_PAGES};
+pub use wbt_pace::MAX_PACE_STEP;
 pub use write_path::WriteFlags;

@@ -126,6 +126,10 @@ pub(crate) struct SyncOp {
     /// filemap_fdatawrite_range): no wait for completion, no flush, and
     /// pages already under writeback are skipped rather than waited for.
     pub issue_only: bool,
+    /// A commit (an fsync of one file that tagged at most
+    /// `COMMIT_WRITE_MAX_PAGES`): its device and when it began; wbt hears
+    /// how long it took once its flush is done (durability.rs).
+    pub commit: Option<(DeviceId, Instant)>,
 }
 
 impl SyncOp {
@@ -237,8 +241,16 @@ impl Engine {
                 flush_error: None,
                 reason: WbReason::Sync,
                 issue_only: false,
+                commit: None,
             },
         );
+        let op = self.syncs.ops.get_mut(&id).expect("just inserted");
+        if op.handle.is_some()
+            && devices.len() == 1
+            && op.tagged_at_most(crate::wbt::COMMIT_WRITE_MAX_PAGES as u64)
+        {
+            op.commit = Some((devices[0], now));
+        }
         for device in devices {
             self.pump(now, device);
         }
@@ -272,6 +284,7 @@ impl Engine {
                 flush_error: None,
                 reason: WbReason::Dontcache,
                 issue_only: true,
+                commit: None,
             },
         );
         self.pump(now, device);

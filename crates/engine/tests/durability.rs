@@ -97,7 +97,7 @@ fn a_write_landing_during_a_flush_keeps_the_file_marked() {
         .unwrap();
     hs.idle_until(hs.now + 40_000_000_000);
     assert_eq!(hs.engine.stats().dirty_pages, 0, "the new write landed");
-    hs.engine.durable_done(held[0], Ok(()));
+    hs.engine.durable_done(hs.now, held[0], Ok(()));
     assert!(
         hs.engine.file_unsynced(file),
         "a change that landed after the flush began is not claimed durable"

@@ -114,7 +114,7 @@ fn landed_writes_are_flushed_before_their_file_goes() {
     let held = hs.held_flushes.take().unwrap();
     assert_eq!(held.len(), 1, "a flush first");
     assert!(evicted(&hs).is_empty(), "not before the flush is done");
-    hs.engine.durable_done(held[0], Ok(()));
+    hs.engine.durable_done(hs.now, held[0], Ok(()));
     hs.drain();
     assert_eq!(evicted(&hs), vec![a]);
     assert!(hs.engine.file_idle(b));

@@ -468,7 +468,7 @@ impl VirtualRuntime for Sim {
                 if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
                     data.flushed(file.index(), size);
                 }
-                self.engine.durable_done(id, Ok(()))
+                self.engine.durable_done(now, id, Ok(()))
             }
             // The durability oracle follows the versions of the bytes.
             Action::CopyIn {

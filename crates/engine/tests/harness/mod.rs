@@ -188,7 +188,7 @@ impl VirtualRuntime for Harness {
             Action::MakeDurable { id, .. } => {
                 self.flushes += 1;
                 self.engine
-                    .durable_done(id, self.fail_flushes.map_or(Ok(()), Err));
+                    .durable_done(self.now, id, self.fail_flushes.map_or(Ok(()), Err));
             }
             Action::Release { id, file, step } => self.releases.push((id, file, step)),
             Action::StatFs { device } => {

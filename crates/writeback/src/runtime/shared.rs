@@ -244,7 +244,8 @@ impl Shared {
                 .flush(&flush)
                 .map_err(|e| crate::error::io_error_kind(&e));
             let mut core = self.lock();
-            core.engine.durable_done(flush.id, result);
+            let now = self.clock.now();
+            core.engine.durable_done(now, flush.id, result);
             // Reporting a flush only wakes its sync.
             let more = core.drain(None);
             drop(core);
