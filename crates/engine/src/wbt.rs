@@ -143,6 +143,9 @@ pub struct Wbt {
     /// End of the current window; None when the timer is not armed.
     pub window_end: Option<Instant>,
     read_min_ns: u64,
+    /// Samples of the window. They saturate: they are counted while no
+    /// window is armed too (a device only read from, or other processes'
+    /// reads, up to u32::MAX a report), and only `arm_timer` resets them.
     read_samples: u32,
     /// Commits completed in the window, and their summed latency.
     commit_samples: u32,
@@ -366,7 +369,7 @@ impl Wbt {
         if class != Some(WbtClass::Sync) {
             self.pace.on_write_done(now, latency_ns);
         }
-        self.write_samples += 1;
+        self.write_samples = self.write_samples.saturating_add(1);
         let limit = self.wb_normal;
         if self.sleeping {
             let room = limit.saturating_sub(self.inflight);
@@ -386,7 +389,7 @@ impl Wbt {
     pub fn on_read_done(&mut self, now: Instant, io: IoId, latency_ns: u64) {
         self.last_comp = Some(now);
         self.read_min_ns = self.read_min_ns.min(latency_ns);
-        self.read_samples += 1;
+        self.read_samples = self.read_samples.saturating_add(1);
         if self.sync_issue.is_some_and(|(id, _)| id == io) {
             self.sync_issue = None;
         }
@@ -403,7 +406,7 @@ impl Wbt {
     pub fn on_commit_write_done(&mut self, now: Instant, latency_ns: u64) {
         self.last_comp = Some(now);
         self.read_min_ns = self.read_min_ns.min(latency_ns);
-        self.read_samples += 1;
+        self.read_samples = self.read_samples.saturating_add(1);
     }
 
     /// A whole commit (its fsync, from the call to its flush done) took
@@ -417,7 +420,7 @@ impl Wbt {
     /// 157 us, and the database 0.6-0.67x its quiet rate.
     pub fn on_commit_done(&mut self, now: Instant, latency_ns: u64) {
         self.last_comp = Some(now);
-        self.commit_samples += 1;
+        self.commit_samples = self.commit_samples.saturating_add(1);
         self.commit_sum_ns = self.commit_sum_ns.saturating_add(latency_ns);
     }
 
@@ -432,7 +435,8 @@ impl Wbt {
         }
         self.last_comp = Some(now);
         self.read_min_ns = self.read_min_ns.min(avg_latency_ns);
-        self.read_samples += reads.min(u32::MAX as u64) as u32;
+        let reads = reads.min(u32::MAX as u64) as u32;
+        self.read_samples = self.read_samples.saturating_add(reads);
     }
 
     fn arm_timer(&mut self, now: Instant) {
@@ -686,6 +690,32 @@ mod tests {
         assert!(wbt.sleeping, "7 in flight of normal 8: room 1 < bg/2 = 2");
         wbt.on_write_done(T0, 0, Some(WbtClass::Background));
         assert!(!wbt.sleeping);
+    }
+
+    #[test]
+    fn samples_outside_a_window_saturate_and_a_window_starts_afresh() {
+        let mut wbt = Wbt::new(32, 2 * NS_PER_MS);
+        // Only reads for a long time: no window is armed, nothing resets.
+        for _ in 0..3 {
+            wbt.on_foreign_reads(T0, u64::MAX, 5 * NS_PER_MS);
+            wbt.on_read_issue(T0, IoId(1));
+            wbt.on_read_done(T0, IoId(1), 5 * NS_PER_MS);
+            wbt.on_commit_write_done(T0, 5 * NS_PER_MS);
+            wbt.on_commit_done(T0, u64::MAX);
+        }
+        assert_eq!(wbt.read_samples, u32::MAX);
+        // The first write arms a window, which counts from zero: its
+        // fast reads are what it judges.
+        wbt.on_write_issue(T0);
+        assert_eq!((wbt.read_samples, wbt.commit_samples), (0, 0));
+        for _ in 0..3 {
+            wbt.on_write_issue(T0);
+            wbt.on_write_done(T0, 0, Some(WbtClass::Background));
+        }
+        wbt.on_read_issue(T0, IoId(2));
+        wbt.on_read_done(T0 + NS_PER_MS, IoId(2), NS_PER_MS);
+        let end = wbt.window_end.expect("armed");
+        assert_eq!(wbt.on_timer(end, false), WindowStatus::Ok);
     }
 
     #[test]
