@@ -157,6 +157,9 @@ pub struct Wbt {
     /// The oldest outstanding read we track, to catch reads that never complete in a window.
     sync_issue: Option<(IoId, Instant)>,
     pub scale_ups: u64,
+    /// The whole commits' mean in the last window that had enough of them
+    /// to count (0: none yet), for the statistics.
+    pub last_commit_mean_ns: u64,
     pub scale_downs: u64,
     pub max_depth_min: u32,
     pub max_depth_max: u32,
@@ -191,6 +194,7 @@ impl Wbt {
             last_comp: None,
             sync_issue: None,
             scale_ups: 0,
+            last_commit_mean_ns: 0,
             scale_downs: 0,
             max_depth_min: max_depth,
             max_depth_max: max_depth,
@@ -521,6 +525,9 @@ impl Wbt {
     pub fn on_timer(&mut self, now: Instant, recent_dirty_sleep: bool) -> WindowStatus {
         assert!(self.enabled());
         let status = self.latency_exceeded(now, recent_dirty_sleep);
+        if self.commit_samples >= COMMIT_MEAN_MIN_SAMPLES {
+            self.last_commit_mean_ns = self.commit_sum_ns / self.commit_samples as u64;
+        }
         match status {
             WindowStatus::Exceeded => self.scale_down(true, false),
             WindowStatus::CommitsExceeded => self.scale_down(true, true),
@@ -775,6 +782,7 @@ mod tests {
         for _ in 0..4 + crate::wbt_pace::MAX_PACE_STEP + 2 {
             let status = commit_window(&mut commits, now, 4, 5 * NS_PER_MS, Some(NS_PER_MS));
             assert_eq!(status, WindowStatus::CommitsExceeded);
+            assert_eq!(commits.last_commit_mean_ns, 5 * NS_PER_MS, "for the stats");
             assert_eq!(
                 commit_window(&mut reads, now, 0, 0, Some(5 * NS_PER_MS)),
                 WindowStatus::Exceeded

@@ -120,6 +120,12 @@ pub(crate) fn render(stats: &Stats) -> String {
             &format!("{name}.wbt_pace_holds"),
             d.wbt_pace_holds,
         );
+        // What slow commits are judged by (against twice the target).
+        line(
+            &mut out,
+            &format!("{name}.wbt_commit_mean_us"),
+            d.wbt_commit_mean_ns / 1000,
+        );
         line(
             &mut out,
             &format!("{name}.pause_dirty_throttle_count"),
@@ -233,9 +239,11 @@ mod tests {
         stats.devices.push(wb_engine::DeviceStats {
             name: "vda".into(),
             stable_writes: "snapshot (auto)".into(),
+            wbt_commit_mean_ns: 312_400,
             ..Default::default()
         });
         let text = render(&stats);
+        assert!(text.contains("vda.wbt_commit_mean_us 312\n"), "{text}");
         assert!(text.contains("dirty_bytes 12288\n"), "{text}");
         assert!(text.contains("vda.dirty_bytes 0\n"), "{text}");
         assert!(text.contains("pause_dirty_throttle_count 0\n"), "{text}");
