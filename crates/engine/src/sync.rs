@@ -133,6 +133,14 @@ pub(crate) struct SyncOp {
 }
 
 impl SyncOp {
+    /// Whether this is a commit: an fsync or sync that tagged at most
+    /// `COMMIT_WRITE_MAX_PAGES` in all (wbt.rs). Fixed for the op's life:
+    /// its ranges are set when it begins.
+    fn is_commit(&self) -> bool {
+        self.reason == WbReason::Sync
+            && self.tagged_at_most(crate::wbt::COMMIT_WRITE_MAX_PAGES as u64)
+    }
+
     /// Whether the op tagged at most `limit` pages in all (looks at no
     /// more than `limit + 1` ranges: every range holds a page).
     fn tagged_at_most(&self, limit: u64) -> bool {
@@ -245,10 +253,7 @@ impl Engine {
             },
         );
         let op = self.syncs.ops.get_mut(&id).expect("just inserted");
-        if op.handle.is_some()
-            && devices.len() == 1
-            && op.tagged_at_most(crate::wbt::COMMIT_WRITE_MAX_PAGES as u64)
-        {
+        if op.handle.is_some() && devices.len() == 1 && op.is_commit() {
             op.commit = Some((devices[0], now));
         }
         for device in devices {
@@ -440,9 +445,7 @@ impl Engine {
                     // wbt (ours; Linux does not throttle O_DIRECT sync
                     // writes either): at depth 1 it would wait for the
                     // flusher's write in flight before it could even go.
-                    let commit = reason == crate::flusher::WbReason::Sync
-                        && self.syncs.ops[&id]
-                            .tagged_at_most(crate::wbt::COMMIT_WRITE_MAX_PAGES as u64);
+                    let commit = self.syncs.ops[&id].is_commit();
                     let wbt = &mut self.devices[device.index()].wbt;
                     if !commit && !wbt.may_issue(class, now, recent) {
                         wbt.note_refused(class, now);

@@ -10,24 +10,49 @@ use wb_engine::*;
 
 const MIB: u64 = 1 << 20;
 
-/// Whether the commit's write was submitted while the flusher's write was
-/// in flight, on a device scaled to depth 1; `commit_bytes` is how much
-/// the committing task wrote before its fsync.
-fn commit_goes_beside_the_flusher(commit_bytes: u64) -> bool {
+/// A copy's task and file, and a database's, on one device configured
+/// with `knob = value`, in a 64 MiB cache; the device takes
+/// `ns_per_page` a page.
+struct CopyAndDb {
+    hs: Harness,
+    dev: DeviceId,
+    copy: (TaskId, HandleId),
+    db: (TaskId, HandleId, FileId),
+}
+
+fn copy_and_db(knob: &str, value: &str, ns_per_page: u64) -> CopyAndDb {
     let mut config = Config::default();
     config.set("memory", "64MiB").unwrap();
     let mut e = Engine::new(config, Instant(0));
     let mut dc = DeviceConfig::default();
-    dc.set("queue_depth", "1").unwrap();
+    dc.set(knob, value).unwrap();
     let dev = e.add_device("d", dc, 100_000);
     let copy = e.add_task();
     let db = e.add_task();
-    // 20 µs a page: a 1 MiB write takes 5 ms.
-    let mut hs = Harness::new(e, 20_000);
+    let mut hs = Harness::new(e, ns_per_page);
     let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
     let b = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
     let ha = hs.engine.open(a).unwrap();
     let hb = hs.engine.open(b).unwrap();
+    CopyAndDb {
+        hs,
+        dev,
+        copy: (copy, ha),
+        db: (db, hb, b),
+    }
+}
+
+/// Whether the commit's write was submitted while the flusher's write was
+/// in flight, on a device scaled to depth 1; `commit_bytes` is how much
+/// the committing task wrote before its fsync.
+fn commit_goes_beside_the_flusher(commit_bytes: u64) -> bool {
+    // 20 µs a page: a 1 MiB write takes 5 ms.
+    let CopyAndDb {
+        mut hs,
+        dev,
+        copy: (copy, ha),
+        db: (db, hb, b),
+    } = copy_and_db("queue_depth", "1", 20_000);
     // A copy writes on, while another process's reads are slow (20 ms):
     // wbt scales down to one write at a time.
     for i in 0..1000 {
@@ -106,19 +131,12 @@ fn commit(hs: &mut Harness, db: TaskId, file: HandleId, flush_ns: u64) {
 /// by side for a while, each commit's flush taking `flush_ns`. The
 /// commits' writes are fast either way (one page in 1 µs).
 fn pace_step_beside_commits(flush_ns: u64) -> u32 {
-    let mut config = Config::default();
-    config.set("memory", "64MiB").unwrap();
-    let mut e = Engine::new(config, Instant(0));
-    let mut dc = DeviceConfig::default();
-    dc.set("wbt_lat_usec", "1000").unwrap();
-    let dev = e.add_device("d", dc, 100_000);
-    let copy = e.add_task();
-    let db = e.add_task();
-    let mut hs = Harness::new(e, 1_000);
-    let a = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
-    let b = hs.engine.add_file(hs.now, dev, DomainId(0), 0).unwrap();
-    let ha = hs.engine.open(a).unwrap();
-    let hb = hs.engine.open(b).unwrap();
+    let CopyAndDb {
+        mut hs,
+        copy: (copy, ha),
+        db: (db, hb, _),
+        ..
+    } = copy_and_db("wbt_lat_usec", "1000", 1_000);
     for i in 0..400 {
         hs.run(copy, |e, now| e.write(now, copy, ha, i * MIB, MIB))
             .unwrap();
