@@ -7,6 +7,6 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --release
 # The simulator's oracle catches each planted bug of the engine.
-for bug in planted-clean-on-error planted-skip-flush planted-early-ack; do
+for bug in planted-clean-on-error planted-skip-flush planted-early-ack planted-whole-pages; do
   cargo test --release -p wb-sim --features "$bug" --test planted
 done

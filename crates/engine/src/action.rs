@@ -22,6 +22,12 @@ pub struct IoRequest {
     pub dir: IoDir,
     pub first_page: u64,
     pub pages: u32,
+    /// Bytes to transfer from `first_page`: `pages` whole pages, except a
+    /// write of the file's partial last page, which ends at the file's
+    /// length. A runtime writes no byte past it, so a write-back never
+    /// makes the backing file longer than the file (a crash of the
+    /// process leaves no page-rounded length with a zero tail).
+    pub bytes: u64,
     /// For writes: the class wbt admitted it under.
     pub class: Option<WbtClass>,
     /// For writes: why it was written.
@@ -63,15 +69,24 @@ pub enum Action {
         len: u64,
         frame: u32,
     },
-    /// Make the writes that landed in `file` durable: cut its backing file
-    /// to the file's length (`Engine::file_size`) and flush it (fdatasync;
-    /// fsync when `metadata`), outside any lock, then report with
+    /// Make the writes that landed in `file` durable: set its backing
+    /// file's length to `len` if given, and flush it (fdatasync; fsync
+    /// when `metadata`), outside any lock, then report with
     /// `Engine::durable_done(now, id, result)`.
     MakeDurable {
         id: u64,
         file: FileId,
         metadata: bool,
+        /// The length to set the backing file to first (backing_len.rs):
+        /// the file's, or None while data past the backing file's end is
+        /// still to be written (the writes grow it).
+        len: Option<u64>,
     },
+    /// Set `file`'s backing file to `len` bytes (a truncation, shorter or
+    /// longer: backing_len.rs), outside any lock, then report with
+    /// `Engine::length_set(now, id, result)`. No write of the file is
+    /// submitted until then.
+    SetLength { id: u64, file: FileId, len: u64 },
     /// `file` was evicted (evict.rs): its pages are gone (`Unmapped` came
     /// first) and its id is retired; close its backing file.
     Evict { file: FileId },

@@ -11,7 +11,7 @@ use crate::action::{IoDir, IoErrorKind, IoRequest};
 /// oracle tests only): failed pages are marked clean.
 const PLANTED_CLEAN_ON_ERROR: bool = cfg!(feature = "planted-clean-on-error");
 use crate::engine::Engine;
-use crate::ids::{FileId, IoId, WbId};
+use crate::ids::{FileId, IoId, WbId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::task::WaitKey;
 use crate::time::Instant;
@@ -118,6 +118,7 @@ impl Engine {
         match result {
             Ok(()) => {
                 self.mark_unsynced(file);
+                self.backing_grown(file, req.first_page * PAGE_SIZE + req.bytes);
                 self.space_written(file, req.first_page, req.first_page + pages);
                 self.account_written(wb_id, req, pages);
                 self.drop_behind(file, req.first_page, req.first_page + pages);

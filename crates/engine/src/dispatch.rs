@@ -7,7 +7,7 @@
 use crate::action::{Action, IoDir, IoRequest};
 use crate::engine::Engine;
 use crate::flusher::WbReason;
-use crate::ids::{DeviceId, FileId, IoId, PageIndex, TaskId, WbId};
+use crate::ids::{DeviceId, FileId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_WRITEBACK};
 use crate::time::Instant;
 use crate::wbt::WbtClass;
@@ -179,6 +179,7 @@ impl Engine {
             }
         }
         let device = f.device;
+        let bytes = write_bytes(f.size, start, pages);
         self.nr_dirty -= pages;
         self.nr_writeback += pages;
         self.note_peaks();
@@ -191,6 +192,7 @@ impl Engine {
             dir: IoDir::Write,
             first_page: start,
             pages: pages as u32,
+            bytes,
             class: Some(class),
             reason: Some(reason),
             direct: false,
@@ -282,9 +284,31 @@ impl Engine {
             dir,
             first_page,
             pages: pages as u32,
+            bytes: pages * PAGE_SIZE,
             class: None,
             reason: None,
             direct,
         }
+    }
+}
+
+/// A planted bug for the simulator's oracle (wb-sim's tests/planted.rs):
+/// writes carry whole pages, past the file's end.
+const PLANTED_WHOLE_PAGES: bool = cfg!(feature = "planted-whole-pages");
+
+/// The bytes a write of `pages` pages from `start` carries in a file of
+/// `size` bytes: whole pages, but never past the file's end. A dirty page
+/// lies below the end (truncation discards the pages past it), so the
+/// write holds at least one byte; were that broken, the whole pages go, as
+/// before this bound existed, rather than a write of nothing that would
+/// mark dirty data clean.
+pub(crate) fn write_bytes(size: u64, start: PageIndex, pages: u64) -> u64 {
+    let whole = pages * PAGE_SIZE;
+    let to_end = size.saturating_sub(start * PAGE_SIZE);
+    debug_assert!(to_end > 0, "a dirty page past the file's end");
+    if to_end == 0 || PLANTED_WHOLE_PAGES {
+        whole
+    } else {
+        whole.min(to_end)
     }
 }

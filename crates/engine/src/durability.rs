@@ -5,7 +5,7 @@
 //!   device's cache may hold the change.
 //! - `fsync` and `sync`, once their writes are done (sync.rs), emit
 //!   [`Action::MakeDurable`] for each of their files that is marked; the
-//!   runtime cuts the backing file to length and flushes it (fdatasync, or
+//!   runtime sets the backing file's length (backing_len.rs) and flushes it (fdatasync, or
 //!   fsync with metadata) and reports with `durable_done`. The sync waits
 //!   (reason `sync`) until all are done.
 //! - A mark is cleared only if nothing landed since the flush began (the
@@ -29,6 +29,8 @@ pub(crate) struct PendingFlush {
     /// The file's mark when the flush was asked for.
     pub mark: u64,
     pub purpose: FlushFor,
+    /// The length the flush sets the backing file to, if any.
+    pub len: Option<u64>,
 }
 
 /// Who waits for a flush.
@@ -75,16 +77,22 @@ impl Engine {
             .expect("only unsynced files are flushed");
         self.durability.next_id += 1;
         let id = self.durability.next_id;
+        let len = self.durable_len(file);
         self.durability.pending.insert(
             id,
             PendingFlush {
                 file,
                 mark,
                 purpose,
+                len,
             },
         );
-        self.actions
-            .push_back(Action::MakeDurable { id, file, metadata });
+        self.actions.push_back(Action::MakeDurable {
+            id,
+            file,
+            metadata,
+            len,
+        });
     }
 
     /// The runtime finished flush `id` at `now`. Unknown ids are ignored: a
@@ -93,6 +101,9 @@ impl Engine {
         let Some(flush) = self.durability.pending.remove(&id) else {
             return;
         };
+        if let (Ok(()), Some(len)) = (result, flush.len) {
+            self.backing_len_set(flush.file, len);
+        }
         let f = &mut self.files[flush.file.index()];
         if result.is_ok() && f.unsynced == Some(flush.mark) {
             f.unsynced = None;

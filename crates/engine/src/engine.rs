@@ -12,6 +12,7 @@
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
 //! | `fsync`, `fsync_all`, `sync` | `sync.rs` |
 //! | `durable_done`, `file_unsynced` | `durability.rs` |
+//! | `length_set` | `backing_len.rs` |
 //! | `set_len` | `truncate.rs` |
 //! | `invalidate_range` | `invalidate.rs` |
 //! | `set_free_space`, `space_unknown` | `space.rs` |
@@ -102,6 +103,8 @@ pub struct Engine {
     /// fsync and sync operations in progress (sync.rs).
     pub(crate) syncs: SyncTable,
     pub(crate) durability: crate::durability::Durability,
+    /// Length changes of backing files in flight (backing_len.rs).
+    pub(crate) resizes: crate::backing_len::Resizes,
     pub(crate) eviction: crate::evict::Eviction,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
@@ -155,6 +158,7 @@ impl Engine {
             io: IoTable::default(),
             syncs: SyncTable::default(),
             durability: Default::default(),
+            resizes: Default::default(),
             eviction: Default::default(),
             waiting: Vec::new(),
             actions: VecDeque::new(),

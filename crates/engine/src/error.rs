@@ -39,6 +39,9 @@ pub enum EngineError {
     /// Flushing the file's landed writes to stable storage failed; they
     /// stay marked and the next sync tries again.
     Durability(IoErrorKind),
+    /// Setting the backing file's length (a truncation) failed; the cache
+    /// has the new length, and the next flush sets it again.
+    Resize(IoErrorKind),
     /// A writeback domain name that is empty, too long or not printable.
     BadDomainName { name: String, reason: &'static str },
     /// Every writeback domain slot is taken.
@@ -92,6 +95,10 @@ impl fmt::Display for EngineError {
             EngineError::TooManyDomains { max } => {
                 write!(f, "too many writeback domains (at most {max})")
             }
+            EngineError::Resize(e) => write!(
+                f,
+                "setting the backing file's length failed: {e}; the next sync sets it again"
+            ),
             EngineError::Durability(e) => write!(
                 f,
                 "flushing the file to stable storage failed: {e}; it stays unsynced and the next sync tries again"

@@ -12,6 +12,9 @@
 //!   starve the others; within a file it continues where it stopped.
 //! - Requests are as large as the device takes (max_sectors_kb) and, while
 //!   reads compete, no larger than wbt's write cap.
+//! - Past the end of the backing file, a file grows in order: the flusher
+//!   never writes a page there while a page below it, also past that end,
+//!   waits dirty (ours; see `next_writable_from_index`).
 //! - Differs from Linux: the flusher is not a thread; `pump` (dispatch.rs)
 //!   runs it whenever the device can take a write.
 
@@ -281,7 +284,8 @@ impl Engine {
             if older_than.is_some_and(|limit| when > limit) {
                 continue;
             }
-            if self.files[file.index()].next_writable(0).is_some() {
+            let f = &self.files[file.index()];
+            if f.next_writable(0).is_some() && f.resizing.is_none() {
                 found = Some((when, file));
                 break;
             }
@@ -307,6 +311,7 @@ impl Engine {
         let current = wb
             .cursor
             .filter(|c| wb.flusher.chunk_left > 0 && wb.dirty_files.contains(c))
+            .filter(|&(_, f)| !self.resizing(f))
             .and_then(|(_, f)| Some((f, self.next_writable_from_index(f)?)));
         let (file, start) = match current {
             Some(found) => found,
@@ -346,11 +351,24 @@ impl Engine {
     }
 
     /// The file's next writable page from where the flusher left it,
-    /// wrapping to the start (Linux's writeback_index cyclic range).
+    /// wrapping to the start (Linux's writeback_index cyclic range); but
+    /// past the end of the backing file (`disk_pages`), the lowest page
+    /// waiting there first. A write past that end makes the backing file
+    /// longer: were a dirty page below it still unwritten, a crash of the
+    /// process would leave the backing file reading zeros there, which the
+    /// file may never have held (ours: Linux's i_disksize may run ahead of
+    /// a hole, which a power cut shows). Pages under writeback below are
+    /// fine: their write was issued first, and the runtime hands a file's
+    /// growing writes to the kernel in order.
     fn next_writable_from_index(&self, file: FileId) -> Option<PageIndex> {
         let f = &self.files[file.index()];
-        f.next_writable(f.writeback_index)
-            .or_else(|| f.next_writable(0))
+        let start = f
+            .next_writable(f.writeback_index)
+            .or_else(|| f.next_writable(0))?;
+        if start > f.disk_pages {
+            return f.next_writable(f.disk_pages);
+        }
+        Some(start)
     }
 
     /// Length of the run of writable pages from `start`, at most `max`.

@@ -90,6 +90,7 @@
 //! in order, jump to the next completion or timer, complete, fire timers.
 
 mod action;
+mod backing_len;
 mod backlog;
 mod balance_dirty;
 mod bandwidth;

@@ -4,6 +4,7 @@
 use crate::action::StallReason;
 use crate::config::StableWrites;
 use crate::flusher::WbReason;
+use crate::time::Instant;
 
 /// Log2 buckets of a stall histogram: bucket 0 counts stalls under 1 µs,
 /// bucket k (1..) those of [2^(k-1), 2^k) µs, the last one everything
@@ -187,6 +188,16 @@ impl crate::engine::Engine {
         s.dirty_peak_pages = s.dirty_peak_pages.max(self.nr_dirty);
         s.writeback_peak_pages = s.writeback_peak_pages.max(self.nr_writeback);
         s.cached_peak_pages = s.cached_peak_pages.max(self.nr_cached);
+    }
+
+    /// When the oldest dirty data was dirtied (its file went from clean to
+    /// dirty: Linux's dirtied_when), None with nothing dirty. What a crash
+    /// of the process would lose is at most this old.
+    pub fn oldest_dirtied_at(&self) -> Option<Instant> {
+        self.wbs
+            .iter()
+            .filter_map(|w| w.dirty_files.first().map(|&(when, _)| when))
+            .min()
     }
 
     pub fn stats(&self) -> Stats {

@@ -126,6 +126,10 @@ pub(crate) struct SyncOp {
     /// filemap_fdatawrite_range): no wait for completion, no flush, and
     /// pages already under writeback are skipped rather than waited for.
     pub issue_only: bool,
+    /// Done once every write has landed, without a flush (Linux's
+    /// filemap_write_and_wait): what a crash of the process would lose is
+    /// then on the device (`write_back_file`).
+    pub no_flush: bool,
     /// A commit (an fsync of one file that tagged at most
     /// `COMMIT_WRITE_MAX_PAGES`): its device and when it began; wbt hears
     /// how long it took once its flush is done (durability.rs).
@@ -179,7 +183,26 @@ impl Engine {
         if file.index() >= self.files.len() {
             return Err(EngineError::BadFile(file));
         }
-        self.start_sync(now, task, None, vec![file], false)
+        self.start_sync(now, task, None, vec![file], false, false)
+    }
+
+    /// Writes back one file's dirty data and waits until it has landed,
+    /// without a flush (Linux's filemap_write_and_wait): a crash of the
+    /// process then loses none of it (a power cut still may). For a front
+    /// end about to replace a file by renaming this one over it, as ext4's
+    /// auto_da_alloc does. Reports write-back errors since the call began
+    /// (no handle's error sequence moves: the next fsync still reports
+    /// them).
+    pub fn write_back_file(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Result<Step, EngineError> {
+        if file.index() >= self.files.len() {
+            return Err(EngineError::BadFile(file));
+        }
+        self.start_sync(now, task, None, vec![file], false, true)
     }
 
     /// As `fsync`, and the file's metadata too (fsync rather than fdatasync).
@@ -200,7 +223,7 @@ impl Engine {
         metadata: bool,
     ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
-        self.start_sync(now, task, Some(handle), vec![file], metadata)
+        self.start_sync(now, task, Some(handle), vec![file], metadata, false)
     }
 
     /// Writes back and waits for every file (sync).
@@ -212,7 +235,7 @@ impl Engine {
                 f.counts().dirty > 0 || !f.inflight_writes.is_empty() || f.unsynced.is_some()
             })
             .collect();
-        self.start_sync(now, task, None, files, false)
+        self.start_sync(now, task, None, files, false, false)
     }
 
     fn start_sync(
@@ -222,6 +245,7 @@ impl Engine {
         handle: Option<HandleId>,
         files: Vec<FileId>,
         metadata: bool,
+        no_flush: bool,
     ) -> Result<Step, EngineError> {
         let id = self.syncs.next_id;
         self.begin(task, Op::Sync { op: id })?;
@@ -249,6 +273,7 @@ impl Engine {
                 flush_error: None,
                 reason: WbReason::Sync,
                 issue_only: false,
+                no_flush,
                 commit: None,
             },
         );
@@ -289,6 +314,7 @@ impl Engine {
                 flush_error: None,
                 reason: WbReason::Dontcache,
                 issue_only: true,
+                no_flush: true,
                 commit: None,
             },
         );
@@ -323,7 +349,7 @@ impl Engine {
         // sync() also waits for the deferred releases of unlinked files
         // (as syncfs flushes XFS's inodegc queue).
         let op = &self.syncs.ops[&id];
-        if op.handle.is_none() && !op.issue_only {
+        if op.handle.is_none() && !op.issue_only && !op.no_flush {
             if let Some(d) = self.devices.iter().position(|d| d.backlog.busy()) {
                 let key = WaitKey::Backlog(DeviceId(d as u32));
                 return Ok(self.wait_for(now, task, StallReason::Sync, key));
@@ -334,7 +360,7 @@ impl Engine {
         if !op.flushes_asked {
             let files: Vec<FileId> = op.files.iter().map(|sf| sf.file).collect();
             let metadata = op.metadata;
-            let asked = if PLANTED_SKIP_FLUSH {
+            let asked = if PLANTED_SKIP_FLUSH || op.no_flush {
                 0
             } else {
                 self.request_flushes(id, &files, metadata)
@@ -514,6 +540,11 @@ impl Engine {
             }
             if f.flags(start).is_some_and(|fl| fl & PG_LOCKED != 0) {
                 // A writer is copying into it: write_end pumps the device.
+                return SyncNext::Blocked;
+            }
+            if f.resizing.is_some() {
+                // Its backing file's length is being set: length_set pumps
+                // the device (backing_len.rs).
                 return SyncNext::Blocked;
             }
             let tagged_end = sf.ranges[sf.range].1;

@@ -55,6 +55,8 @@ pub(crate) enum Op {
         /// Under `backlog_throttle = flush-all`, the backlog item a large
         /// cut's producer waits for (backlog.rs).
         flush_until: Option<u64>,
+        /// The backing file's length change it waits for (backing_len.rs).
+        resize: Option<u64>,
     },
     /// Dropping cached pages `first..end` of a file (invalidate.rs).
     Invalidate {

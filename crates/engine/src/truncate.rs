@@ -21,11 +21,13 @@ use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
 impl Engine {
-    /// Sets the file's length. When it returns Done the runtime sets the
-    /// backing file's length, unless a cut of it is queued
-    /// ([`Engine::cut_queued`]: the backlog cuts it, `Action::Release`);
-    /// the cached tail of a now partial last page must read as zeros if
-    /// the file grows again (the runtime zeroes it).
+    /// Sets the file's length. The backing file's length follows as
+    /// backing_len.rs says: set by the runtime before this returns
+    /// (`Action::SetLength`), cut in steps by the backlog
+    /// ([`Engine::cut_queued`], `Action::Release`), or, lengthened over
+    /// data not yet written, by the next flush. The cached tail of a now
+    /// partial last page must read as zeros if the file grows again (the
+    /// runtime zeroes it).
     pub fn set_len(
         &mut self,
         now: Instant,
@@ -41,6 +43,7 @@ impl Engine {
                 file,
                 len,
                 flush_until: None,
+                resize: None,
             },
         )?;
         self.continue_truncate(now, task)
@@ -55,10 +58,27 @@ impl Engine {
             file,
             len,
             flush_until,
+            resize,
         } = self.tasks[task.index()].op.clone()
         else {
             unreachable!("continue_truncate on a task that is not truncating");
         };
+        if let Some(id) = resize {
+            // The file is cut in the cache; its backing file's length is
+            // being set.
+            return match self.take_resize(id) {
+                Some(result) => {
+                    let result = result.map(|()| Step::Done).map_err(EngineError::Resize);
+                    self.finish(task, result)
+                }
+                None => Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file))),
+            };
+        }
+        if self.resizing(file) {
+            // Another truncation's length change first: lengths reach the
+            // backing file in the order they were set.
+            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
+        }
         if self.extends_over_cut(file, len) {
             return Ok(self.wait_for_cut(now, task, file));
         }
@@ -106,6 +126,7 @@ impl Engine {
                     file,
                     len,
                     flush_until: until,
+                    resize: None,
                 };
                 return Ok(step);
             }
@@ -114,10 +135,24 @@ impl Engine {
         let f = &mut self.files[file.index()];
         f.size = len;
         f.writeback_index = f.writeback_index.min(first_gone);
-        // The runtime sets the backing file's length now, or the backlog
-        // cuts it in steps.
+        // The backlog cuts the backing file in steps, or the runtime sets
+        // its length now (and no write of the file starts until it has),
+        // or, lengthened over data not yet written, the next flush does.
         self.queue_cut(now, file, len, old_size);
         self.mark_unsynced(file);
+        if self.cut_queued(file) {
+            // Writes past the new end wait for the cut (extends_over_cut).
+            self.files[file.index()].disk_size = len;
+        } else if self.resize_now(file, len) {
+            let id = self.request_resize(file, len);
+            self.tasks[task.index()].op = Op::Truncate {
+                file,
+                len,
+                flush_until,
+                resize: Some(id),
+            };
+            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
+        }
         self.finish(task, Ok(Step::Done))
     }
 

@@ -101,6 +101,13 @@ fn a_truncation_waits_for_write_end_then_drops_the_pages() {
     assert_eq!(hs.engine.stats().cached_pages, PAGES);
     let woken = write_end(&mut hs, writer);
     assert!(woken.contains(&truncator));
+    // The pages go, then the backing file is cut, which it waits for.
+    let step = hs.engine.resume(hs.now, truncator).unwrap();
+    assert!(
+        matches!(step, Step::Sleep(s) if s.reason == StallReason::Sync),
+        "{step:?}"
+    );
+    assert!(hs.drain().contains(&truncator), "the cut wakes it");
     assert_eq!(hs.engine.resume(hs.now, truncator).unwrap(), Step::Done);
     hs.drain();
     assert_eq!(hs.engine.stats().cached_pages, 1);

@@ -168,10 +168,11 @@ fn truncating_into_a_page_under_writeback_waits_for_its_write() {
         hs.run(writer, |e, now| e.set_len(now, writer, h, PAGE_SIZE / 2))
             .unwrap();
         assert!(hs.now > start, "{mode}: the truncation waited");
-        // Once per write request that completes (two of 128 pages).
+        // Once per write request that completes (two of 128 pages), then
+        // once for the backing file's cut (backing_len.rs).
         assert_eq!(
             hs.stalls.iter().map(|s| s.reason).collect::<Vec<_>>(),
-            [StallReason::Sync, StallReason::Sync],
+            [StallReason::Sync, StallReason::Sync, StallReason::Sync],
             "{mode}"
         );
         assert_eq!(hs.engine.stats().writeback_pages, 0, "{mode}");

@@ -15,11 +15,18 @@
 //! - A power cut loses the volatile cache; writes in flight are torn,
 //!   each 4 KiB page either written or not. Then every acknowledged
 //!   version must be on the media, or a newer one (`durability`).
+//! - The backing file's length (`disk_len`) grows as writes complete, by
+//!   the bytes each carried (`IoRequest::bytes`), and a flush sets it to
+//!   the file's length.
 //! - A process crash loses the cache, not the device's: every
 //!   acknowledged version must be in the volatile cache or on the media,
-//!   and every file at least as long as a sync found it (`restart_sizes`:
-//!   a flush persists the file's length). The engine then restarts over
-//!   what survived; its cache holds what the device holds.
+//!   and every file at least as long as a sync found it. What the backing
+//!   file holds must be a state the file passed through: never longer
+//!   than the file ever was (no page-rounded tail), and no page below its
+//!   length that was never written back unless the file held zeros there
+//!   (a hole it was extended over) or it was there at the start. The
+//!   engine then restarts over what survived, at the backing file's
+//!   length; its cache holds what the device holds.
 
 use crate::rng::Rng;
 use std::collections::HashMap;
@@ -45,8 +52,9 @@ pub struct DataModel {
     acked: Vec<Pages>,
     /// The device of each file.
     device: Vec<usize>,
-    /// Write requests in flight: id -> (file, first page, versions).
-    inflight: HashMap<u64, (usize, usize, Pages)>,
+    /// Write requests in flight: id -> (file, first page, versions, the
+    /// byte their data ends at).
+    inflight: HashMap<u64, (usize, usize, Pages, u64)>,
     /// Per job: the version of its write in progress, and the versions
     /// its sync in progress will acknowledge (file, versions).
     op_version: Vec<u64>,
@@ -56,6 +64,17 @@ pub struct DataModel {
     /// sync that returned Ok found it.
     durable_size: Vec<u64>,
     synced_size: Vec<u64>,
+    /// Per file: the backing file's length (grown by completed writes,
+    /// set by flushes), the file's length now and the longest it has been.
+    disk_len: Vec<u64>,
+    size_now: Vec<u64>,
+    max_len: Vec<u64>,
+    /// Per file: pages the device held at the start (version 0 there is
+    /// their old content), and pages that may read as zeros: the file held
+    /// zeros there at some moment (a hole a write past the end skipped
+    /// over), or their write-back failed (an error every handle hears of).
+    start_pages: Vec<usize>,
+    zero_held: Vec<Vec<bool>>,
 }
 
 impl DataModel {
@@ -75,6 +94,14 @@ impl DataModel {
             next_version: 1,
             durable_size: sizes.to_vec(),
             synced_size: vec![0; device.len()],
+            disk_len: sizes.to_vec(),
+            size_now: sizes.to_vec(),
+            max_len: sizes.to_vec(),
+            start_pages: sizes
+                .iter()
+                .map(|&s| s.div_ceil(PAGE_SIZE) as usize)
+                .collect(),
+            zero_held: vec![Vec::new(); device.len()],
         }
     }
 
@@ -89,37 +116,68 @@ impl DataModel {
         let v = self.op_version[job];
         let first = (pos / PAGE_SIZE) as usize;
         let end = (pos + len).div_ceil(PAGE_SIZE) as usize;
+        // A write past the end: the whole pages it skips are a hole the
+        // file now holds as zeros.
+        let hole_from = self.size_now[file].div_ceil(PAGE_SIZE) as usize;
+        if first > hole_from {
+            let held = &mut self.zero_held[file];
+            if held.len() < first {
+                held.resize(first, false);
+            }
+            held[hole_from..first].fill(true);
+        }
+        self.size_now[file] = self.size_now[file].max(pos + len);
+        self.max_len[file] = self.max_len[file].max(self.size_now[file]);
         room(&mut self.cache[file], end)[first..end].fill(v);
     }
 
-    /// A write request of `pages` pages of `file` from `first` is submitted.
-    pub fn submitted(&mut self, id: u64, file: usize, first: usize, pages: usize) {
+    /// A write request of `pages` pages of `file` from `first`, carrying
+    /// `bytes` bytes, is submitted.
+    pub fn submitted(&mut self, id: u64, file: usize, first: usize, pages: usize, bytes: u64) {
         let cache = room(&mut self.cache[file], first + pages);
         let versions = cache[first..first + pages].to_vec();
-        self.inflight.insert(id, (file, first, versions));
+        let end = first as u64 * PAGE_SIZE + bytes;
+        self.inflight.insert(id, (file, first, versions, end));
     }
 
     /// Request `id` completed (`ok`: without error).
     pub fn completed(&mut self, id: u64, ok: bool) {
-        let Some((file, first, versions)) = self.inflight.remove(&id) else {
+        let Some((file, first, versions, end_byte)) = self.inflight.remove(&id) else {
             return;
         };
+        let end = first + versions.len();
         if ok {
-            let end = first + versions.len();
             room(&mut self.volatile[file], end)[first..end].copy_from_slice(&versions);
+            self.disk_len[file] = self.disk_len[file].max(end_byte);
+        } else {
+            let held = &mut self.zero_held[file];
+            if held.len() < end {
+                held.resize(end, false);
+            }
+            held[first..end].fill(true);
         }
     }
 
-    /// A flush of `file` (`size` bytes long): its device's whole volatile
-    /// cache is durable, and the file's length.
-    pub fn flushed(&mut self, file: usize, size: u64) {
-        self.durable_size[file] = size;
+    /// A flush of `file`, setting its backing file's length to `len` first
+    /// if given: its device's whole volatile cache is durable, and the
+    /// backing file's length.
+    pub fn flushed(&mut self, file: usize, len: Option<u64>) {
+        if let Some(len) = len {
+            self.disk_len[file] = len;
+        }
+        self.durable_size[file] = self.disk_len[file];
         let device = self.device[file];
         for f in 0..self.cache.len() {
             if self.device[f] == device {
                 self.persist(f);
             }
         }
+    }
+
+    /// The backing file of `file` was set to `len` bytes (a truncation).
+    pub fn length_set(&mut self, file: usize, len: u64) {
+        self.disk_len[file] = len;
+        self.size_now[file] = len;
     }
 
     /// What the volatile cache holds of file `f` is on the media.
@@ -164,7 +222,7 @@ impl DataModel {
         let mut ids: Vec<u64> = self.inflight.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
-            let (file, first, versions) = &self.inflight[&id];
+            let (file, first, versions, _) = &self.inflight[&id];
             let durable = room(&mut self.durable[*file], first + versions.len());
             for (i, &v) in versions.iter().enumerate() {
                 if rng.below(2) == 1 {
@@ -193,6 +251,11 @@ pub enum Lost {
     Page(usize, usize, u64, u64),
     /// (file, length a sync found, length that survived).
     Size(usize, u64, u64),
+    /// (file, backing file's length, the longest the file ever was).
+    Longer(usize, u64, u64),
+    /// (file, page): below the backing file's length, never written back,
+    /// and never a hole of the file.
+    Hole(usize, usize),
 }
 
 impl DataModel {
@@ -203,11 +266,20 @@ impl DataModel {
     }
 
     /// The process crashes: the cache is gone, the device keeps its
-    /// volatile cache and finishes the writes in flight. Returns the first
+    /// volatile cache and finishes the writes in flight (those `fails`
+    /// names fail). Returns the first
     /// acknowledged page or length that did not survive, and the checks
     /// made. The cache then holds what the device does (a restarted
     /// engine reads it back), and syncs in progress are gone.
-    pub fn crash(&mut self) -> (Option<Lost>, u64) {
+    pub fn crash(&mut self, fails: impl Fn(u64) -> bool) -> (Option<Lost>, u64) {
+        // What the process handed to the device lands (a kernel finishes
+        // the I/O a killed process submitted), unless it fails.
+        let mut ids: Vec<u64> = self.inflight.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let ok = !fails(id);
+            self.completed(id, ok);
+        }
         let mut checked = 0;
         let mut lost = None;
         for (file, acked) in self.acked.iter().enumerate() {
@@ -219,21 +291,42 @@ impl DataModel {
                 }
             }
             checked += 1;
-            let (synced, kept) = (self.synced_size[file], self.durable_size[file]);
+            let (synced, kept) = (self.synced_size[file], self.disk_len[file]);
             if kept < synced && lost.is_none() {
                 lost = Some(Lost::Size(file, synced, kept));
             }
+            if lost.is_none() {
+                lost = self.passed_through(file);
+            }
+            checked += 1;
         }
         for file in 0..self.cache.len() {
             let survived: Pages = (0..self.cache[file].len())
                 .map(|p| self.on_device(file, p))
                 .collect();
             self.cache[file] = survived;
+            self.size_now[file] = self.disk_len[file];
         }
         for syncing in &mut self.syncing {
             syncing.clear();
         }
         (lost, checked)
+    }
+
+    /// Whether the backing file of `file` is a state the file passed
+    /// through: never longer than it was, and every page below its length
+    /// written back, there at the start, or a hole the file held.
+    fn passed_through(&self, file: usize) -> Option<Lost> {
+        let len = self.disk_len[file];
+        if len > self.max_len[file] {
+            return Some(Lost::Longer(file, len, self.max_len[file]));
+        }
+        let held = &self.zero_held[file];
+        (self.start_pages[file]..len.div_ceil(PAGE_SIZE) as usize)
+            .find(|&page| {
+                self.on_device(file, page) == 0 && !held.get(page).copied().unwrap_or(false)
+            })
+            .map(|page| Lost::Hole(file, page))
     }
 
     /// A restarted engine flushes every device once (as the runtime does
@@ -244,8 +337,8 @@ impl DataModel {
         }
     }
 
-    /// The length a restarted engine finds `file` at (its last flush's).
+    /// The length a restarted engine finds `file` at: the backing file's.
     pub fn surviving_size(&self, file: usize) -> u64 {
-        self.durable_size[file]
+        self.disk_len[file]
     }
 }

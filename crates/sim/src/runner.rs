@@ -448,7 +448,8 @@ impl VirtualRuntime for Sim {
                     self.plan_request_fault(cid, &req);
                     if let Some(c) = self.chaos.as_mut().filter(|_| req.dir == IoDir::Write) {
                         let (first, pages) = (req.first_page as usize, req.pages as usize);
-                        c.data.submitted(cid, req.file.index(), first, pages);
+                        c.data
+                            .submitted(cid, req.file.index(), first, pages, req.bytes);
                     }
                 }
                 if let Some(trace) = self.trace.as_mut() {
@@ -463,12 +464,18 @@ impl VirtualRuntime for Sim {
             Action::StatFs { .. } => {}
             // The device models have no volatile cache yet: a flush
             // is done at once.
-            Action::MakeDurable { id, file, .. } => {
-                let size = self.engine.file_size(file).unwrap_or(0);
+            Action::MakeDurable { id, file, len, .. } => {
                 if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
-                    data.flushed(file.index(), size);
+                    data.flushed(file.index(), len);
                 }
                 self.engine.durable_done(now, id, Ok(()))
+            }
+            // The simulated jobs do not truncate; a length is set at once.
+            Action::SetLength { id, file, len } => {
+                if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
+                    data.length_set(file.index(), len);
+                }
+                self.engine.length_set(now, id, Ok(()))
             }
             // The durability oracle follows the versions of the bytes.
             Action::CopyIn {
@@ -896,7 +903,8 @@ impl Sim {
         };
         chaos.crash_at = None;
         chaos.plan.count_crash();
-        let (lost, checked) = chaos.data.crash();
+        let failing = &chaos.failing;
+        let (lost, checked) = chaos.data.crash(|id| failing.contains_key(&id));
         *chaos.oracle.checks.entry("restart").or_insert(0) += checked;
         let what = lost.map(|lost| match lost {
             crate::durability::Lost::Page(file, page, acked, found) => {
@@ -906,6 +914,14 @@ impl Sim {
             crate::durability::Lost::Size(file, synced, kept) => {
                 let (job, idx) = self.file_owner[file];
                 format!("crash at {now} ns: job {job}'s file {idx} was {synced} bytes at a sync, {kept} survived")
+            }
+            crate::durability::Lost::Longer(file, len, longest) => {
+                let (job, idx) = self.file_owner[file];
+                format!("crash at {now} ns: job {job}'s file {idx} is {len} bytes on the device, longer than it ever was ({longest})")
+            }
+            crate::durability::Lost::Hole(file, page) => {
+                let (job, idx) = self.file_owner[file];
+                format!("crash at {now} ns: job {job}'s file {idx}, page {page}: below the backing file's length, never written back and never a hole of the file")
             }
         });
         // The errors of the old process's handles died with it, and its

@@ -67,14 +67,20 @@ pub fn scenario_text(seed: u64) -> String {
         let _ = match kind.as_str() {
             "writer" => {
                 let files = pick(&["1", "2", "3"]);
-                let size = pick(&["4MiB", "16MiB", "48MiB"]);
-                let block = pick(&["4KiB", "64KiB", "1MiB"]);
+                // Sizes and blocks that are not whole pages too: a file's
+                // last page is then partly past its end (the oracle checks
+                // the backing file is never longer than the file was).
+                let size = pick(&["4MiB", "16MiB", "48MiB", "4000001B", "1000KB"]);
+                let block = pick(&["4KiB", "64KiB", "1MiB", "3000B", "100KB"]);
                 let sync = pick(&["true", "false"]);
                 let mode = pick(&["buffered", "buffered", "dontcache"]);
+                // Blocks in a random order leave holes for a while (the
+                // oracle checks none is shown that the file never held).
+                let pattern = pick(&["sequential", "sequential", "random"]);
                 write!(
                     t,
                     "files = {files}\nfile_size = \"{size}\"\nblock_size = \"{block}\"\n\
-                     sync = {sync}\nmode = \"{mode}\"\n"
+                     sync = {sync}\nmode = \"{mode}\"\npattern = \"{pattern}\"\n"
                 )
             }
             "reader" => {

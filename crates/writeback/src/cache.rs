@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use wb_engine::{Config, DeviceConfig, DomainId, Engine, FileId, Stats};
 
 /// Idle read latency assumed for a device when calibration is off (1 ms).
@@ -448,6 +448,16 @@ impl Cache {
         self.shared.lock().engine.stats()
     }
 
+    /// How long the oldest dirty data has waited to be written back (since
+    /// its file was first dirtied), None with nothing dirty: what a crash
+    /// of this process would lose is at most this old (and the flusher
+    /// writes back what is `dirty_expire_centisecs` old).
+    pub fn oldest_dirty_age(&self) -> Option<Duration> {
+        let since = self.shared.lock().engine.oldest_dirtied_at()?;
+        let now = self.shared.clock.now();
+        Some(Duration::from_nanos(now.since_ns(since)))
+    }
+
     /// Starts recording a trace of the cache (a [`crate::Trace`]: each
     /// task's stalls by reason, each device's reads and writes in flight,
     /// dirty and writeback pages), keeping the last `events` events (at
@@ -530,6 +540,7 @@ impl Cache {
             .open(file)
             .map_err(|e| Error::Internal(format!("opening {}: {e}", path.display())))?;
         let size = Arc::clone(&core.sizes[file.index()]);
+        let modified = Arc::clone(&core.modified[file.index()]);
         // Adding a file may have let idle ones go (their flushes first).
         let out = core.drain(None);
         drop(core);
@@ -539,6 +550,7 @@ impl Cache {
             file,
             handle,
             size,
+            modified,
             path,
         ))
     }
@@ -554,6 +566,51 @@ impl Cache {
         };
         self.shared.unlink_when_closed(file)?;
         Ok(true)
+    }
+
+    /// Writes back the dirty data of a file the cache knows, by its backing
+    /// `st_dev` and `st_ino`, and waits until it has landed, without a
+    /// flush (see [`File::write_back`]). Returns false for a file the cache
+    /// does not know (nothing of it is cached).
+    pub fn write_back(&self, st_dev: u64, st_ino: u64) -> Result<bool, Error> {
+        let Some(file) = self.shared.lock().by_inode.get(&(st_dev, st_ino)).copied() else {
+            return Ok(false);
+        };
+        self.shared.run_op(
+            |e, now, task| e.write_back_file(now, task, file),
+            None,
+            |_, _, _| {},
+        )?;
+        Ok(true)
+    }
+
+    /// Sets the modification time of a file the cache knows, by its
+    /// backing `st_dev` and `st_ino` (a front end setting times, as
+    /// utimensat does): its write-backs keep the backing file's mtime at
+    /// `time` until the next change through the cache. The caller sets the
+    /// backing file's own times. Returns false for a file the cache does
+    /// not know.
+    pub fn set_modified(&self, st_dev: u64, st_ino: u64, time: SystemTime) -> bool {
+        let core = self.shared.lock();
+        let Some(file) = core.by_inode.get(&(st_dev, st_ino)).copied() else {
+            return false;
+        };
+        let ns = crate::runtime::times::from_system_time(time);
+        core.modified[file.index()].store(ns, Ordering::Relaxed);
+        true
+    }
+
+    /// The length and modification time of a file the cache knows, by its
+    /// backing `st_dev` and `st_ino`: the length including extensions not
+    /// yet written back, and when it was last changed through the cache
+    /// (None if it has not been: the backing file's mtime is right). None
+    /// if the cache does not know the file.
+    pub fn cached_state(&self, st_dev: u64, st_ino: u64) -> Option<(u64, Option<SystemTime>)> {
+        let core = self.shared.lock();
+        let file = *core.by_inode.get(&(st_dev, st_ino))?;
+        let len = core.sizes[file.index()].load(Ordering::Acquire);
+        let ns = core.modified[file.index()].load(Ordering::Relaxed);
+        Some((len, crate::runtime::times::to_system_time(ns)))
     }
 
     /// Lets go of a file nobody uses, by its backing `st_dev` and `st_ino`:

@@ -17,6 +17,9 @@ pub enum Error {
     Knob(KnobError),
     /// Writing back cached data failed (reported once per handle, errseq style).
     WriteBack(IoErrorKind),
+    /// Setting a backing file's length (a truncation) failed; the cache
+    /// has the new length and the next sync sets it again.
+    Resize(IoErrorKind),
     /// Reading from the device failed.
     Read(IoErrorKind),
     /// The range does not fit in a file.
@@ -39,6 +42,7 @@ impl fmt::Display for Error {
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::Knob(e) => write!(f, "{e}"),
             Error::WriteBack(e) => write!(f, "writing back cached data failed: {e}"),
+            Error::Resize(e) => write!(f, "setting the backing file's length failed: {e}"),
             Error::Read(e) => write!(f, "reading from the device failed: {e}"),
             Error::OutOfRange { offset, len } => {
                 write!(
@@ -83,10 +87,10 @@ impl Error {
         match self {
             Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             Error::Knob(_) | Error::OutOfRange { .. } | Error::Domain(_) => libc::EINVAL,
-            Error::WriteBack(IoErrorKind::NoSpace) | Error::Read(IoErrorKind::NoSpace) => {
-                libc::ENOSPC
-            }
-            Error::WriteBack(_) | Error::Read(_) => libc::EIO,
+            Error::WriteBack(IoErrorKind::NoSpace)
+            | Error::Read(IoErrorKind::NoSpace)
+            | Error::Resize(IoErrorKind::NoSpace) => libc::ENOSPC,
+            Error::WriteBack(_) | Error::Read(_) | Error::Resize(_) => libc::EIO,
             Error::NoSpace(_) => libc::ENOSPC,
             Error::Closed => libc::EBADF,
             Error::Internal(_) => libc::EIO,
@@ -99,6 +103,7 @@ pub(crate) fn from_engine(e: EngineError) -> Error {
         // A failed flush loses acknowledged data as a failed write does.
         EngineError::WriteBack(k) | EngineError::Durability(k) => Error::WriteBack(k),
         EngineError::Read(k) => Error::Read(k),
+        EngineError::Resize(k) => Error::Resize(k),
         EngineError::OutOfRange { offset, len } => Error::OutOfRange { offset, len },
         e @ EngineError::NoSpace { .. } => Error::NoSpace(e.to_string()),
         e @ (EngineError::BadDomainName { .. } | EngineError::TooManyDomains { .. }) => {

@@ -3,6 +3,7 @@
 use crate::error::Error;
 use crate::runtime::core::WriteData;
 use crate::runtime::shared::Shared;
+use crate::runtime::times::{self, Modified};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,6 +24,8 @@ pub struct File {
     pub(crate) handle: HandleId,
     /// The file's length as published for reads without the engine's lock.
     size: Arc<AtomicU64>,
+    /// When the file was last changed through the cache (times.rs).
+    pub(crate) modified: Modified,
     pub(crate) path: PathBuf,
 }
 
@@ -32,6 +35,7 @@ impl File {
         file: FileId,
         handle: HandleId,
         size: Arc<AtomicU64>,
+        modified: Modified,
         path: PathBuf,
     ) -> File {
         File {
@@ -39,6 +43,7 @@ impl File {
             file,
             handle,
             size,
+            modified,
             path,
         }
     }
@@ -61,6 +66,7 @@ impl File {
             self.file,
             handle,
             Arc::clone(&self.size),
+            Arc::clone(&self.modified),
             self.path.clone(),
         ))
     }
@@ -98,6 +104,8 @@ impl File {
         offset
             .checked_add(len)
             .ok_or(Error::OutOfRange { offset, len })?;
+        // The write's time is the file's mtime, whenever it is written back.
+        times::note(&self.modified);
         // Bytes of pages that are dirty already need nothing of the engine.
         let done = if flags == WriteFlags::default() {
             self.overwrite_dirty(data, offset)?
@@ -303,7 +311,9 @@ impl File {
     /// write or `set_len` that extends the file again waits for them.
     pub fn set_len(&self, len: u64) -> Result<(), Error> {
         let (file, handle) = (self.file, self.handle);
-        let mut backing = None;
+        times::note(&self.modified);
+        // The engine has the runtime set the backing file's length before
+        // this returns (or leaves it to the backlog or the next flush).
         self.shared.run_op(
             |e, now, task| e.set_len(now, task, handle, len),
             None,
@@ -324,18 +334,35 @@ impl File {
                     }
                 }
                 core.publish_size(file);
-                // A large cut is the backlog's, in steps behind the caller.
-                if !core.engine.cut_queued(file) {
-                    backing = Some(core.backing(file));
-                }
             },
-        )?;
-        if let Some(backing) = backing {
-            let _guard = self.shared.lengths.lock(&backing);
-            backing.set_len(len).map_err(|e| Error::io(&self.path, e))?;
-        }
-        // The engine marked the file unsynced: the next sync flushes it.
-        Ok(())
+        )
+    }
+
+    /// Writes the file's dirty data back and waits until it has landed,
+    /// without a flush (Linux's filemap_write_and_wait): a crash of this
+    /// process then loses none of it; a power cut still may (`sync_data`
+    /// guards against that). What a front end does before renaming the
+    /// file over another (ext4's auto_da_alloc). Reports a write-back error
+    /// met meanwhile; it does not count as reported to the handle (its next
+    /// `sync_data` reports it too).
+    pub fn write_back(&self) -> Result<(), Error> {
+        let file = self.file;
+        self.shared.run_op(
+            |e, now, task| e.write_back_file(now, task, file),
+            None,
+            |_, _, _| {},
+        )
+    }
+
+    /// When the file was last changed through the cache (a write, a
+    /// truncation, fallocate) or set with [`Cache::set_modified`]; None if
+    /// it has not been since the cache opened it (its backing file's mtime
+    /// is then its mtime). Write-backs keep the backing file's mtime at
+    /// this.
+    ///
+    /// [`Cache::set_modified`]: crate::Cache::set_modified
+    pub fn modified(&self) -> Option<std::time::SystemTime> {
+        times::to_system_time(self.modified.load(Ordering::Relaxed))
     }
 
     /// The length, including extensions not yet written back.

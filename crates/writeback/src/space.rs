@@ -54,6 +54,7 @@ impl File {
         if len == 0 {
             return Err(errno(libc::EINVAL));
         }
+        crate::runtime::times::note(&self.modified);
         let end = offset
             .checked_add(len)
             .filter(|&end| end <= i64::MAX as u64)

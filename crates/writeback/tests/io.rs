@@ -88,6 +88,7 @@ fn op(id: u64, file: &Arc<File>, write: bool, offset: u64, buf: AlignedBuf) -> I
         file: Arc::clone(file),
         write,
         offset,
+        len: buf.len(),
         buf: buf.into(),
     }
 }
@@ -182,6 +183,7 @@ fn lent_pages_are_written_in_order_each_backend() {
             write: true,
             offset: at,
             buf: IoBuf::Lent(lend()),
+            len: order.len() * PAGE_SIZE,
         });
         let d = rx.recv_timeout(WAIT).expect("completion");
         assert_eq!(d.result.unwrap(), order.len() * PAGE_SIZE, "{name}");
@@ -204,6 +206,7 @@ fn lent_pages_are_written_in_order_each_backend() {
             write: false,
             offset: 0,
             buf: IoBuf::Lent(lend()),
+            len: order.len() * PAGE_SIZE,
         });
         let d = rx.recv_timeout(WAIT).expect("completion");
         let e = d.result.expect_err("a read into lent pages is refused");

@@ -80,6 +80,12 @@ pub struct CachedFile {
     /// Pages below this are on the backing file (space.rs): its length
     /// when added, grown by completed write-backs, cut by truncation.
     pub disk_pages: PageIndex,
+    /// The backing file's length in bytes as the engine made it
+    /// (backing_len.rs): a write-back past it makes it longer.
+    pub disk_size: u64,
+    /// A length change of the backing file in flight (its id): no write
+    /// of the file starts meanwhile (backing_len.rs).
+    pub resizing: Option<u64>,
 }
 
 impl CachedFile {
@@ -106,6 +112,8 @@ impl CachedFile {
             unsynced: None,
             last_use: 0,
             disk_pages: size.div_ceil(crate::ids::PAGE_SIZE),
+            disk_size: size,
+            resizing: None,
         }
     }
 
@@ -200,6 +208,12 @@ impl CachedFile {
             next = start + run.len;
         }
         next >= end
+    }
+
+    /// The first page of the first dirty run that starts at or after `from`
+    /// (a dirty run holding `from` itself is `flags`' to tell).
+    pub fn next_dirty(&self, from: PageIndex) -> Option<PageIndex> {
+        self.dirty_runs.range(from..).next().copied()
     }
 
     /// The first page at or after `from` that is dirty and not under

@@ -191,6 +191,8 @@ impl VirtualRuntime for Harness {
                     .durable_done(self.now, id, self.fail_flushes.map_or(Ok(()), Err));
             }
             Action::Release { id, file, step } => self.releases.push((id, file, step)),
+            // A backing file's length is set at once.
+            Action::SetLength { id, .. } => self.engine.length_set(now, id, Ok(())),
             Action::StatFs { device } => {
                 self.statfs_asked += 1;
                 if let Some(bytes) = self.free_space {

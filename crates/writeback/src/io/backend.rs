@@ -20,8 +20,12 @@
 //!   file is *not* an error: it returns the bytes available and the rest of
 //!   the buffer is zeroed. A read that starts at or past end of file returns
 //!   `Ok(0)` with an all-zero buffer.
-//! - Writes: a short write is continued until the whole buffer is written or
-//!   an error occurs; `result` is then `Ok(buf.len())`. Lent pages
+//! - Writes: a short write is continued until `len` bytes are written or
+//!   an error occurs; `result` is then `Ok(len)`. A partial last page
+//!   goes after the whole ones, without O_DIRECT (`tail.rs`). Writes of
+//!   one file that make it longer reach the kernel one at a time, in the
+//!   order they were submitted: a killed process leaves no hole below a
+//!   later write (the kernel finishes what it was handed). Lent pages
 //!   ([`IoBuf::Lent`]) are written with vectored writes, in their order.
 //! - A read into lent pages fails at once with `InvalidInput`: only writes
 //!   may lend pages.
@@ -48,7 +52,7 @@ use super::{threads, uring};
 /// submitter finding it full blocks until the backend takes one.
 pub const QUEUE_DEPTH: usize = 1024;
 
-/// One positional read or write of a whole [`IoBuf`] at `offset`.
+/// One positional read or write of an [`IoBuf`] at `offset`.
 #[derive(Debug)]
 pub struct IoOp {
     /// Caller's tag, echoed in [`IoDone::id`].
@@ -60,8 +64,16 @@ pub struct IoOp {
     /// Byte offset in the file (multiple of the logical block size for
     /// O_DIRECT files).
     pub offset: u64,
-    /// Data to write, or destination of the read (its whole length is used).
+    /// Data to write, or destination of the read.
     pub buf: IoBuf,
+    /// Bytes transferred: a read's is the buffer's whole length; a write's
+    /// may end inside its last page (a file's partial last page, whose
+    /// bytes past the file's end must not reach the file: a crash would
+    /// leave a page-rounded length with a zero tail). The whole pages go
+    /// through `file`, the partial one after them through a descriptor of
+    /// the same file without O_DIRECT (`tail.rs`), so the file never grows
+    /// past `offset + len`.
+    pub len: usize,
 }
 
 /// The completion of an [`IoOp`].
@@ -118,7 +130,8 @@ pub(crate) fn writes_now(ops: Vec<IoOp>, ring: bool) -> (Vec<IoDone>, Vec<IoOp>)
     // A commit's writes are mostly to one file: its size is asked once.
     let mut size: Option<(*const File, Option<u64>)> = None;
     let (mine, others): (Vec<IoOp>, Vec<IoOp>) = ops.into_iter().partition(|op| {
-        if !op.write || op.buf.len() > WRITE_ON_CALLER_MAX_BYTES {
+        // A partial last page goes through the backend (`tail.rs`).
+        if !op.write || op.buf.len() > WRITE_ON_CALLER_MAX_BYTES || op.len != op.buf.len() {
             return false;
         }
         let file = Arc::as_ptr(&op.file);

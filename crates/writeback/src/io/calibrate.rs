@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::aligned::AlignedBuf;
 use super::backend::default_backend_name;
 use super::direct::open_direct;
-use super::threads::write_all_at;
+use super::tail::write_all_at;
 
 /// Name of the profile store inside `data_dir`.
 pub const CALIBRATION_FILE: &str = "calibration.json";

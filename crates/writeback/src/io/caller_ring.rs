@@ -179,13 +179,9 @@ fn submit_and_reap(ring: &mut IoUring, ops: &[IoOp]) -> Result<Vec<Option<usize>
 /// The completion of `op`: the ring's if it wrote everything, else the
 /// blocking call's (which rewrites the same bytes at the same offset).
 fn finish(op: IoOp, written: Option<usize>) -> IoDone {
-    let len = op.buf.len();
     let result = match written {
-        Some(n) if n == len => Ok(n),
-        _ => match &op.buf {
-            IoBuf::Owned(buf) => super::threads::write_all_at(&op.file, buf.as_slice(), op.offset),
-            IoBuf::Lent(pages) => super::threads::write_lent_at(&op.file, pages, op.offset),
-        },
+        Some(n) if n == op.len => Ok(n),
+        _ => super::tail::write_blocking(&op),
     };
     IoDone {
         id: op.id,

@@ -9,6 +9,7 @@ pub mod direct;
 pub mod faults;
 pub mod pages;
 mod pool;
+mod tail;
 pub mod threads;
 pub mod uring;
 

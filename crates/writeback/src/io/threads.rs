@@ -1,16 +1,16 @@
 //! Thread-pool backend: `workers` threads doing blocking `pread`/`pwrite`
 //! (`pwritev` for lent pages) from one bounded queue of [`QUEUE_DEPTH`] ops.
 
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::backend::{at_eof, enqueue, read_now, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
-use super::pages::{IoBuf, IoPages};
+use super::tail;
 
 /// Blocking-syscall backend, named `"threads"`.
 pub struct ThreadBackend {
@@ -27,13 +27,15 @@ impl ThreadBackend {
     pub fn new(completions: Sender<IoDone>, workers: usize) -> Self {
         let (tx, rx) = mpsc::sync_channel::<IoOp>(QUEUE_DEPTH);
         let rx = Arc::new(Mutex::new(rx));
+        let growing = Arc::new(Growing::default());
         let workers = (0..workers.max(1))
             .map(|i| {
                 let rx = Arc::clone(&rx);
+                let growing = Arc::clone(&growing);
                 let done = completions.clone();
                 std::thread::Builder::new()
                     .name(format!("wb-io-{i}"))
-                    .spawn(move || worker(&rx, &done))
+                    .spawn(move || worker(&rx, &growing, &done))
                     .expect("spawn I/O worker thread")
             })
             .collect();
@@ -45,83 +47,101 @@ impl ThreadBackend {
     }
 }
 
-fn worker(rx: &Mutex<Receiver<IoOp>>, done: &Sender<IoDone>) {
+fn worker(rx: &Mutex<Receiver<IoOp>>, growing: &Growing, done: &Sender<IoDone>) {
     loop {
-        // Hold the lock only while waiting for the next op, not during I/O.
-        let next = match rx.lock() {
-            Ok(guard) => guard.recv(),
-            // Another worker panicked while holding the lock (it cannot: recv
-            // does not panic); keep serving with the inner receiver anyway.
-            Err(poisoned) => poisoned.into_inner().recv(),
+        // Hold the lock only while taking the next op (and queueing it
+        // behind a write that makes its file longer: in the order taken),
+        // not during I/O.
+        let taken = {
+            let rx = rx.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match rx.recv() {
+                Ok(op) if !op.write => Taken::Read(op),
+                Ok(op) => growing.admit(op),
+                Err(_) => return, // sender dropped and queue drained: shutdown
+            }
         };
-        let Ok(op) = next else {
-            return; // sender dropped and queue drained: shutdown
-        };
-        // Reads as a caller would do them (`read_now`); writes here.
-        let completion = read_now(op).unwrap_or_else(|op| {
-            let result = match &op.buf {
-                IoBuf::Owned(buf) => write_all_at(&op.file, buf.as_slice(), op.offset),
-                IoBuf::Lent(pages) => write_lent_at(&op.file, pages, op.offset),
-            };
-            IoDone {
-                id: op.id,
-                buf: op.buf,
-                result,
-            }
-        });
-        send_done(done, completion);
-    }
-}
-
-/// Writes all of `buf` at `offset`, continuing after short writes.
-pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0usize;
-    while done < buf.len() {
-        match file.write_at(&buf[done..], offset + done as u64) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "write returned 0 bytes",
-                ))
-            }
-            Ok(n) => done += n,
-            Err(e) if retryable(&e) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
-}
-
-/// Writes all of the lent `pages` at `offset` with `pwritev`, continuing
-/// after short writes.
-pub(crate) fn write_lent_at(file: &File, pages: &IoPages, offset: u64) -> io::Result<usize> {
-    let mut done = 0usize;
-    while done < pages.len() {
-        let iov = pages.iovecs_from(done, usize::MAX);
-        let at = libc::off_t::try_from(offset + done as u64)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
-        // SAFETY: `iov` holds `iov.len()` (<= UIO_MAXIOV) iovecs, each
-        // inside memory that `pages` keeps allocated and readable while it
-        // lives (IoPages::new), and `pages` outlives the call; pwritev only
-        // reads that memory. The fd is open: `file` is borrowed.
-        let n = unsafe { libc::pwritev(file.as_raw_fd(), iov.as_ptr(), iov.len() as i32, at) };
-        match n {
-            0 => {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "write returned 0 bytes",
-                ))
-            }
-            n if n > 0 => done += n as usize,
-            _ => {
-                let e = io::Error::last_os_error();
-                if !retryable(&e) {
-                    return Err(e);
+        let mut next = match taken {
+            // Reads as a caller would do them (`read_now`).
+            Taken::Read(op) => {
+                if let Ok(completion) = read_now(op) {
+                    send_done(done, completion);
                 }
+                continue;
+            }
+            Taken::Held => continue,
+            Taken::Write(op, key) => Some((op, key)),
+        };
+        // Then the writes that waited behind it, if it made its file longer.
+        while let Some((op, key)) = next.take() {
+            let result = tail::write_blocking(&op);
+            send_done(
+                done,
+                IoDone {
+                    id: op.id,
+                    buf: op.buf,
+                    result,
+                },
+            );
+            next = key.and_then(|key| growing.done(key).map(|op| (op, Some(key))));
+        }
+    }
+}
+
+/// What a worker took off the queue.
+enum Taken {
+    Read(IoOp),
+    /// A write to perform now, with its file if it makes it longer.
+    Write(IoOp, Option<FileKey>),
+    /// A write queued behind one making its file longer.
+    Held,
+}
+
+/// A file's (st_dev, st_ino).
+type FileKey = (u64, u64);
+
+/// Writes that make a file longer go one at a time per file, in the order
+/// taken off the queue (why: the io_uring backend's `Serial`).
+#[derive(Default)]
+struct Growing(Mutex<HashMap<FileKey, VecDeque<IoOp>>>);
+
+impl Growing {
+    /// Takes write `op`: to perform now, or held behind the write making
+    /// its file longer in flight.
+    fn admit(&self, op: IoOp) -> Taken {
+        let Some(key) = grows(&op) else {
+            return Taken::Write(op, None);
+        };
+        let mut busy = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match busy.get_mut(&key) {
+            Some(waiting) => {
+                waiting.push_back(op);
+                Taken::Held
+            }
+            None => {
+                busy.insert(key, VecDeque::new());
+                Taken::Write(op, Some(key))
             }
         }
     }
-    Ok(done)
+
+    /// The write making `key` longer is done: the next one waiting (the
+    /// file stays busy for it), or None (the file is free).
+    fn done(&self, key: FileKey) -> Option<IoOp> {
+        let mut busy = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let next = busy.get_mut(&key).and_then(VecDeque::pop_front);
+        if next.is_none() {
+            busy.remove(&key);
+        }
+        next
+    }
+}
+
+/// The file of write `op` if it ends past the file's size (None if that
+/// cannot be told: the op just goes, and the kernel reports any error).
+fn grows(op: &IoOp) -> Option<FileKey> {
+    let meta = op.file.metadata().ok()?;
+    let end = op.offset.saturating_add(op.len as u64);
+    (end > meta.size()).then_some((meta.dev(), meta.ino()))
 }
 
 /// Fills `buf` from `offset`; stops early (zeroing the tail) at end of file.
@@ -139,19 +159,12 @@ pub(crate) fn read_at_eof_ok(file: &File, buf: &mut [u8], offset: u64) -> io::Re
                     break;
                 }
             }
-            Err(e) if retryable(&e) => {}
+            Err(e) if tail::retryable(&e) => {}
             Err(e) => return Err(e),
         }
     }
     buf[done..].fill(0);
     Ok(done)
-}
-
-fn retryable(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
-    )
 }
 
 impl IoBackend for ThreadBackend {

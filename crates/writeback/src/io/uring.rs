@@ -11,9 +11,9 @@
 //! for the wake poll), so the submission queue can never overflow and the
 //! completion queue (twice as large) never drops entries.
 //!
-//! On ext2/3/4, a write that extends a file first has its range allocated
-//! (see [`Serial`]): the filesystem runs extending writes one at a time and
-//! synchronously, writes within the file's size in parallel.
+//! Writes that make a file longer go one at a time per file, in order (see
+//! [`Serial`]); a write's partial last page goes after its whole pages,
+//! through a descriptor without O_DIRECT (`tail.rs`).
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -32,6 +32,7 @@ use super::backend::{
     at_eof, enqueue, lent_read_error, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH,
 };
 use super::pages::IoBuf;
+use super::tail;
 
 /// Submission-queue size of the ring.
 pub const RING_ENTRIES: u32 = 256;
@@ -48,9 +49,8 @@ const MAX_RETRIES: u32 = 1000;
 /// declared dead.
 const MAX_ENTER_FAILURES: u32 = 100;
 
-/// Creates a ring and checks it supports the opcodes this backend needs;
-/// also tells whether it can allocate (`FALLOCATE`, optional).
-fn setup_ring() -> io::Result<(IoUring, bool)> {
+/// Creates a ring and checks it supports the opcodes this backend needs.
+fn setup_ring() -> io::Result<IoUring> {
     let ring = IoUring::new(RING_ENTRIES)?;
     let mut probe = Probe::new();
     ring.submitter().register_probe(&mut probe)?;
@@ -67,8 +67,7 @@ fn setup_ring() -> io::Result<(IoUring, bool)> {
             ));
         }
     }
-    let fallocate = probe.is_supported(opcode::Fallocate::CODE);
-    Ok((ring, fallocate))
+    Ok(ring)
 }
 
 /// Checks that an io_uring can be set up here (creates and drops a ring).
@@ -89,7 +88,7 @@ impl UringBackend {
     /// Sets up the ring and starts its thread. Fails if io_uring is not
     /// available (old kernel, seccomp, `io_uring_disabled` sysctl, ...).
     pub fn new(completions: Sender<IoDone>) -> io::Result<Self> {
-        let (ring, fallocate) = setup_ring()?;
+        let ring = setup_ring()?;
         // SAFETY: plain syscall with no pointer arguments.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if efd < 0 {
@@ -104,7 +103,7 @@ impl UringBackend {
             let done = completions.clone();
             std::thread::Builder::new()
                 .name("wb-io-uring".into())
-                .spawn(move || RingThread::new(ring, fallocate, rx, wake, done).run())?
+                .spawn(move || RingThread::new(ring, rx, wake, done).run())?
         };
         Ok(Self {
             queue: Some(tx),
@@ -146,8 +145,8 @@ impl IoBackend for UringBackend {
     }
 
     /// Writes within their files' sizes, on the caller's own ring: such
-    /// writes are never held by [`Serial`], which orders only extending
-    /// ones.
+    /// writes are never held by [`Serial`], which orders only those that
+    /// make a file longer.
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
         super::backend::writes_now(ops, true)
     }
@@ -172,80 +171,52 @@ struct InFlight {
     /// For lent pages: the iovecs of the SQE in flight (kept until its CQE).
     iovecs: Vec<libc::iovec>,
     retries: u32,
-    /// The file (st_dev, st_ino) if this is the extending write [`Serial`]
-    /// lets through on it.
+    /// The file (st_dev, st_ino) if this is the write making it longer
+    /// that [`Serial`] lets through on it.
     serial: Option<FileKey>,
+    /// A descriptor of the file without O_DIRECT, for the op's partial
+    /// last page (`tail.rs`), kept until that page's CQE.
+    tail: Option<File>,
 }
 
 /// A file's (st_dev, st_ino).
 type FileKey = (u64, u64);
 
-/// Writes that extend a file, on filesystems that run them one at a time.
+/// Writes that make a file longer, one at a time per file.
 ///
-/// ext4 (and ext2/3, same driver) performs an O_DIRECT write that extends
-/// the file synchronously, holding the inode's lock exclusively until the
-/// device has completed it: one such write at a time per file, each
-/// waiting for the device. A sequential writer's writeback is all
-/// extending writes, so it gets one write in flight where the device takes
-/// dozens (`wb bench dontcache --dir` on the root ext4: 0.33–0.53× the
-/// kernel's RWF_DONTCACHE writer).
+/// A killed process leaves the kernel to finish what it was handed, and
+/// nothing more. Were two writes that grow a file both meant to go and
+/// only the higher one handed over (or the lower one short, its rest not
+/// yet resubmitted), a crash would leave the file longer than its data,
+/// with a hole below: zeros the file never held. So a write that ends past
+/// its file's size waits while another such write of the same file is in
+/// flight, and they go in the order they came (the engine's: it grows a
+/// file from the lowest page up, engine backing_len.rs).
 ///
-/// So the ring first allocates what extending writes will cover
-/// (`IORING_OP_FALLOCATE`, mode 0: unwritten extents, the size grows to
-/// the end) and starts them once that is done: no longer extending, they
-/// run in parallel under the inode's shared lock (0.87–0.90× in the same
-/// bench). One allocation at a time per file; the extending writes that
-/// arrive meanwhile wait and are covered by the next one, so allocations
-/// batch as the writer gets ahead. The size grows only to the end of
-/// writes being started, before their data lands: a crash meanwhile leaves
-/// zeros there (unwritten extents), as a crash during ext4's own writeback
-/// does (it sets the on-disk size when it submits).
+/// The filesystems run them one at a time anyway: ext2/3/4 holds the
+/// inode's lock exclusively until the device has completed an O_DIRECT
+/// write past the end, and XFS must wait for the writes in flight before
+/// one that starts past the end (on the XFS loop device here, 16 such 512
+/// KiB writes in flight: 230 MB/s; one at a time: 553 MB/s). On ext2/3/4
+/// they skip the attempt to issue without blocking.
 ///
-/// Where allocation is not supported (no `FALLOCATE` in the ring, or the
-/// filesystem refuses: ext2/3 without extents), the extending writes of a
-/// file go one at a time instead: letting io_uring start them together
-/// only makes its io-wq workers fight over the inode's lock (`wb bench
-/// cpu`, a 4 GiB file written sequentially with about 24 writes in flight
-/// on 2 CPUs: 1.5 to 3 s of system time more than with one worker).
+/// (Until this rule, the ring first allocated on ext4 what extending
+/// writes would cover, with FALLOCATE, which sets the size before the data
+/// lands, so that they ran side by side; a crash then left zeros there and
+/// a page-rounded length.)
 ///
 /// Writes within the file's size, reads, and other files' writes are not
 /// held.
 #[derive(Default)]
 struct Serial {
-    /// By st_dev: does that filesystem serialise extending writes?
+    /// By st_dev: does that filesystem run extending writes synchronously?
     serialising_fs: HashMap<u64, bool>,
-    /// By st_dev: the filesystem does not allocate (EOPNOTSUPP); extending
-    /// writes go one at a time instead.
-    no_allocate: HashSet<u64>,
-    /// Files with an allocation or an extending write in flight, with the
-    /// extending writes waiting for it, oldest first.
+    /// Files with a write in flight that makes them longer, with the ones
+    /// waiting for it, oldest first.
     busy: HashMap<FileKey, VecDeque<IoOp>>,
-    /// Allocations in flight, by `user_data`: the id of a waiting write
-    /// (held, so no op in flight has it), and the file.
-    allocating: HashMap<u64, FileKey>,
     /// Ids of the writes waiting, over all files: in flight for the caller,
     /// so no other op may use them.
     held: HashSet<u64>,
-    /// Allocations started (for tests).
-    allocations: u64,
-}
-
-/// The range to allocate for the extending writes `waiting` of one file:
-/// from the largest end down through the writes that touch or overlap it
-/// (a gap stays a hole: writes are what the file is allowed to grow by).
-fn allocation_range(waiting: &VecDeque<IoOp>) -> (u64, u64) {
-    let mut spans: Vec<(u64, u64)> = waiting
-        .iter()
-        .map(|op| (op.offset, op.offset.saturating_add(op.buf.len() as u64)))
-        .collect();
-    spans.sort_unstable_by_key(|&(_, end)| std::cmp::Reverse(end));
-    let (mut lo, hi) = spans.first().copied().unwrap_or((0, 0));
-    for &(start, end) in spans.iter().skip(1) {
-        if end >= lo {
-            lo = lo.min(start);
-        }
-    }
-    (lo, hi)
 }
 
 /// Whether the filesystem of `file` performs extending O_DIRECT writes
@@ -281,8 +252,6 @@ struct RingThread {
     in_flight: InFlightMap,
     serial: Serial,
     ring: IoUring,
-    /// The ring takes `IORING_OP_FALLOCATE`.
-    can_allocate: bool,
     rx: Receiver<IoOp>,
     wake: Arc<File>,
     done_tx: Sender<IoDone>,
@@ -298,18 +267,11 @@ enum Step {
 }
 
 impl RingThread {
-    fn new(
-        ring: IoUring,
-        can_allocate: bool,
-        rx: Receiver<IoOp>,
-        wake: Arc<File>,
-        done_tx: Sender<IoDone>,
-    ) -> Self {
+    fn new(ring: IoUring, rx: Receiver<IoOp>, wake: Arc<File>, done_tx: Sender<IoDone>) -> Self {
         Self {
             in_flight: InFlightMap::default(),
             serial: Serial::default(),
             ring,
-            can_allocate,
             rx,
             wake,
             done_tx,
@@ -342,7 +304,6 @@ impl RingThread {
             }
             if self.closed && self.in_flight.0.is_empty() && self.serial.held.is_empty() {
                 // Writes wait only for an op in flight on their file.
-                debug_assert!(self.serial.allocating.is_empty());
                 return;
             }
             match self.ring.submit_and_wait(1) {
@@ -371,8 +332,6 @@ impl RingThread {
                     self.wake_armed = false;
                     // Reset the eventfd counter; EAGAIN (already 0) is fine.
                     let _ = (&*self.wake).read(&mut [0u8; 8]);
-                } else if let Some(key) = self.serial.allocating.remove(&id) {
-                    self.allocated(key, res);
                 } else {
                     self.complete(id, res);
                 }
@@ -427,91 +386,27 @@ impl RingThread {
                 waiting.push_back(op);
                 return;
             }
-            if self.can_allocate && !self.serial.no_allocate.contains(&key.0) {
-                self.serial.held.insert(id);
-                self.serial.busy.insert(key, VecDeque::from([op]));
-                self.allocate(key);
-                return;
-            }
             self.serial.busy.insert(key, VecDeque::new());
         }
         self.launch(op, serial);
     }
 
-    /// Starts allocating what the writes waiting on `key` cover (see
-    /// [`Serial`]); its completion is [`Self::allocated`].
-    fn allocate(&mut self, key: FileKey) {
-        let Some(waiting) = self.serial.busy.get(&key) else {
-            return;
-        };
-        // Any waiting write's id will do: held, so no op in flight has it.
-        let Some((token, fd)) = waiting.front().map(|op| (op.id, op.file.as_raw_fd())) else {
-            return;
-        };
-        let (lo, hi) = allocation_range(waiting);
-        debug_assert!(lo < hi, "an extending write is never empty");
-        let sqe = opcode::Fallocate::new(types::Fd(fd), hi - lo)
-            .offset(lo)
-            .mode(0)
-            .build()
-            .user_data(token);
-        self.serial.allocating.insert(token, key);
-        self.serial.allocations += 1;
-        // SAFETY: an allocation points to no memory. Its descriptor stays
-        // open until the SQE is submitted (the kernel then holds its own
-        // reference): the waiting writes, each holding the `Arc<File>`,
-        // stay held until its completion is reaped, or, if the ring dies
-        // first, are dropped after the last submission.
-        if let Err(e) = unsafe { self.push(&sqe) } {
-            self.serial.allocating.remove(&token);
-            self.allocated(key, -e.raw_os_error().unwrap_or(libc::EIO));
-        }
-    }
-
-    /// The allocation for `key` has completed with `res`: starts the
-    /// writes it covered, and allocates for those that arrived since and
-    /// extend further. If it failed, the writes waiting go one at a time
-    /// (any real error, such as ENOSPC, they meet again and report); if
-    /// the filesystem does not allocate at all, its extending writes go
-    /// one at a time from now on.
-    fn allocated(&mut self, key: FileKey, res: i32) {
-        if res < 0 {
-            if matches!(-res, libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL) {
-                self.serial.no_allocate.insert(key.0);
-            }
-            self.release(key);
-            return;
-        }
-        let Some(waiting) = self.serial.busy.remove(&key) else {
-            return;
-        };
-        let mut still = VecDeque::new();
-        for op in waiting {
-            if self.extends(&op) == Some(key) {
-                still.push_back(op);
-            } else {
-                self.serial.held.remove(&op.id);
-                self.launch(op, None);
-            }
-        }
-        if !still.is_empty() {
-            self.serial.busy.insert(key, still);
-            self.allocate(key);
-        }
-    }
-
-    /// The file of write `op` if the op extends it and its filesystem
-    /// serialises extending writes (see [`Serial`]). None if that cannot be
-    /// told (the op then just goes; the kernel reports any error).
+    /// The file of write `op` if the op makes it longer (see [`Serial`]).
+    /// None if that cannot be told (the op then just goes; the kernel
+    /// reports any error).
     fn extends(&mut self, op: &IoOp) -> Option<FileKey> {
         let meta = op.file.metadata().ok()?;
-        let serialising = *self
+        let end = op.offset.saturating_add(op.len as u64);
+        (end > meta.size()).then_some((meta.dev(), meta.ino()))
+    }
+
+    /// Whether `key`'s filesystem runs extending writes synchronously.
+    fn serialising(&mut self, key: FileKey, file: &File) -> bool {
+        *self
             .serial
             .serialising_fs
-            .entry(meta.dev())
-            .or_insert_with(|| serialises_extending_writes(&op.file));
-        let end = op.offset.saturating_add(op.buf.len() as u64);
-        (serialising && end > meta.size()).then_some((meta.dev(), meta.ino()))
+            .entry(key.0)
+            .or_insert_with(|| serialises_extending_writes(file))
     }
 
     /// Hands `op` (whose id no op in flight or held uses) to the kernel;
@@ -537,13 +432,14 @@ impl RingThread {
             iovecs: Vec::new(),
             retries: 0,
             serial,
+            tail: None,
         });
         self.submit_remainder(id);
     }
 
-    /// The extending write let through on `key` has finished: starts the
-    /// writes waiting for it, oldest first, until one still extends the
-    /// file (it becomes the one let through) or none is left.
+    /// The write that made `key` longer has finished: starts the writes
+    /// waiting for it, oldest first, until one still makes the file longer
+    /// (it becomes the one let through) or none is left.
     fn release(&mut self, key: FileKey) {
         loop {
             let Some(waiting) = self.serial.busy.get_mut(&key) else {
@@ -565,14 +461,45 @@ impl RingThread {
         }
     }
 
-    /// Queues an SQE for the part of op `id` not yet transferred.
+    /// Queues an SQE for the part of op `id` not yet transferred: its
+    /// whole pages through its own descriptor, then its partial last page
+    /// through one without O_DIRECT (`tail.rs`).
     fn submit_remainder(&mut self, id: u64) {
+        let Some(fl) = self.in_flight.0.get(&id) else {
+            return;
+        };
+        let whole = tail::whole_bytes(&fl.op);
+        let in_tail = fl.done >= whole;
+        let serialising = match fl.serial {
+            Some(key) if !in_tail => {
+                let file = Arc::clone(&fl.op.file);
+                self.serialising(key, &file)
+            }
+            _ => false,
+        };
         let Some(fl) = self.in_flight.0.get_mut(&id) else {
             return;
         };
-        let len = (fl.op.buf.len() - fl.done).min(MAX_CHUNK_BYTES);
+        if in_tail && fl.tail.is_none() {
+            match tail::open_buffered(&fl.op.file) {
+                Ok(file) => fl.tail = Some(file),
+                Err(e) => {
+                    // Written here, with blocking calls (rare: see tail.rs).
+                    let result = tail::write_whole_and_cut(&fl.op, whole, &e).map(|()| fl.op.len);
+                    self.finish(id, result);
+                    return;
+                }
+            }
+        }
+        let (fd, len) = match &fl.tail {
+            Some(tail) if in_tail => (tail.as_raw_fd(), fl.op.len - fl.done),
+            _ => (
+                fl.op.file.as_raw_fd(),
+                (whole - fl.done).min(MAX_CHUNK_BYTES),
+            ),
+        };
         let offset = fl.op.offset + fl.done as u64;
-        let fd = types::Fd(fl.op.file.as_raw_fd());
+        let fd = types::Fd(fd);
         let sqe = match (&mut fl.op.buf, fl.op.write) {
             (IoBuf::Lent(pages), _) => {
                 // Reads into lent pages were refused in `start`.
@@ -582,7 +509,8 @@ impl RingThread {
                     .build()
             }
             (IoBuf::Owned(buf), write) => {
-                // `fl.done < buf.len()` here, so the pointer stays inside the block.
+                // `fl.done < op.len <= buf.len()` here, so the pointer
+                // stays inside the block.
                 let ptr = buf.as_mut_ptr().wrapping_add(fl.done);
                 if write {
                     opcode::Write::new(fd, ptr.cast_const(), len as u32)
@@ -596,26 +524,28 @@ impl RingThread {
             }
         }
         .user_data(id);
-        // An extending write on a serialising filesystem always ends up on
-        // an io-wq worker: skip the attempt to issue it without blocking.
-        let sqe = if fl.serial.is_some() {
+        // An extending write on a filesystem that runs them synchronously
+        // always ends up on an io-wq worker: skip the attempt to issue it
+        // without blocking.
+        let sqe = if serialising {
             sqe.flags(squeue::Flags::ASYNC)
         } else {
             sqe
         };
         // SAFETY: for an owned buffer, `ptr..ptr+len` lies inside the heap
-        // block of `fl.op.buf` (done + len <= buf.len()); for lent pages,
-        // the iovecs (in `fl.iovecs`, not touched again before this SQE's
-        // CQE) point into memory the `IoPages` keeps allocated and readable
-        // (IoPages::new), and the kernel only reads it. Both are owned by
-        // the `InFlight` entry in `self.in_flight`, which is removed (and
-        // the buffer handed back) only in `finish`, called when the CQE for
-        // this SQE has been reaped or when the push below fails (then the
-        // kernel never saw the SQE). Moving the `AlignedBuf` or the Vec
-        // inside the map does not move their heap blocks. Nothing else
-        // touches an owned buffer meanwhile. If the thread unwinds,
-        // `InFlightMap::drop` leaks the buffers instead of freeing them.
-        // The fd stays open because the entry also holds the `Arc<File>`.
+        // block of `fl.op.buf` (done + len <= op.len <= buf.len()); for lent
+        // pages, the iovecs (in `fl.iovecs`, not touched again before this
+        // SQE's CQE) point into memory the `IoPages` keeps allocated and
+        // readable (IoPages::new), and the kernel only reads it. Both are
+        // owned by the `InFlight` entry in `self.in_flight`, which is
+        // removed (and the buffer handed back) only in `finish`, called
+        // when the CQE for this SQE has been reaped or when the push below
+        // fails (then the kernel never saw the SQE). Moving the
+        // `AlignedBuf` or the Vec inside the map does not move their heap
+        // blocks. Nothing else touches an owned buffer meanwhile. If the
+        // thread unwinds, `InFlightMap::drop` leaks the buffers instead of
+        // freeing them. The fd stays open because the entry also holds the
+        // `Arc<File>` and the tail's `File`.
         if let Err(e) = unsafe { self.push(&sqe) } {
             self.finish(id, Err(e));
         }
@@ -626,7 +556,7 @@ impl RingThread {
         let Some(fl) = self.in_flight.0.get_mut(&id) else {
             return; // not ours (cannot happen)
         };
-        let total = fl.op.buf.len();
+        let total = fl.op.len;
         let step = if res < 0 {
             let errno = -res;
             if matches!(errno, libc::EAGAIN | libc::EINTR) && fl.retries < MAX_RETRIES {
@@ -764,6 +694,7 @@ mod tests {
             write: true,
             offset,
             buf: buf.into(),
+            len: 4 * PAGE_SIZE,
         }
     }
 
@@ -778,7 +709,7 @@ mod tests {
 
     fn rig(name: &str) -> Option<Rig> {
         let dir = test_dir(name)?;
-        let (ring, can_allocate) = match setup_ring() {
+        let ring = match setup_ring() {
             Ok(ring) => ring,
             Err(e) => {
                 wb_testkit::skip(&format!("io_uring unavailable: {e}"));
@@ -792,7 +723,7 @@ mod tests {
         let wake = Arc::new(File::from(unsafe { OwnedFd::from_raw_fd(efd) }));
         let (ops_tx, ops_rx) = mpsc::sync_channel(QUEUE_DEPTH);
         let (done_tx, done_rx) = mpsc::channel();
-        let ring = RingThread::new(ring, can_allocate, ops_rx, wake, done_tx);
+        let ring = RingThread::new(ring, ops_rx, wake, done_tx);
         Some(Rig {
             dir,
             ring,
@@ -801,62 +732,47 @@ mod tests {
         })
     }
 
-    /// Three extending writes of one file and one of another, started
-    /// before the ring runs; `check_held` sees the ring then. All complete
+    /// Three writes making one file longer and one another, started before
+    /// the ring runs: the first of each file goes, the others of the first
+    /// wait for it (their ids count as in flight). All complete, in order,
     /// and each file holds its writes.
-    fn extending_writes(name: &str, allocate: bool, check_held: impl FnOnce(&mut Rig, bool)) {
-        let Some(mut rig) = rig(name) else {
+    #[test]
+    fn writes_that_make_a_file_longer_go_one_at_a_time() {
+        let Some(mut rig) = rig("growing") else {
             return;
         };
         let file = Arc::new(open_direct(&rig.dir.join("f"), true).unwrap());
         let other = Arc::new(open_direct(&rig.dir.join("g"), true).unwrap());
-        let serialising = serialises_extending_writes(&file);
-        if !allocate {
-            rig.ring
-                .serial
-                .no_allocate
-                .insert(file.metadata().unwrap().dev());
-        }
         let chunk = 4 * PAGE_SIZE as u64;
         for id in 0..3 {
             rig.ring
                 .start(write_op(id, &file, id * chunk, id as u8 + 1));
         }
         rig.ring.start(write_op(10, &other, 0, 0xAA));
-        if serialising {
-            let can_allocate = rig.ring.can_allocate;
-            check_held(&mut rig, can_allocate);
-        } else {
-            eprintln!("not ext2/3/4 here: extending writes are not held back");
-        }
-        let allocating = serialising && allocate && rig.ring.can_allocate;
-        // Runs everything started, then returns (no more ops will come).
+        assert_eq!(rig.ring.in_flight.0.len(), 2);
+        assert_eq!(rig.ring.serial.held.len(), 2);
+        // A held id is in use: an op reusing it fails at once.
+        rig.ring.start(write_op(2, &file, 0, 9));
+        let dup = rig.done_rx.try_recv().expect("duplicate failed at once");
+        assert_eq!(dup.id, 2);
+        assert_eq!(dup.result.unwrap_err().kind(), io::ErrorKind::InvalidInput);
         let Rig {
             dir,
-            ring,
+            mut ring,
             ops_tx,
             done_rx,
         } = rig;
         drop(ops_tx);
-        let mut ring = ring;
         ring.run();
-        let allocations = ring.serial.allocations;
-        let mut ids: Vec<u64> = done_rx
+        let ids: Vec<u64> = done_rx
             .try_iter()
             .map(|d| {
                 assert_eq!(d.result.expect("write succeeds"), chunk as usize);
                 d.id
             })
+            .filter(|&id| id != 10)
             .collect();
-        ids.sort_unstable();
-        assert_eq!(ids, [0, 1, 2, 10]);
-        if allocating {
-            // One for `other`; for `f` one for the first write, one for the
-            // two that waited behind it.
-            assert_eq!(allocations, 3);
-        } else {
-            assert_eq!(allocations, 0);
-        }
+        assert_eq!(ids, [0, 1, 2], "one at a time, in order");
         assert_eq!(file.metadata().unwrap().len(), 3 * chunk);
         let mut back = AlignedBuf::new(3 * chunk as usize);
         file.read_exact_at(back.as_mut_slice(), 0).unwrap();
@@ -864,6 +780,56 @@ mod tests {
             assert!(page.iter().all(|&b| b == i as u8 + 1), "chunk {i}");
         }
         drop((file, other));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A write whose last page is partial grows the file to its last byte
+    /// (the page's bytes past it are not written), from owned buffers and
+    /// lent pages alike.
+    #[test]
+    fn a_partial_last_page_ends_the_file_at_the_writes_last_byte() {
+        let Some(rig) = rig("tail") else {
+            return;
+        };
+        let file = Arc::new(open_direct(&rig.dir.join("f"), true).unwrap());
+        let frames = Arc::new({
+            let mut b = AlignedBuf::new(2 * PAGE_SIZE);
+            b.as_mut_slice().fill(0x33);
+            b
+        });
+        let owner: Arc<dyn Send + Sync> = frames.clone();
+        // SAFETY: the pages lie inside `frames`, which `owner` keeps alive.
+        let lent = unsafe {
+            crate::io::IoPages::new(
+                owner,
+                (0..2).map(|p| (frames.as_ptr().wrapping_add(p * PAGE_SIZE), PAGE_SIZE)),
+            )
+        }
+        .unwrap();
+        let Rig {
+            dir,
+            mut ring,
+            ops_tx,
+            done_rx,
+        } = rig;
+        ring.start(IoOp {
+            len: 2 * PAGE_SIZE + 100,
+            ..write_op(1, &file, 0, 0x11)
+        });
+        ring.start(IoOp {
+            buf: IoBuf::Lent(lent),
+            len: PAGE_SIZE + 7,
+            ..write_op(2, &file, 2 * PAGE_SIZE as u64, 0)
+        });
+        drop(ops_tx);
+        ring.run();
+        let lens: Vec<usize> = done_rx.try_iter().map(|d| d.result.unwrap()).collect();
+        assert_eq!(lens, [2 * PAGE_SIZE + 100, PAGE_SIZE + 7]);
+        let bytes = std::fs::read(dir.join("f")).unwrap();
+        assert_eq!(bytes.len(), 3 * PAGE_SIZE + 7);
+        assert!(bytes[..2 * PAGE_SIZE].iter().all(|&b| b == 0x11));
+        assert!(bytes[2 * PAGE_SIZE..].iter().all(|&b| b == 0x33));
+        drop(file);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -933,69 +899,5 @@ mod tests {
             }
         }
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// On ext2/3/4, an extending write waits for its range to be
-    /// allocated, and the extending writes arriving meanwhile wait for
-    /// that allocation (their ids count as in flight); one more allocation
-    /// covers them all.
-    #[test]
-    fn extending_writes_wait_for_an_allocation_on_ext4() {
-        extending_writes("allocate", true, |rig, can_allocate| {
-            if !can_allocate {
-                wb_testkit::skip("this kernel's io_uring has no FALLOCATE");
-                return;
-            }
-            assert_eq!(rig.ring.in_flight.0.len(), 0);
-            assert_eq!(rig.ring.serial.held.len(), 4);
-            assert_eq!(rig.ring.serial.allocating.len(), 2);
-            // A held id is in use: an op reusing it fails at once.
-            let file = Arc::clone(&rig.ring.serial.busy.values().next().unwrap()[0].file);
-            rig.ring.start(write_op(2, &file, 0, 9));
-            let dup = rig.done_rx.try_recv().expect("duplicate failed at once");
-            assert_eq!(dup.id, 2);
-            assert_eq!(dup.result.unwrap_err().kind(), io::ErrorKind::InvalidInput);
-        });
-    }
-
-    /// Where allocation fails, the second and later extending writes of a
-    /// file wait for the one before instead.
-    #[test]
-    fn extending_writes_wait_for_each_other_without_allocation_on_ext4() {
-        extending_writes("serial", false, |rig, _| {
-            assert_eq!(rig.ring.in_flight.0.len(), 2);
-            assert_eq!(rig.ring.serial.held.len(), 2);
-            assert!(rig.ring.serial.allocating.is_empty());
-        });
-    }
-
-    /// From the largest end down through every write touching or
-    /// overlapping the range so far, in any order; a write beyond a gap
-    /// below stays out.
-    #[test]
-    fn an_allocation_spans_the_writes_that_touch_the_last() {
-        let file = Arc::new(File::open("/dev/null").unwrap());
-        let chunk = 4 * PAGE_SIZE as u64;
-        let at = |offsets: &[u64]| -> VecDeque<IoOp> {
-            offsets
-                .iter()
-                .map(|&offset| write_op(offset, &file, offset, 0))
-                .collect()
-        };
-        assert_eq!(allocation_range(&at(&[0])), (0, chunk));
-        assert_eq!(
-            allocation_range(&at(&[3 * chunk, chunk, 2 * chunk])),
-            (chunk, 4 * chunk)
-        );
-        // Overlapping (not page-multiple offsets are not O_DIRECT's, but the
-        // range does not care).
-        assert_eq!(
-            allocation_range(&at(&[2 * chunk + 100, 2 * chunk])),
-            (2 * chunk, 3 * chunk + 100)
-        );
-        assert_eq!(
-            allocation_range(&at(&[0, 5 * chunk, 6 * chunk])),
-            (5 * chunk, 7 * chunk)
-        );
     }
 }

@@ -49,6 +49,12 @@ pub(crate) struct Core {
     /// Length of each engine file, by FileId, for reads that do not take
     /// this lock: published after the data it covers is in the frames.
     pub sizes: Vec<Arc<AtomicU64>>,
+    /// When each engine file was last changed through the cache, by
+    /// FileId (times.rs).
+    pub modified: Vec<super::times::Modified>,
+    /// Files whose backing mtime a write-back moved since the last drain:
+    /// stamped back once the lock is released (times.rs).
+    stamps: Vec<FileId>,
     /// Finished I/O buffers for the next ops (see SPARE_BUF_BYTES_MAX).
     spare_bufs: BufPool,
     /// Whether write requests lend their frames or copy them.
@@ -86,16 +92,25 @@ pub(crate) struct Core {
 }
 
 /// A flush the engine asked for (`Action::MakeDurable`), carried out
-/// outside the lock: cut the backing file to `len`, then fdatasync (fsync
-/// with `metadata`).
+/// outside the lock: set the backing file's length to `len` if given,
+/// then fdatasync (fsync with `metadata`).
 pub(crate) struct Flush {
     pub id: u64,
     pub backing: Arc<StdFile>,
-    /// The file's length, to cut the backing file to; None (never for a
-    /// file the engine knows) leaves the backing file's length alone
-    /// rather than cutting it to a guess.
     pub len: Option<u64>,
     pub metadata: bool,
+    /// The file's recorded mtime, set back after a length change (times.rs).
+    pub modified: super::times::Modified,
+}
+
+/// A length change the engine asked for (`Action::SetLength`), carried
+/// out outside the lock and reported with `Engine::length_set`.
+pub(crate) struct LengthSet {
+    pub id: u64,
+    pub backing: Arc<StdFile>,
+    pub len: u64,
+    /// The file's recorded mtime, set back after the change (times.rs).
+    pub modified: super::times::Modified,
 }
 
 /// What an engine call left for the runtime to do once the lock is
@@ -107,6 +122,10 @@ pub(crate) struct Out {
     /// is not in the frames), to be reported failed once the lock is free.
     pub refused: Vec<IoId>,
     pub flushes: Vec<Flush>,
+    /// Backing files' lengths to set (truncations).
+    pub length_sets: Vec<LengthSet>,
+    /// Backing files whose mtime to set back after a write-back (times.rs).
+    pub stamps: Vec<super::times::Stamp>,
     /// Tasks the engine woke, with the thread sleeping for each (to be
     /// unparked once the lock is released).
     pub woken: Vec<(TaskId, Option<std::thread::Thread>)>,
@@ -133,6 +152,8 @@ impl Out {
         self.ops.extend(later.ops);
         self.refused.extend(later.refused);
         self.flushes.extend(later.flushes);
+        self.length_sets.extend(later.length_sets);
+        self.stamps.extend(later.stamps);
         self.woken.extend(later.woken);
         self.kick_timer |= later.kick_timer;
         self.releases.extend(later.releases);
@@ -145,6 +166,8 @@ impl Out {
 pub(crate) struct Release {
     pub id: u64,
     pub backing: Option<Arc<StdFile>>,
+    /// The file's recorded mtime, set back after a cut (times.rs).
+    pub modified: super::times::Modified,
     /// For a removal: the file's name to remove first, if it still has
     /// one (`Cache::remove_later`).
     pub name: Option<std::path::PathBuf>,
@@ -220,6 +243,8 @@ impl Core {
             backing: Vec::new(),
             keys: Vec::new(),
             sizes: Vec::new(),
+            modified: Vec::new(),
+            stamps: Vec::new(),
             spare_bufs: BufPool::new(SPARE_BUF_BYTES_MAX, SPARE_BUFS_MAX),
             writeout,
             by_inode: BTreeMap::new(),
@@ -366,6 +391,7 @@ impl Core {
                     out.releases.push(Release {
                         id,
                         backing,
+                        modified: Arc::clone(&self.modified[file.index()]),
                         name,
                         step,
                     });
@@ -383,17 +409,40 @@ impl Core {
                     self.backing[file.index()] = None;
                     self.forget_inode(file);
                 }
-                Action::MakeDurable { id, file, metadata } => out.flushes.push(Flush {
+                Action::MakeDurable {
+                    id,
+                    file,
+                    metadata,
+                    len,
+                } => out.flushes.push(Flush {
                     id,
                     backing: self.backing(file),
-                    len: self.engine.file_size(file),
+                    len,
                     metadata,
+                    modified: Arc::clone(&self.modified[file.index()]),
+                }),
+                Action::SetLength { id, file, len } => out.length_sets.push(LengthSet {
+                    id,
+                    backing: self.backing(file),
+                    len,
+                    modified: Arc::clone(&self.modified[file.index()]),
                 }),
             }
         }
         if let Some(file) = copied {
             // After the data it covers is in the frames.
             self.publish_size(file);
+        }
+        self.stamps.sort_unstable();
+        self.stamps.dedup();
+        for file in self.stamps.drain(..) {
+            // A file evicted meanwhile was stamped before it went.
+            if let Some(backing) = &self.backing[file.index()] {
+                out.stamps.push(super::times::Stamp {
+                    backing: Arc::clone(backing),
+                    modified: Arc::clone(&self.modified[file.index()]),
+                });
+            }
         }
         if let (Some(next), Some(wake)) = (self.engine.poll_timeout(), self.timer_wake_at) {
             if next < wake {
@@ -420,6 +469,8 @@ impl Core {
             write,
             offset: req.first_page * PAGE_SIZE,
             buf,
+            // A write of the file's partial last page stops at its end.
+            len: req.bytes as usize,
         };
         if let Some(trace) = self.trace.as_mut() {
             trace.submitted(&self.engine, &req);
@@ -510,6 +561,13 @@ impl Core {
                 }
             }
         }
+        // A landed write moved the backing file's mtime (times.rs).
+        if req.dir == IoDir::Write
+            && result.is_ok()
+            && self.modified[req.file.index()].load(Ordering::Relaxed) != 0
+        {
+            self.stamps.push(req.file);
+        }
         self.engine.io_complete(now, IoId(done.id), result);
         // The backend has handed the buffer back: no op uses it any more
         // (lent frames are the engine's again once it knows the write ended).
@@ -523,17 +581,20 @@ impl Core {
     /// its slots are then taken over, after its Evict was carried out.
     pub fn add_file(&mut self, file: FileId, backing: StdFile, key: (u64, u64), size: u64) {
         let (backing, size) = (Some(Arc::new(backing)), Arc::new(AtomicU64::new(size)));
+        let modified = super::times::Modified::default();
         let i = file.index();
         if i < self.backing.len() {
             assert!(self.backing[i].is_none(), "a reused id was evicted first");
             self.backing[i] = backing;
             self.keys[i] = key;
             self.sizes[i] = size;
+            self.modified[i] = modified;
         } else {
             assert_eq!(i, self.backing.len(), "new ids come in order");
             self.backing.push(backing);
             self.keys.push(key);
             self.sizes.push(size);
+            self.modified.push(modified);
         }
         self.by_inode.insert(key, file);
     }

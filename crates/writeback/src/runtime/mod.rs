@@ -17,4 +17,5 @@ pub(crate) mod page_index;
 pub(crate) mod populate;
 pub(crate) mod shared;
 pub(crate) mod space;
+pub(crate) mod times;
 pub(crate) mod trace;

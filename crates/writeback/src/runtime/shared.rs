@@ -2,7 +2,7 @@
 //! loop that runs one engine operation for a caller.
 
 use super::clock::Clock;
-use super::core::{CopyIn, Core, Flush, Out, Release, WriteData};
+use super::core::{CopyIn, Core, Flush, LengthSet, Out, Release, WriteData};
 use super::length_lock::cut_if_longer;
 use super::page_index::PageIndex;
 use crate::error::{from_engine, Error};
@@ -239,6 +239,25 @@ impl Shared {
             // The release thread is gone (the cache is closing): here.
             self.carry_out_release(release);
         }
+        for stamp in &out.stamps {
+            stamp.apply();
+        }
+        for set in out.length_sets {
+            let result = self
+                .set_length(&set)
+                .map_err(|e| crate::error::io_error_kind(&e));
+            super::times::Stamp {
+                backing: Arc::clone(&set.backing),
+                modified: Arc::clone(&set.modified),
+            }
+            .apply();
+            let mut core = self.lock();
+            let now = self.clock.now();
+            core.engine.length_set(now, set.id, result);
+            let more = core.drain(None);
+            drop(core);
+            self.dispatch(more);
+        }
         for flush in out.flushes {
             let result = self
                 .flush(&flush)
@@ -334,9 +353,20 @@ impl Shared {
     }
 
     fn carry_out_release(&self, release: Release) {
+        // A cut of a truncated file moves its mtime: set it back after.
+        let stamp = match (&release.step, &release.backing) {
+            (wb_engine::ReleaseStep::Truncate { .. }, Some(backing)) => Some(super::times::Stamp {
+                backing: Arc::clone(backing),
+                modified: Arc::clone(&release.modified),
+            }),
+            _ => None,
+        };
         let result = self
             .release(release.backing, release.name, release.step)
             .map_err(|e| crate::error::io_error_kind(&e));
+        if let Some(stamp) = stamp {
+            stamp.apply();
+        }
         let mut core = self.lock();
         let now = self.clock.now();
         core.engine.release_done(now, release.id, result);
@@ -375,13 +405,25 @@ impl Shared {
         }
     }
 
-    /// O_DIRECT writes whole pages, which can leave the backing file longer
-    /// than the file: cut it to the file's length, then flush it.
+    /// Sets a backing file's length (a truncation, `Action::SetLength`).
+    fn set_length(&self, set: &LengthSet) -> std::io::Result<()> {
+        let _guard = self.lengths.lock(&set.backing);
+        set.backing.set_len(set.len)
+    }
+
+    /// Sets the backing file's length if the engine says so (a length set
+    /// over data not yet written then, or a cut the backlog has not made
+    /// yet), then flushes it.
     fn flush(&self, flush: &Flush) -> std::io::Result<()> {
         if let Some(len) = flush.len {
             let _guard = self.lengths.lock(&flush.backing);
             if flush.backing.metadata()?.len() != len {
                 flush.backing.set_len(len)?;
+                super::times::Stamp {
+                    backing: Arc::clone(&flush.backing),
+                    modified: Arc::clone(&flush.modified),
+                }
+                .apply();
             }
         }
         if flush.metadata {
