@@ -9,21 +9,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub(crate) struct EngineView {
     /// The length including data not yet written back.
     pub len: Option<u64>,
-    /// When data was last written through the mount (ns since the epoch, 0: never).
-    pub written_ns: i64,
+    /// When the file was last changed through the mount (a write, a
+    /// truncation) or its mtime set: its mtime, before and after the
+    /// write-back (which the cache keeps from moving the backing mtime).
+    pub modified: Option<SystemTime>,
+    /// Its last name went to the orphan directory (open, unlinked): that
+    /// name does not count.
+    pub orphaned: bool,
 }
 
-fn time(sec: i64, nsec: i64) -> SystemTime {
+pub(crate) fn time(sec: i64, nsec: i64) -> SystemTime {
     let nsec = nsec.clamp(0, 999_999_999) as u32;
     if sec >= 0 {
         UNIX_EPOCH + Duration::new(sec as u64, nsec)
     } else {
         UNIX_EPOCH - Duration::from_secs(sec.unsigned_abs()) + Duration::from_nanos(nsec as u64)
     }
-}
-
-fn time_from_ns(ns: i64) -> SystemTime {
-    time(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
 }
 
 pub(crate) fn file_type(mode: libc::mode_t) -> FileType {
@@ -42,11 +43,16 @@ pub(crate) fn file_type(mode: libc::mode_t) -> FileType {
 pub(crate) fn from_stat(ino: u64, st: &libc::stat, view: EngineView) -> FileAttr {
     let mut mtime = time(st.st_mtime, st.st_mtime_nsec);
     let mut ctime = time(st.st_ctime, st.st_ctime_nsec);
-    if view.written_ns > 0 {
-        let written = time_from_ns(view.written_ns);
-        mtime = mtime.max(written);
-        ctime = ctime.max(written);
+    if let Some(modified) = view.modified {
+        mtime = modified;
+        ctime = ctime.max(modified);
     }
+    // POSIX: an open file with no name left has no links.
+    let nlink = if view.orphaned {
+        (st.st_nlink as u32).saturating_sub(1)
+    } else {
+        st.st_nlink as u32
+    };
     FileAttr {
         ino: INodeNo(ino),
         size: view.len.unwrap_or(st.st_size as u64),
@@ -57,7 +63,7 @@ pub(crate) fn from_stat(ino: u64, st: &libc::stat, view: EngineView) -> FileAttr
         crtime: UNIX_EPOCH,
         kind: file_type(st.st_mode),
         perm: (st.st_mode & 0o7777) as u16,
-        nlink: st.st_nlink as u32,
+        nlink,
         uid: st.st_uid,
         gid: st.st_gid,
         rdev: st.st_rdev as u32,
@@ -114,7 +120,6 @@ mod tests {
             time(-1, 500_000_000),
             UNIX_EPOCH - Duration::from_millis(500)
         );
-        assert_eq!(time_from_ns(-1), UNIX_EPOCH - Duration::from_nanos(1));
         assert_eq!(time(1, 5), UNIX_EPOCH + Duration::new(1, 5));
     }
 }

@@ -186,7 +186,7 @@ impl Control<'_> {
     pub fn read(&self, node: Node) -> Result<Vec<u8>, Errno> {
         let text = match node {
             Node::Stats => {
-                crate::stats_text::render(&self.cache.stats())
+                crate::stats_text::render(&self.cache.stats(), self.cache.oldest_dirty_age())
                     + &crate::stats_text::render_server(&self.server)
             }
             Node::Knob(k) => self.cache.knob(Config::KNOBS[k]).ok_or(libc::ENOENT)? + "\n",

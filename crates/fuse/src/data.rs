@@ -5,12 +5,14 @@
 //! page cache, which the kernel keeps coherent with reads and writes, see
 //! `init` in fs.rs).
 
+use crate::attr::EngineView;
 use crate::fs::WbFs;
 use crate::handles::{FileHandle, Handle};
 use crate::inode::{Inode, Orphan};
 use crate::sys::{self, Errno};
 use nix::fcntl::OFlag;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use writeback::File;
 
@@ -158,11 +160,14 @@ impl WbFs {
         };
         let file = self.get_file(&inode, None, Some(opener))?;
         if truncate {
+            let had_data = !file.is_empty();
             if let Err(e) = file.set_len(0) {
                 self.put_file(&inode);
                 return Err(e.errno());
             }
-            inode.note_write();
+            if had_data {
+                inode.rewritten.store(true, Ordering::Relaxed);
+            }
         }
         self.new_file_handle(inode, file, flags)
     }
@@ -192,9 +197,13 @@ impl WbFs {
         let inode = self.inodes.remember(path_fd, &st, parent.nodeid, name);
         let file = self.get_file(&inode, Some(fd), Some(opener))?;
         if !created && flags & libc::O_TRUNC != 0 {
+            let had_data = !file.is_empty();
             if let Err(e) = file.set_len(0) {
                 self.put_file(&inode);
                 return Err(e.errno());
+            }
+            if had_data {
+                inode.rewritten.store(true, Ordering::Relaxed);
             }
         }
         let fh = self.new_file_handle(Arc::clone(&inode), file, flags)?;
@@ -248,7 +257,6 @@ impl WbFs {
                 h.file
                     .write_at_with(data, offset, flags)
                     .map_err(|e| e.errno())?;
-                h.inode.note_write();
                 Ok(data.len() as u32)
             }
             Handle::Control(h) => {
@@ -277,9 +285,19 @@ impl WbFs {
         }
     }
 
+    /// The kernel let go of a handle (every descriptor of it closed). A
+    /// file truncated to zero and written again since the last release is
+    /// written back first, as ext4's auto_da_alloc does at close: a crash
+    /// of the mount after the program rewrote a file and closed it finds
+    /// the new content, not an empty file. The program's close() does not
+    /// wait for it (the kernel sends RELEASE in the background); a
+    /// write-back error is the next fsync's to report.
     pub(crate) fn release(&self, fh: u64) {
         if let Some(handle) = self.handles.remove(fh) {
             if let Handle::File(h) = &*handle {
+                if h.inode.rewritten.swap(false, Ordering::Relaxed) {
+                    let _ = h.file.write_back();
+                }
                 self.put_file(&h.inode);
             }
         }
@@ -295,7 +313,6 @@ impl WbFs {
         };
         let _gate = self.data_gate()?;
         h.file.fallocate(mode, offset, len).map_err(|e| e.errno())?;
-        h.inode.note_write();
         Ok(())
     }
 
@@ -325,29 +342,41 @@ impl WbFs {
             });
         }
         let _gate = self.data_gate()?;
-        self.with_file(inode, |f| f.set_len(size).map_err(|e| e.errno()))?;
-        inode.note_write();
-        Ok(())
+        self.with_file(inode, |f| {
+            let had_data = !f.is_empty();
+            f.set_len(size).map_err(|e| e.errno())?;
+            if size == 0 && had_data {
+                inode.rewritten.store(true, Ordering::Relaxed);
+            }
+            Ok(())
+        })
     }
 
-    /// Writes back the inode's cached data, if the engine has any, so that
-    /// times set next are not bumped by a write-back landing later (cp -a
-    /// writes, then sets times).
-    pub(crate) fn settle_data(&self, inode: &Arc<Inode>) -> Result<(), Errno> {
-        if !inode.is_regular() || self.cache.cached_len(inode.key.0, inode.key.1).is_none() {
-            return Ok(());
-        }
-        self.with_file(inode, |f| f.sync_data().map_err(|e| e.errno()))
-    }
-
-    /// The length the engine knows for the inode, if it knows the file.
-    pub(crate) fn engine_len(&self, inode: &Inode) -> Option<u64> {
+    /// What the engine knows better than the backing file of `inode`: its
+    /// length and mtime (if it knows the file), whether its last name is
+    /// an orphan's.
+    pub(crate) fn engine_view(&self, inode: &Inode) -> EngineView {
         if !inode.is_regular() {
-            return None;
+            return EngineView::default();
         }
-        if let Some(file) = inode.open_file() {
-            return Some(file.len());
+        let (file, orphaned) = {
+            let state = inode.open_state();
+            (
+                state.file.clone(),
+                matches!(state.orphan, Orphan::Pending(_)),
+            )
+        };
+        let (len, modified) = match file {
+            Some(file) => (Some(file.len()), file.modified()),
+            None => match self.cache.cached_state(inode.key.0, inode.key.1) {
+                Some((len, modified)) => (Some(len), modified),
+                None => (None, None),
+            },
+        };
+        EngineView {
+            len,
+            modified,
+            orphaned,
         }
-        self.cache.cached_len(inode.key.0, inode.key.1)
     }
 }

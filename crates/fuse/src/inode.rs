@@ -15,7 +15,7 @@ use crate::sys::{self, Errno};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// FUSE's inode number of the mount root.
@@ -55,11 +55,11 @@ pub(crate) struct Inode {
     /// File type bits (S_IFMT) of the backing inode.
     pub kind: libc::mode_t,
     pub open: Mutex<OpenState>,
-    /// When data was last written through the mount (ns since the epoch;
-    /// 0 if not since the times were last set). The backing mtime only
-    /// moves when the engine writes back, which can be much later; getattr
-    /// reports the later of the two.
-    pub written_ns: AtomicI64,
+    /// Truncated to zero from a non-zero length since its last release
+    /// (ext4's EXT4_STATE_DA_ALLOC_CLOSE): the next release writes its
+    /// data back, so that a crash of the mount soon after the program
+    /// rewrote and closed it finds the new content (auto_da_alloc).
+    pub rewritten: AtomicBool,
 }
 
 impl Inode {
@@ -77,18 +77,6 @@ impl Inode {
 
     pub fn open_state(&self) -> MutexGuard<'_, OpenState> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The engine file, if a handle has the inode open.
-    pub fn open_file(&self) -> Option<Arc<writeback::File>> {
-        self.open_state().file.clone()
-    }
-
-    pub fn note_write(&self) {
-        let now_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
-        self.written_ns.store(now_ns, Ordering::Relaxed);
     }
 }
 
@@ -127,7 +115,7 @@ impl InodeTable {
             key,
             kind: st.st_mode & libc::S_IFMT,
             open: Mutex::new(OpenState::default()),
-            written_ns: AtomicI64::new(0),
+            rewritten: AtomicBool::new(false),
         });
         let mut tables = Tables::default();
         tables.by_key.insert(key, ROOT_ID);
@@ -200,7 +188,7 @@ impl InodeTable {
             key,
             kind: st.st_mode & libc::S_IFMT,
             open: Mutex::new(OpenState::default()),
-            written_ns: AtomicI64::new(0),
+            rewritten: AtomicBool::new(false),
         });
         tables.by_key.insert(key, nodeid);
         tables.by_id.insert(
