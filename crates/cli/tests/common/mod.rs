@@ -1,6 +1,8 @@
 //! Helpers shared by the `wb` integration tests.
 #![allow(dead_code)]
 
+pub mod mount;
+
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

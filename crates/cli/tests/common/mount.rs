@@ -1,0 +1,226 @@
+//! Running `wb mount` in tests: a temporary tree, a mount started as a
+//! child process and always unmounted (a Drop guard: SIGTERM, then `umount
+//! -l`), and what the tests that use one share.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub const WB: &str = env!("CARGO_BIN_EXE_wb");
+/// How long a mount may take to come up (no calibration; a fresh cache).
+pub const MOUNT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `wb mount` may take to write everything back and exit.
+pub const EXIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Cache budget for the tests: small enough that large writes are throttled.
+pub const TEST_MEMORY: &str = "memory=256MiB";
+
+pub static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn skip_reason(needs_fio: bool) -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing".into());
+    }
+    if needs_fio && Command::new("fio").arg("--version").output().is_err() {
+        return Some("fio is not installed".into());
+    }
+    None
+}
+
+/// A temporary directory tree under /tmp, removed on drop.
+pub struct TempRoot(pub PathBuf);
+
+impl TempRoot {
+    pub fn new(name: &str) -> TempRoot {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let root = PathBuf::from(format!(
+            "/tmp/wb-mount-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        fs::create_dir_all(&root).expect("create temp root");
+        TempRoot(root)
+    }
+
+    pub fn dir(&self, rel: &str) -> PathBuf {
+        let p = self.0.join(rel);
+        fs::create_dir_all(&p).expect("create temp dir");
+        p
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `wb mount`.
+pub struct Mount {
+    pub child: Option<Child>,
+    pub backing: PathBuf,
+    pub mnt: PathBuf,
+    pub stderr: Receiver<String>,
+    /// The mount's first line ("wb: serving ...").
+    pub serving: String,
+}
+
+impl Mount {
+    pub fn start(backing: &Path, mnt: &Path, extra: &[&str]) -> Mount {
+        Mount::start_limited(backing, mnt, extra, None)
+    }
+
+    /// As `start`, with the server's open-file limit set to `nofile`.
+    pub fn start_limited(backing: &Path, mnt: &Path, extra: &[&str], nofile: Option<u64>) -> Mount {
+        let data = backing
+            .parent()
+            .expect("backing has a parent")
+            .join("wb-data");
+        let mut cmd = Command::new(WB);
+        cmd.arg("mount")
+            .arg(backing)
+            .arg(mnt)
+            .args(["--no-calibrate", "--set", TEST_MEMORY, "--data-dir"])
+            .arg(&data)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: runs in the child between fork and exec, where only
+            // async-signal-safe calls are allowed: setrlimit is one, and it
+            // reads a struct copied into the closure.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let mut child = cmd.spawn().expect("spawn wb mount");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (err_tx, err_rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = err_tx.send(line);
+            }
+        });
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut mount = Mount {
+            child: Some(child),
+            backing: backing.to_path_buf(),
+            mnt: mnt.to_path_buf(),
+            stderr: err_rx,
+            serving: String::new(),
+        };
+        let line = rx.recv_timeout(MOUNT_TIMEOUT).unwrap_or_else(|_| {
+            let err = mount.drain_stderr();
+            panic!("wb mount did not report serving within {MOUNT_TIMEOUT:?}; stderr:\n{err}")
+        });
+        assert!(
+            line.starts_with("wb: serving "),
+            "unexpected first line: {line}"
+        );
+        mount.serving = line;
+        assert!(
+            is_mounted(mnt),
+            "{} is not in /proc/self/mountinfo",
+            mnt.display()
+        );
+        mount
+    }
+
+    pub fn drain_stderr(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit; returns the status and stderr.
+    pub fn stop(mut self) -> (ExitStatus, String) {
+        let status = self.terminate().expect("wb mount exits after SIGTERM");
+        let err = self.drain_stderr();
+        (status, err)
+    }
+
+    pub fn terminate(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        wait_bounded(&mut child, EXIT_TIMEOUT)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: as in terminate.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            if wait_bounded(&mut child, EXIT_TIMEOUT).is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+    }
+}
+
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+pub fn is_mounted(mnt: &Path) -> bool {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_string_lossy();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
+}
+
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Deterministic pseudo-random bytes, so content can be re-made.
+pub fn pattern(seed: u64, buf: &mut [u8]) {
+    use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+    rand_xoshiro::SplitMix64::seed_from_u64(seed).fill_bytes(buf);
+}
