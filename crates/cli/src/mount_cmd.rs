@@ -34,6 +34,11 @@ With --trace FILE the mount records a trace for Perfetto from the start (each ca
 by reason, reads and writes in flight, dirty pages): `echo 0 > MOUNTPOINT/.writeback/trace`
 stops it and writes FILE, `echo 1` starts a new one; one under way is written at unmount.
 
+If wb dies (SIGKILL, an OOM kill), what it loses is data still dirty in its cache, at most
+dirty_expire_centisecs old (`grep dirty .writeback/stats`: dirty_bytes, dirty_oldest_age_ms);
+every file in BACKING_DIR is left in a state it passed through (never longer, no zero tail),
+fsync'd data is kept, and a rename over a name keeps the old or the new file whole.
+
 Uncached writes: programs opening with O_DIRECT, or files with the extended attribute
 user.writeback.dontcache=1, write DONTCACHE: their pages leave the cache once written back.
 

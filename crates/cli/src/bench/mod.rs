@@ -18,6 +18,9 @@
 //! - `wb bench unlink`: `rm -rf` of a tree of small and large files,
 //!   directly and through `wb mount` (its backlog, with watermarks and
 //!   with XFS 2021's flush-all): unlink latencies and the total.
+//! - `wb bench replace`: a file's content replaced by renaming a new
+//!   file over it, or by truncating and rewriting it, directly and through
+//!   `wb mount`: what writing it back first (auto_da_alloc) costs.
 //! - `wb bench db-copy`: a database's transactions (random 8 KiB reads
 //!   and writes, fdatasync) quiet and beside an 8 GiB copy, directly and
 //!   through `wb mount`: throughput, p99, the copy's speed and how much
@@ -38,6 +41,7 @@ pub mod fio;
 pub mod interference;
 pub mod kernel_write;
 pub mod mount;
+pub mod replace;
 pub mod scheduler;
 pub mod stable;
 pub mod sysctl;
@@ -80,6 +84,8 @@ pub enum BenchCommand {
     Unlink(unlink::UnlinkArgs),
     /// A database's transactions beside an 8 GiB copy: through `wb mount` vs the kernel; is the hot set still cached?
     DbCopy(db_copy::DbCopyArgs),
+    /// Replacing a file's content (rename over it; truncate, rewrite, close): through `wb mount` vs the kernel.
+    Replace(replace::ReplaceArgs),
 }
 
 /// Why a benchmark could not run or finish.
@@ -135,6 +141,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchCommand::Stable(a) => stable::run(a, html),
         BenchCommand::Unlink(a) => unlink::run(a, html),
         BenchCommand::DbCopy(a) => db_copy::run(a, html),
+        BenchCommand::Replace(a) => replace::run(a, html),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
