@@ -152,3 +152,32 @@ fn after_a_multi_process_stress_a_new_mount_shows_what_the_old_one_did() {
         before.len()
     );
 }
+
+/// An open file whose last name is removed has no links (POSIX, ext4),
+/// though the mount keeps it under an orphan name until it is closed; a
+/// second name still counts.
+#[test]
+fn an_open_file_whose_last_name_is_removed_has_no_links() {
+    if let Some(reason) = skip_reason(false) {
+        wb_testkit::skip(&reason);
+        return;
+    }
+    let _serial = serial();
+    let root = TempRoot::new("nlink");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"), &[]);
+    let (a, b) = (mount.mnt.join("a"), mount.mnt.join("b"));
+    fs::write(&a, b"data").expect("write");
+    fs::hard_link(&a, &b).expect("link");
+    let open = fs::File::open(&a).expect("open");
+    fs::remove_file(&a).expect("remove a");
+    assert_eq!(open.metadata().expect("fstat").nlink(), 1, "b is left");
+    fs::remove_file(&b).expect("remove b");
+    assert_eq!(
+        open.metadata().expect("fstat").nlink(),
+        0,
+        "no name is left"
+    );
+    drop(open);
+    let (status, err) = mount.stop();
+    assert!(status.success(), "{status}: {err}");
+}

@@ -88,8 +88,10 @@ impl Idiom {
     }
 
     fn record(&mut self, call_us: u64, whole_us: u64) {
-        self.call.saturating_record(call_us.clamp(1, LATENCY_MAX_US));
-        self.whole.saturating_record(whole_us.clamp(1, LATENCY_MAX_US));
+        self.call
+            .saturating_record(call_us.clamp(1, LATENCY_MAX_US));
+        self.whole
+            .saturating_record(whole_us.clamp(1, LATENCY_MAX_US));
     }
 }
 
@@ -139,7 +141,8 @@ pub fn run(args: ReplaceArgs, html: Option<HtmlFile>) -> Result<(), BenchError> 
 /// Makes the files (durable), then replaces each by rename, then each by
 /// truncate-and-rewrite.
 fn replace_all(dir: &Path, args: &ReplaceArgs) -> Result<(Idiom, Idiom), BenchError> {
-    let fail = |what: &str, e: std::io::Error| BenchError::failed(format!("{}: {what}", dir.display()), e);
+    let fail =
+        |what: &str, e: std::io::Error| BenchError::failed(format!("{}: {what}", dir.display()), e);
     std::fs::create_dir_all(dir).map_err(|e| fail("mkdir", e))?;
     let mut rng = SplitMix64::seed_from_u64(1);
     let mut data = vec![0u8; args.dirty_bytes as usize];
@@ -182,7 +185,14 @@ fn us(d: std::time::Duration) -> u64 {
 
 fn render(results: &[(&str, Idiom, Idiom)]) -> Doc {
     let mut table = Table::new(&[
-        "config", "idiom", "call p50", "call p99", "call max", "whole p50", "whole p99", "whole max",
+        "config",
+        "idiom",
+        "call p50",
+        "call p99",
+        "call max",
+        "whole p50",
+        "whole p99",
+        "whole max",
     ]);
     for (config, rename, close) in results {
         for (idiom, h) in [("rename", rename), ("close", close)] {
