@@ -90,6 +90,15 @@ fn odd_len(rng: &mut SplitMix64, max: u64) -> usize {
     }
 }
 
+/// `path` opened for writing, made if missing, kept as it is.
+fn open_or_create(path: &Path) -> std::io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
 /// SIGKILLs the mount (as an OOM kill or a panic would end it) and waits
 /// until it is gone and its mount point detached.
 fn kill(mount: &mut Mount) {
@@ -255,11 +264,7 @@ fn random_ops_then_kill(seed: u64) {
                 }
                 next[off..off + data.len()].copy_from_slice(&data);
                 m.changed(next);
-                fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&path)
+                open_or_create(&path)
                     .and_then(|f| f.write_all_at(&data, off as u64))
                     .is_ok()
             }
@@ -282,11 +287,7 @@ fn random_ops_then_kill(seed: u64) {
                 let mut next = cur.clone();
                 next.resize(len, 0);
                 m.changed(next);
-                fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&path)
+                open_or_create(&path)
                     .and_then(|f| f.set_len(len as u64))
                     .is_ok()
             }

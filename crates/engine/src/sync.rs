@@ -180,10 +180,7 @@ impl Engine {
         task: TaskId,
         file: FileId,
     ) -> Result<Step, EngineError> {
-        if file.index() >= self.files.len() {
-            return Err(EngineError::BadFile(file));
-        }
-        self.start_sync(now, task, None, vec![file], false, false)
+        self.sync_one(now, task, file, false)
     }
 
     /// Writes back one file's dirty data and waits until it has landed,
@@ -199,10 +196,21 @@ impl Engine {
         task: TaskId,
         file: FileId,
     ) -> Result<Step, EngineError> {
+        self.sync_one(now, task, file, true)
+    }
+
+    /// `sync_file` (with a flush) or `write_back_file` (without).
+    fn sync_one(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        no_flush: bool,
+    ) -> Result<Step, EngineError> {
         if file.index() >= self.files.len() {
             return Err(EngineError::BadFile(file));
         }
-        self.start_sync(now, task, None, vec![file], false, true)
+        self.start_sync(now, task, None, vec![file], false, no_flush)
     }
 
     /// As `fsync`, and the file's metadata too (fsync rather than fdatasync).

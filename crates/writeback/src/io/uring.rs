@@ -698,6 +698,24 @@ mod tests {
         }
     }
 
+    /// `pages` pages filled with `fill`, lent (as the cache's frames are).
+    fn lent_pages(pages: usize, fill: u8) -> crate::io::IoPages {
+        let frames = Arc::new({
+            let mut b = AlignedBuf::new(pages * PAGE_SIZE);
+            b.as_mut_slice().fill(fill);
+            b
+        });
+        let owner: Arc<dyn Send + Sync> = frames.clone();
+        // SAFETY: the pages lie inside `frames`, which `owner` keeps alive.
+        unsafe {
+            crate::io::IoPages::new(
+                owner,
+                (0..pages).map(|p| (frames.as_ptr().wrapping_add(p * PAGE_SIZE), PAGE_SIZE)),
+            )
+        }
+        .unwrap()
+    }
+
     /// A ring thread driven by the test (`start`, then `run` to the end),
     /// or None (skipped) without O_DIRECT or io_uring.
     struct Rig {
@@ -792,20 +810,7 @@ mod tests {
             return;
         };
         let file = Arc::new(open_direct(&rig.dir.join("f"), true).unwrap());
-        let frames = Arc::new({
-            let mut b = AlignedBuf::new(2 * PAGE_SIZE);
-            b.as_mut_slice().fill(0x33);
-            b
-        });
-        let owner: Arc<dyn Send + Sync> = frames.clone();
-        // SAFETY: the pages lie inside `frames`, which `owner` keeps alive.
-        let lent = unsafe {
-            crate::io::IoPages::new(
-                owner,
-                (0..2).map(|p| (frames.as_ptr().wrapping_add(p * PAGE_SIZE), PAGE_SIZE)),
-            )
-        }
-        .unwrap();
+        let lent = lent_pages(2, 0x33);
         let Rig {
             dir,
             mut ring,
@@ -847,20 +852,7 @@ mod tests {
         let file = Arc::new(open_direct(&dir.join("f"), true).unwrap());
         let chunk = 4 * PAGE_SIZE as u64;
         file.set_len(4 * chunk).unwrap();
-        let frames = Arc::new({
-            let mut b = AlignedBuf::new(4 * PAGE_SIZE);
-            b.as_mut_slice().fill(0x6B);
-            b
-        });
-        let owner: Arc<dyn Send + Sync> = frames.clone();
-        // SAFETY: the pages lie inside `frames`, which `owner` keeps alive.
-        let lent = unsafe {
-            crate::io::IoPages::new(
-                owner,
-                (0..4).map(|p| (frames.as_ptr().wrapping_add(p * PAGE_SIZE), PAGE_SIZE)),
-            )
-        }
-        .unwrap();
+        let lent = lent_pages(4, 0x6B);
         for round in 0..3u8 {
             let mut read = write_op(3, &file, 0, 0);
             read.write = false;
