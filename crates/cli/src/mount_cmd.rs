@@ -39,12 +39,13 @@ user.writeback.dontcache=1, write DONTCACHE: their pages leave the cache once wr
 
 The cache's memory (its budget) fits where wb runs: 85% of the tightest memory limit of its
 cgroup and the cgroups above it (v2 memory.max / memory.high, v1 memory.limit_in_bytes; at least
-192 MiB of the limit left for the process itself), at most half of the machine's available
+256 MiB of the limit left for the process and the reserve), at most half of the machine's available
 memory (MemAvailable), unless --set memory=SIZE says otherwise; the start line names the budget
 and where it came from. The budget is reserved, not used, until pages are cached.
 
-It follows memory pressure (unless --fixed-memory): ten times a second wb looks at MemAvailable,
-its cgroups' limits (followed when they change) and use, and PSI memory stalls; when another
+It follows memory pressure (unless --fixed-memory): ten times a second (a hundred near the limit)
+wb looks at MemAvailable, its cgroups' limits (followed when they change) and use, and PSI memory
+stalls, and keeps a reserve (10% of the limit, at least 128 MiB) available to others; when another
 process needs memory, the cache gives it back at once (clean pages first, oldest first; dirty
 ones once written back), never below --set memory_min=SIZE (64 MiB), and takes it again
 gradually once the pressure is gone, never above the start budget. Writing
@@ -60,7 +61,7 @@ pub struct MountArgs {
     pub backing_dir: PathBuf,
     /// Empty directory to mount on (not inside BACKING_DIR).
     pub mountpoint: PathBuf,
-    /// Set a knob: a cache-wide one (memory, dirty_ratio, dirty_background_ratio, dirty_bytes,
+    /// Set a knob: a cache-wide one (memory, memory_min, dirty_ratio, dirty_background_ratio, dirty_bytes,
     /// dirty_background_bytes, dirty_expire_centisecs, dirty_writeback_centisecs,
     /// dirty_throttle) or a device one for every device (wbt_lat_usec, stable_writes,
     /// min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb,

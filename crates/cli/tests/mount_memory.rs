@@ -325,7 +325,7 @@ fn help_tells_where_the_budget_comes_from_and_how_to_fix_it() {
 }
 
 /// 512 MiB of cgroup, 2 GiB copied in and read back: the budget is the
-/// limit less 192 MiB, nothing is killed, the data is intact.
+/// limit less 256 MiB, nothing is killed, the data is intact.
 #[test]
 fn a_copy_of_four_times_the_cgroup_limit_goes_through_without_an_oom_kill() {
     require!();
@@ -334,7 +334,7 @@ fn a_copy_of_four_times_the_cgroup_limit_goes_through_without_an_oom_kill() {
     let root = TempRoot::new("copy");
     let mut mount = Mount::start(&cgroup, &root, &[]);
     let expected = format!(
-        "memory 320.0MiB: cgroup {} memory.limit_in_bytes 512.0MiB less 192.0MiB, \
+        "memory 256.0MiB: cgroup {} memory.limit_in_bytes 512.0MiB less 256.0MiB, \
          follows memory pressure",
         cgroup.path
     );
@@ -343,7 +343,7 @@ fn a_copy_of_four_times_the_cgroup_limit_goes_through_without_an_oom_kill() {
     let file = mount.mnt.join("copy");
     write_file(&file, 2048);
     let stats = mount.stats();
-    assert!(stats["memory_bytes"] <= 320 * MIB, "{stats:?}");
+    assert!(stats["memory_bytes"] <= 256 * MIB, "{stats:?}");
     assert!(stats["cached_bytes"] <= stats["memory_bytes"], "{stats:?}");
     assert_eq!(stats["memory_follows_pressure"], 1);
     check_file(&file, 2048);
@@ -360,7 +360,7 @@ fn a_copy_of_four_times_the_cgroup_limit_goes_through_without_an_oom_kill() {
     check_file(&root.0.join("backing/copy"), 2048);
 }
 
-/// A 1 GiB cgroup: the mount holds 768 MiB, then `dd` with a 700 MiB
+/// A 1 GiB cgroup: the mount holds 700 MiB, then `dd` with a 700 MiB
 /// buffer runs beside it. The cache gives the memory back in time (no
 /// OOM kill, dd succeeds quickly), and once dd is gone the budget grows
 /// back to its ceiling, gradually.
@@ -372,11 +372,11 @@ fn a_process_beside_a_full_cache_gets_its_memory_and_the_budget_grows_back() {
     let root = TempRoot::new("hog");
     let mut mount = Mount::start(&cgroup, &root, &[]);
     let file = mount.mnt.join("held");
-    write_file(&file, 768);
+    write_file(&file, 700);
     let before = mount.stats();
-    assert!(before["cached_bytes"] >= 700 * MIB, "{before:?}");
+    assert!(before["cached_bytes"] >= 650 * MIB, "{before:?}");
     let ceiling = before["memory_ceiling_bytes"];
-    assert_eq!(ceiling, 832 * MIB, "1 GiB less 192 MiB");
+    assert_eq!(ceiling, 768 * MIB, "1 GiB less 256 MiB");
 
     let start = Instant::now();
     let status = cgroup
@@ -396,7 +396,7 @@ fn a_process_beside_a_full_cache_gets_its_memory_and_the_budget_grows_back() {
     let after = mount.stats();
     assert!(after["memory_shrinks"] >= 1, "{after:?}");
     assert!(
-        after["memory_given_back_bytes"] >= 400 * MIB,
+        after["memory_given_back_bytes"] >= 300 * MIB,
         "gave back {} MiB",
         after["memory_given_back_bytes"] / MIB
     );
@@ -414,15 +414,18 @@ fn a_process_beside_a_full_cache_gets_its_memory_and_the_budget_grows_back() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(*budgets.last().unwrap(), ceiling, "grew back: {budgets:?}");
-    assert!(
-        budgets.windows(2).all(|w| w[1] >= w[0]),
-        "only grew: {budgets:?}"
-    );
     let stats = mount.stats();
-    assert_eq!(stats["memory_reason_grow"], 1, "{stats:?}");
     assert!(stats["memory_grows"] >= 5, "gradually: {stats:?}");
+    // Growing, it gave nothing back (near the top the room may trim the
+    // budget a little, above what the cache holds).
+    assert_eq!(
+        stats["memory_given_back_bytes"], after["memory_given_back_bytes"],
+        "{budgets:?}"
+    );
+    let dips = budgets.windows(2).filter(|w| w[1] < w[0]).count();
+    assert!(dips <= budgets.len() / 4, "mostly grew: {budgets:?}");
 
-    check_file(&file, 768);
+    check_file(&file, 700);
     let (status, err) = mount.unmount();
     assert!(status.success(), "wb mount: {status}\n{err}");
 }
@@ -444,11 +447,11 @@ fn a_cgroup_limit_lowered_at_run_time_is_followed() {
     write_file(&mount.mnt.join("f"), 128);
     cgroup.set_limit(512 * MIB);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while mount.stat("memory_bytes") > 320 * MIB && Instant::now() < deadline {
+    while mount.stat("memory_bytes") > 256 * MIB && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     let stats = mount.stats();
-    assert!(stats["memory_bytes"] <= 320 * MIB, "{stats:?}");
+    assert!(stats["memory_bytes"] <= 256 * MIB, "{stats:?}");
     assert_eq!(stats["memory_reason_cgroup_limit"], 1, "{stats:?}");
     check_file(&mount.mnt.join("f"), 128);
     let (status, err) = mount.unmount();

@@ -80,6 +80,14 @@
 //! and a worker drops its pages and releases its backing file in steps
 //! (`Action::Release`, `release_done`).
 //!
+//! The budget all this works within is the `memory` knob, or, for a
+//! runtime that follows memory pressure, what the policy
+//! (`memory_pressure.rs`) makes of the samples of memory the runtime
+//! passes (`Engine::note_memory_sample`, `memory_budget.rs`): a lowered
+//! budget drops clean pages at once, oldest first, and has dirty ones
+//! written back (reason vmscan) and dropped as they come clean
+//! (`reclaim.rs`, `trim_to_budget`).
+//!
 //! Throughout, `handle_timeout` (`timers.rs`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
 //! windows. `check_invariants` (`invariants.rs`) checks the state after
@@ -163,9 +171,9 @@ pub use memory_budget::{
 };
 pub use memory_pressure::{
     reserve_bytes, BudgetChange, CacheMemory, CgroupMemory, LimitFile, MemoryPressure,
-    MemorySample, PressureView, PsiTotals, GROW_HOLD_NS, GROW_PERMILLE_PER_S, MAX_CGROUP_LEVELS,
-    PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE, PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE,
-    RESERVE_MIN_BYTES, RESERVE_PERCENT,
+    MemorySample, PressureView, PsiTotals, DEMAND_MIN_RESERVE_DIVISOR, GROW_HOLD_NS,
+    GROW_PERMILLE_PER_S, MAX_CGROUP_LEVELS, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
+    PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
 };
 pub use stats::{DeviceStats, DomainStats, StallStats, Stats};
 pub use task::EVENT_WAIT_MAX_NS;

@@ -44,8 +44,10 @@ use std::fmt;
 /// can only get back by killing.
 pub const LIMIT_SHARE_PERCENT: u64 = 85;
 /// At least this much of a cgroup's limit is left beyond the cache, for
-/// small limits: the process's own memory and the reserve.
-pub const LIMIT_HEADROOM_MIN_BYTES: u64 = 192 << 20;
+/// small limits: the smallest reserve (128 MiB) and the process's own
+/// memory (~50 MiB beside a 800 MiB cache), with room to spare, so that a
+/// full cache does not sit at the edge of the reserve.
+pub const LIMIT_HEADROOM_MIN_BYTES: u64 = 256 << 20;
 /// Share of MemAvailable the cache takes at start when no cgroup limit is
 /// tighter: the kernel's page cache would use all of it; half leaves
 /// room for the programs the cache serves.
@@ -365,10 +367,10 @@ mod tests {
         s.cgroups
             .push(limited("/wb", LimitFile::V1Limit, 512 * MIB));
         let b = start_budget(&s);
-        assert_eq!(b.bytes, 320 * MIB);
+        assert_eq!(b.bytes, 256 * MIB);
         assert_eq!(
             b.source.to_string(),
-            "cgroup /wb memory.limit_in_bytes 512.0MiB less 192.0MiB"
+            "cgroup /wb memory.limit_in_bytes 512.0MiB less 256.0MiB"
         );
         // Tiny: the smallest budget.
         let mut s = machine(22 * GIB);

@@ -18,12 +18,15 @@
 //! - Room. The budget never exceeds what the cache holds plus the binding
 //!   slack, less the demand: what the others (everything at that level
 //!   but the cache) took since the last sample, which they are likely to
-//!   take again before the next. Room below what the cache holds is
+//!   take again before the next (from an eighth of the reserve up; less
+//!   is noise). Room below what the cache holds is
 //!   memory given back now (clean pages at once, dirty ones once written
 //!   back, reason vmscan): reason `low_memory`.
-//! - Stalls. Where PSI is readable, a sample whose share of time with some
-//!   task stalled on memory reaches [`PSI_SOME_SHRINK_PERMILLE`] (or with
-//!   all of them stalled, [`PSI_FULL_SHRINK_PERMILLE`]) gives back
+//! - Stalls. Where PSI is readable, its totals are compared over windows
+//!   of [`PSI_WINDOW_NS`] (however often samples come: a single stall of a
+//!   few milliseconds is not pressure). A window whose share of time with
+//!   some task stalled on memory reaches [`PSI_SOME_SHRINK_PERMILLE`] (or
+//!   with all of them stalled, [`PSI_FULL_SHRINK_PERMILLE`]) gives back
 //!   [`PRESSURE_SHRINK_PERCENT`] of what the cache holds: reason
 //!   `pressure`. Not again while earlier memory is still to go (the budget
 //!   below what the cache holds): pressure that lasts until then does not
@@ -58,8 +61,18 @@ use crate::time::{Instant, NS_PER_MS, NS_PER_SEC, NS_PER_US};
 pub const RESERVE_PERCENT: u64 = 10;
 /// The smallest reserve, for small limits: a burst of 100 ms at ~1 GiB/s.
 pub const RESERVE_MIN_BYTES: u64 = 128 << 20;
-/// PSI memory `some` (some task stalled on memory), in thousandths of the
-/// time since the last sample, from which the cache gives back memory:
+/// What the others took since the last sample counts as demand only from
+/// an eighth of the reserve up (16 MiB of the smallest): less is buffers
+/// coming and going (measured: ~11 MiB between two samples beside a
+/// mount at rest), and an allocator that slow takes over 80 samples to
+/// use up the reserve, each of which gives back the deficit.
+pub const DEMAND_MIN_RESERVE_DIVISOR: u64 = 8;
+/// The window PSI's stall totals are compared over: half a second, the
+/// kernel's shortest trigger window. Samples come every 10 ms near the
+/// limit, and one task's stall of 2 ms would be a fifth of that.
+pub const PSI_WINDOW_NS: u64 = 500 * NS_PER_MS;
+/// PSI memory `some` (some task stalled on memory), in thousandths of a
+/// window, from which the cache gives back memory:
 /// 20%. Reclaim of clean page cache in a cgroup at its limit (a copy
 /// reading through the kernel) stalls its tasks a few percent of the time;
 /// that is the kernel making room, not a reason to shrink.
@@ -212,15 +225,25 @@ impl Level {
 #[derive(Clone, Debug)]
 struct Previous {
     at: Instant,
-    psi: Option<PsiTotals>,
     /// Per level (the machine first, then the cgroups by path): others' use.
     others: Vec<(Option<String>, u64)>,
 }
 
-/// The policy's state: the last sample, when memory was last given back.
+/// PSI's totals at the start of the window under way.
+#[derive(Clone, Copy, Debug)]
+struct PsiWindow {
+    start: Instant,
+    totals: PsiTotals,
+}
+
+/// The policy's state: the last sample, the PSI window, when memory was
+/// last given back.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryPressure {
     previous: Option<Previous>,
+    psi_window: Option<PsiWindow>,
+    /// PSI `some` and `full` of the last whole window, thousandths.
+    psi_last: (u64, u64),
     gave_back_at: Option<Instant>,
     view: PressureView,
 }
@@ -280,7 +303,14 @@ impl MemoryPressure {
             .as_ref()
             .and_then(|p| p.others.iter().find(|(k, _)| *k == key))
             .map_or(0, |&(_, before)| level.others.saturating_sub(before));
-        let (some, full) = Self::psi_permille(now, previous.as_ref(), sample.psi);
+        // Buffers come and go: a small rise is noise, and the reserve
+        // covers an allocator that slow.
+        let demand = match demand >= level.reserve / DEMAND_MIN_RESERVE_DIVISOR {
+            true => demand,
+            false => 0,
+        };
+        let window_ended = self.psi_step(now, sample.psi);
+        let (some, full) = self.psi_last;
         self.view = PressureView {
             available_bytes: level.available,
             reserve_bytes: level.reserve,
@@ -293,7 +323,6 @@ impl MemoryPressure {
         let gap_ns = previous.as_ref().map_or(0, |p| now.since_ns(p.at));
         self.previous = Some(Previous {
             at: now,
-            psi: sample.psi,
             others: (0..levels.len())
                 .map(|i| (Self::key(sample, i), levels[i].others))
                 .collect(),
@@ -301,7 +330,7 @@ impl MemoryPressure {
         let room = (cache.used_bytes + level.available)
             .saturating_sub(level.reserve)
             .saturating_sub(demand);
-        self.budget(now, sample, cache, room, (some, full), gap_ns)
+        self.budget(now, sample, cache, room, window_ended, gap_ns)
     }
 
     /// Applies the rules in order: ceiling, stalls, room, growth, floor.
@@ -311,9 +340,10 @@ impl MemoryPressure {
         sample: &MemorySample,
         cache: CacheMemory,
         room: u64,
-        (some, full): (u64, u64),
+        window_ended: bool,
         gap_ns: u64,
     ) -> Option<BudgetChange> {
+        let (some, full) = self.psi_last;
         let limit_cap = sample
             .cgroups
             .iter()
@@ -328,7 +358,8 @@ impl MemoryPressure {
             budget = ceiling;
             reason = Some(BudgetReason::CgroupLimit);
         }
-        if some >= PSI_SOME_SHRINK_PERMILLE || full >= PSI_FULL_SHRINK_PERMILLE {
+        let pressed = some >= PSI_SOME_SHRINK_PERMILLE || full >= PSI_FULL_SHRINK_PERMILLE;
+        if window_ended && pressed {
             let target = cache.used_bytes - mul_div(cache.used_bytes, PRESSURE_SHRINK_PERCENT, 100);
             if target < budget {
                 budget = target;
@@ -395,28 +426,37 @@ impl MemoryPressure {
         i.checked_sub(1).map(|c| sample.cgroups[c].path.clone())
     }
 
-    /// PSI `some` and `full` since the previous sample, in thousandths of
-    /// the time between them; zero without both samples' totals (or with
-    /// totals that went back: another cgroup's file).
-    fn psi_permille(
-        now: Instant,
-        previous: Option<&Previous>,
-        psi: Option<PsiTotals>,
-    ) -> (u64, u64) {
-        let (Some(p), Some(psi)) = (previous, psi) else {
-            return (0, 0);
+    /// Moves the PSI window on: when `now` ends one (PSI_WINDOW_NS since
+    /// it began), `psi_last` becomes its shares and a new one begins;
+    /// returns whether one ended. Without totals, or with totals that went
+    /// back (another cgroup's file), the shares are zero and a window
+    /// begins at the next totals.
+    fn psi_step(&mut self, now: Instant, psi: Option<PsiTotals>) -> bool {
+        let Some(totals) = psi else {
+            self.psi_window = None;
+            self.psi_last = (0, 0);
+            return false;
         };
-        let (Some(before), gap_us) = (p.psi, now.since_ns(p.at) / NS_PER_US) else {
-            return (0, 0);
+        let Some(w) = self.psi_window else {
+            self.psi_window = Some(PsiWindow { start: now, totals });
+            return false;
         };
-        if gap_us == 0 {
-            return (0, 0);
+        if totals.some_us < w.totals.some_us || totals.full_us < w.totals.full_us {
+            self.psi_window = Some(PsiWindow { start: now, totals });
+            self.psi_last = (0, 0);
+            return false;
         }
-        let share = |now: u64, then: u64| mul_div(now.saturating_sub(then), 1000, gap_us).min(1000);
-        (
-            share(psi.some_us, before.some_us),
-            share(psi.full_us, before.full_us),
-        )
+        let span_us = now.since_ns(w.start) / NS_PER_US;
+        if span_us < PSI_WINDOW_NS / NS_PER_US {
+            return false;
+        }
+        let share = |now: u64, then: u64| mul_div(now - then, 1000, span_us).min(1000);
+        self.psi_last = (
+            share(totals.some_us, w.totals.some_us),
+            share(totals.full_us, w.totals.full_us),
+        );
+        self.psi_window = Some(PsiWindow { start: now, totals });
+        true
     }
 }
 
@@ -490,6 +530,32 @@ mod tests {
         assert_eq!(
             p.decide(Instant(2 * TICK), &in_cgroup(room, 9 * GIB / 2), after),
             change(room2, BudgetReason::LowMemory)
+        );
+    }
+
+    #[test]
+    fn a_small_rise_of_what_others_use_is_noise() {
+        let mut p = MemoryPressure::new();
+        let reserve = reserve_bytes(12 * GIB);
+        // 9 GiB cached, others at 1.5 GiB: 1.5 GiB available, 0.3 over
+        // the reserve.
+        let full = cache(9 * GIB, 9 * GIB);
+        let base = 3 * GIB / 2;
+        assert_eq!(p.decide(Instant(0), &in_cgroup(9 * GIB, base), full), None);
+        // Others rise by less than an eighth of the reserve: no demand.
+        let small = reserve / DEMAND_MIN_RESERVE_DIVISOR - 1;
+        let t = Instant(10 * NS_PER_MS);
+        assert_eq!(p.decide(t, &in_cgroup(9 * GIB, base + small), full), None);
+        assert_eq!(p.view().demand_bytes, 0);
+        // By that much: the next sample may see as much again.
+        let big = reserve / DEMAND_MIN_RESERVE_DIVISOR;
+        let t = Instant(20 * NS_PER_MS);
+        let others = base + small + big;
+        let room = 9 * GIB + (12 * GIB - 9 * GIB - others) - reserve - big;
+        assert!(room < 9 * GIB);
+        assert_eq!(
+            p.decide(t, &in_cgroup(9 * GIB, others), full),
+            change(room, BudgetReason::LowMemory)
         );
     }
 
@@ -647,28 +713,55 @@ mod tests {
         let mut p = MemoryPressure::new();
         let s = in_cgroup(4 * GIB, 0);
         let held = cache(4 * GIB, 4 * GIB);
+        let w = PSI_WINDOW_NS;
         assert_eq!(p.decide(Instant(0), &with_psi(s.clone(), 0, 0), held), None);
-        // 30 ms of `some` in 100 ms: 300 permille.
+        // 150 ms of `some` in a 500 ms window: 300 permille.
         let target = 4 * GIB - 4 * GIB * PRESSURE_SHRINK_PERCENT / 100;
-        let stalled = with_psi(s.clone(), 30_000, 0);
+        let stalled = with_psi(s.clone(), 150_000, 0);
         assert_eq!(
-            p.decide(Instant(TICK), &stalled, held),
+            p.decide(Instant(w), &stalled, held),
             change(target, BudgetReason::Pressure)
         );
         assert_eq!(p.view().some_permille, 300);
         // Still stalled, the cache not yet shrunk: no further step.
         let lowered = cache(4 * GIB, target);
-        let stalled = with_psi(s.clone(), 60_000, 0);
-        assert_eq!(p.decide(Instant(2 * TICK), &stalled, lowered), None);
+        let stalled = with_psi(s.clone(), 300_000, 0);
+        assert_eq!(p.decide(Instant(2 * w), &stalled, lowered), None);
         // Shrunk and still stalled (`full` 6%): another step.
         let shrunk = cache(target, target);
-        let stalled = with_psi(in_cgroup(target, 0), 65_000, 6_000);
+        let stalled = with_psi(in_cgroup(target, 0), 330_000, 30_000);
         let again = target - target * PRESSURE_SHRINK_PERCENT / 100;
         assert_eq!(
-            p.decide(Instant(3 * TICK), &stalled, shrunk),
+            p.decide(Instant(3 * w), &stalled, shrunk),
             change(again, BudgetReason::Pressure)
         );
         assert_eq!(p.view().full_permille, 60);
+    }
+
+    #[test]
+    fn a_short_stall_between_close_samples_is_not_pressure() {
+        let mut p = MemoryPressure::new();
+        let s = in_cgroup(4 * GIB, 0);
+        let held = CacheMemory {
+            ceiling_bytes: 4 * GIB,
+            ..cache(4 * GIB, 4 * GIB)
+        };
+        assert_eq!(p.decide(Instant(0), &with_psi(s.clone(), 0, 0), held), None);
+        // 5 ms stalled in the next 10 ms: half of that time, but the window
+        // is not over; at its end it is 1% of it.
+        let ms = NS_PER_MS;
+        assert_eq!(
+            p.decide(Instant(10 * ms), &with_psi(s.clone(), 5_000, 0), held),
+            None
+        );
+        assert_eq!(p.view().some_permille, 0);
+        let end = Instant(PSI_WINDOW_NS);
+        assert_eq!(p.decide(end, &with_psi(s.clone(), 5_000, 0), held), None);
+        assert_eq!(p.view().some_permille, 10);
+        // Totals that went back (another file) start again.
+        let back = Instant(PSI_WINDOW_NS + 10 * ms);
+        assert_eq!(p.decide(back, &with_psi(s, 10, 0), held), None);
+        assert_eq!(p.view().some_permille, 0);
     }
 
     #[test]
@@ -676,15 +769,17 @@ mod tests {
         let mut p = MemoryPressure::new();
         let s = in_cgroup(GIB, 0);
         let c = cache(GIB, 2 * GIB);
+        let w = PSI_WINDOW_NS;
         assert_eq!(p.decide(Instant(0), &with_psi(s.clone(), 0, 0), c), None);
         // 5% some: between calm (1%) and shrinking (20%).
-        let t = Instant(TICK);
-        assert_eq!(p.decide(t, &with_psi(s.clone(), 5_000, 0), c), None);
-        // Calm again: growth.
-        let t2 = Instant(2 * TICK);
         assert_eq!(
-            p.decide(t2, &with_psi(s, 5_100, 0), c),
-            change(2 * GIB + 9 * GIB / 100, BudgetReason::Grow)
+            p.decide(Instant(w), &with_psi(s.clone(), 25_000, 0), c),
+            None
+        );
+        // Calm again: growth, half a second's worth.
+        assert_eq!(
+            p.decide(Instant(2 * w), &with_psi(s, 25_500, 0), c),
+            change(2 * GIB + 9 * GIB / 20, BudgetReason::Grow)
         );
     }
 
