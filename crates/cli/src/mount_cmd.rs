@@ -42,9 +42,21 @@ fsync'd data is kept, and a rename over a name keeps the old or the new file who
 Uncached writes: programs opening with O_DIRECT, or files with the extended attribute
 user.writeback.dontcache=1, write DONTCACHE: their pages leave the cache once written back.
 
-The cache's memory: half of the machine's available memory (MemAvailable) at start, at least
-64 MiB, unless --set memory=SIZE says otherwise; it can be lowered at run time (and raised back
-up to that) by writing to MOUNTPOINT/.writeback/memory.
+The cache's memory (its budget) fits where wb runs: 85% of the tightest memory limit of its
+cgroup and the cgroups above it (v2 memory.max / memory.high, v1 memory.limit_in_bytes; at least
+256 MiB of the limit left for the process and the reserve), at most half of the machine's available
+memory (MemAvailable), unless --set memory=SIZE says otherwise; the start line names the budget
+and where it came from. The budget is reserved, not used, until pages are cached.
+
+It follows memory pressure (unless --fixed-memory): ten times a second (a hundred near the limit)
+wb looks at MemAvailable, its cgroups' limits (followed when they change) and use, and PSI memory
+stalls, and keeps a reserve (10% of the limit, at least 128 MiB) available to others; when another
+process needs memory, the cache gives it back at once (clean pages first, oldest first; dirty
+ones once written back), never below --set memory_min=SIZE (64 MiB), and takes it again
+gradually once the pressure is gone, never above the start budget. Writing
+MOUNTPOINT/.writeback/memory sets the budget now and the ceiling it grows back to (it can be
+lowered, and raised back up to the start budget); .writeback/stats has memory_* lines (the budget
+now, why, shrinks and grows, bytes given back).
 
 Examples:
   wb mount /srv/data /mnt/wb
@@ -54,7 +66,7 @@ pub struct MountArgs {
     pub backing_dir: PathBuf,
     /// Empty directory to mount on (not inside BACKING_DIR).
     pub mountpoint: PathBuf,
-    /// Set a knob: a cache-wide one (memory, dirty_ratio, dirty_background_ratio, dirty_bytes,
+    /// Set a knob: a cache-wide one (memory, memory_min, dirty_ratio, dirty_background_ratio, dirty_bytes,
     /// dirty_background_bytes, dirty_expire_centisecs, dirty_writeback_centisecs,
     /// dirty_throttle) or a device one for every device (wbt_lat_usec, stable_writes,
     /// min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb,
@@ -82,6 +94,10 @@ pub struct MountArgs {
     pub io_backend: Option<String>,
     #[command(flatten)]
     pub trace: crate::trace_file::TraceArgs,
+    /// Keep the cache budget fixed: do not follow memory pressure (the
+    /// budget then changes only when .writeback/memory is written).
+    #[arg(long)]
+    pub fixed_memory: bool,
     /// For tests: route I/O through the fault seam; setting the extended
     /// attribute user.writeback.fail_writes to "COUNT [eio|enospc]" on a
     /// file fails its next COUNT write-backs (the attribute is not stored).
@@ -140,53 +156,48 @@ fn device_name(backing: &Path) -> Result<String, String> {
         .unwrap_or_else(|| format!("dev-{st_dev:x}")))
 }
 
-/// The cache (with the fault seam's rules if asked for) and the name of
-/// BACKING_DIR's device.
-type Built = (Arc<Cache>, String, Option<writeback::io::Faults>);
+/// The cache (with the fault seam's rules if asked for), the name of
+/// BACKING_DIR's device, and where the budget came from.
+type Built = (Arc<Cache>, String, Option<writeback::io::Faults>, String);
 
-/// Share of the machine's available memory (MemAvailable at start) the
-/// mount's cache takes when `memory` is not set: the kernel's page cache
-/// would use all of it; half leaves room for the programs the mount serves.
-const DEFAULT_MEMORY_PERCENT: u64 = 50;
-/// The smallest default (on a machine with little memory available).
-const MIN_DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
-
-/// The default cache budget: [`DEFAULT_MEMORY_PERCENT`] of MemAvailable,
-/// at least [`MIN_DEFAULT_MEMORY_BYTES`]; the engine's own default when
-/// /proc/meminfo cannot be read.
-fn default_memory_bytes() -> u64 {
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.trim().strip_suffix("kB"))
-                .and_then(|kb| kb.trim().parse::<u64>().ok())
-                .map(|kb| kb * 1024)
-        });
-    match available {
-        Some(bytes) => (bytes / 100 * DEFAULT_MEMORY_PERCENT)
-            .clamp(MIN_DEFAULT_MEMORY_BYTES, wb_engine::MAX_MEMORY_BYTES),
-        None => Config::default().memory_bytes,
+/// The default cache budget, from where the process runs
+/// (`wb_engine::start_budget`: the tightest cgroup limit's share, at most
+/// half of MemAvailable), and where it came from; the engine's own
+/// default when /proc/meminfo cannot be read.
+fn default_memory() -> (u64, String) {
+    match writeback::sample_memory() {
+        Ok(sample) => {
+            let start = wb_engine::start_budget(&sample);
+            (start.bytes, start.source.to_string())
+        }
+        Err(e) => (
+            Config::default().memory_bytes,
+            format!("the default: reading the memory available failed: {e}"),
+        ),
     }
 }
 
 fn build_cache(args: &MountArgs, backing: &Path) -> Result<Built, String> {
     let (mut config, device) = knobs(&args.sets)?;
-    if !args
+    let memory_set = args
         .sets
         .iter()
-        .any(|s| s.trim_start().starts_with("memory="))
-    {
-        config.memory_bytes = default_memory_bytes() / wb_engine::PAGE_SIZE * wb_engine::PAGE_SIZE;
-    }
+        .any(|s| s.trim_start().starts_with("memory="));
+    let source = if memory_set {
+        "--set memory".to_string()
+    } else {
+        let (bytes, source) = default_memory();
+        config.memory_bytes = bytes;
+        source
+    };
     // Sized by the open-file limit: raised first.
     let nofile = wb_fuse::raise_fd_limit();
     let mut builder = Cache::builder()
         .max_files((nofile * wb_fuse::BACKING_FILES_PERCENT / 100) as usize)
         .config(config)
         .data_dir(&args.data_dir)
-        .calibrate(!args.no_calibrate);
+        .calibrate(!args.no_calibrate)
+        .follow_memory_pressure(!args.fixed_memory);
     for knob in DeviceConfig::KNOBS {
         if let Some(value) = device.get(knob) {
             builder = builder
@@ -206,7 +217,7 @@ fn build_cache(args: &MountArgs, backing: &Path) -> Result<Built, String> {
     cache
         .add_device(backing, &name, device)
         .map_err(|e| format!("setting up the device of {}: {e}", backing.display()))?;
-    Ok((Arc::new(cache), name, faults))
+    Ok((Arc::new(cache), name, faults, source))
 }
 
 fn preflight(backing: &Path) -> Result<(), String> {
@@ -241,7 +252,7 @@ pub fn run(args: MountArgs) -> ExitCode {
     if let Err(e) = preflight(&backing) {
         return failure(e);
     }
-    let (cache, device, faults) = match build_cache(&args, &backing) {
+    let (cache, device, faults, memory_source) = match build_cache(&args, &backing) {
         Ok(c) => c,
         Err(e) => return failure(e),
     };
@@ -270,13 +281,17 @@ pub fn run(args: MountArgs) -> ExitCode {
             .with_trace(trace.clone()),
         Err(e) => return failure(format!("{}: {e}", backing.display())),
     };
+    let memory = MemoryLine {
+        source: memory_source,
+        fixed: args.fixed_memory,
+    };
     let code = serve(
         &lifecycle,
         fs,
         Arc::clone(&cache),
-        &backing,
-        &mountpoint,
+        (&backing, &mountpoint),
         &device,
+        &memory,
         args.allow_other,
     );
     // A trace still under way covers the shutdown too.
@@ -292,13 +307,20 @@ pub fn run(args: MountArgs) -> ExitCode {
     code
 }
 
+/// What the start line says of the budget: where it came from, and
+/// whether it is fixed.
+struct MemoryLine {
+    source: String,
+    fixed: bool,
+}
+
 fn serve(
     lifecycle: &Lifecycle,
     fs: WbFs,
     cache: Arc<Cache>,
-    backing: &Path,
-    mountpoint: &Path,
+    (backing, mountpoint): (&Path, &Path),
     device: &str,
+    memory_line: &MemoryLine,
     allow_other: bool,
 ) -> ExitCode {
     // Files an earlier mount was removing when it died: released in the
@@ -318,12 +340,18 @@ fn serve(
         .iter()
         .find(|d| d.name == device)
         .map_or_else(String::new, |d| d.stable_writes.clone());
+    let follows = match memory_line.fixed {
+        true => "fixed",
+        false => "follows memory pressure",
+    };
     println!(
-        "wb: serving {} at {} (engine: {}, memory {}, device {device}, stable_writes {stable})",
+        "wb: serving {} at {} (engine: {}, memory {}: {}, {follows}, device {device}, \
+         stable_writes {stable})",
         backing.display(),
         mountpoint.display(),
         cache.io_backend(),
-        human_bytes(memory)
+        wb_engine::units::format_bytes(memory),
+        memory_line.source,
     );
     let _ = std::io::stdout().flush();
     let why = match lifecycle.wait() {

@@ -20,6 +20,12 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
 pub const MIN_MEMORY_BYTES: u64 = 4 << 20;
 /// The largest cache budget we accept (the page table uses u32 page counts per file).
 pub const MAX_MEMORY_BYTES: u64 = 1 << 44;
+/// Default `memory_min`: the budget a cache following memory pressure
+/// keeps however hard it is pressed (memory_budget.rs). 64 MiB keeps the
+/// cache working as a cache: a dirty threshold of ~13 MiB (dirty_ratio 20)
+/// still lets writeback build large requests, and a few readahead windows
+/// fit; below it the cache would give back little and crawl.
+pub const DEFAULT_MEMORY_MIN_BYTES: u64 = 64 << 20;
 
 /// How writers are throttled when too much memory is dirty.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,7 +251,14 @@ fn parse_bool(knob: &str, value: &str) -> Result<bool, KnobError> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// The cache budget: clean + dirty + writeback pages never exceed it.
+    /// A cache that follows memory pressure (memory_budget.rs) takes it as
+    /// its ceiling: the budget shrinks below it under pressure and grows
+    /// back up to it.
     pub memory_bytes: u64,
+    /// The floor of a cache that follows memory pressure: it never gives
+    /// back memory below this (Linux's memory.min); above `memory` it
+    /// means `memory`. 0: the smallest budget, MIN_MEMORY_BYTES.
+    pub memory_min_bytes: u64,
     pub dirty_ratio: u32,
     pub dirty_background_ratio: u32,
     /// When non-zero, overrides `dirty_ratio`.
@@ -268,6 +281,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             memory_bytes: DEFAULT_MEMORY_BYTES,
+            memory_min_bytes: DEFAULT_MEMORY_MIN_BYTES,
             dirty_ratio: DEFAULT_DIRTY_RATIO,
             dirty_background_ratio: DEFAULT_DIRTY_BACKGROUND_RATIO,
             dirty_bytes: 0,
@@ -287,6 +301,7 @@ impl Default for Config {
 impl Config {
     pub const KNOBS: &'static [&'static str] = &[
         "memory",
+        "memory_min",
         "dirty_ratio",
         "dirty_background_ratio",
         "dirty_bytes",
@@ -310,6 +325,13 @@ impl Config {
                     return Err(invalid(knob, value, "must be between 4MiB and 16TiB"));
                 }
                 self.memory_bytes = bytes;
+            }
+            "memory_min" => {
+                let bytes = parse_bytes(value).map_err(|UnitError(e)| invalid(knob, value, e))?;
+                if bytes != 0 && !(MIN_MEMORY_BYTES..=MAX_MEMORY_BYTES).contains(&bytes) {
+                    return Err(invalid(knob, value, "must be 0 or between 4MiB and 16TiB"));
+                }
+                self.memory_min_bytes = bytes;
             }
             "dirty_ratio" => self.dirty_ratio = parse_int(knob, value, 1, 100)?,
             "dirty_background_ratio" => {
@@ -391,6 +413,7 @@ impl Config {
     pub fn get(&self, knob: &str) -> Option<String> {
         Some(match knob {
             "memory" => self.memory_bytes.to_string(),
+            "memory_min" => self.memory_min_bytes.to_string(),
             "dirty_ratio" => self.dirty_ratio.to_string(),
             "dirty_background_ratio" => self.dirty_background_ratio.to_string(),
             "dirty_bytes" => self.dirty_bytes.to_string(),
@@ -566,6 +589,9 @@ mod tests {
         assert!(config.set("dirty_ratio", "150").is_err());
         assert!(config.set("dirty_ratio", "x").is_err());
         assert!(config.set("memory", "1KiB").is_err());
+        assert!(config.set("memory_min", "1MiB").is_err());
+        assert!(config.set("memory_min", "32TiB").is_err());
+        assert!(config.set("memory_min", "lots").is_err());
         assert!(matches!(
             config.set("nope", "1"),
             Err(KnobError::Unknown { .. })
@@ -594,5 +620,22 @@ mod tests {
         let mut config = Config::default();
         config.set("dirty_throttle", "global-2007").unwrap();
         assert_eq!(config.get("dirty_throttle").unwrap(), "global-2007");
+        config.set("memory_min", "128MiB").unwrap();
+        assert_eq!(config.get("memory_min").unwrap(), "134217728");
+        config.set("memory_min", "0").unwrap();
+        assert_eq!(config.memory_min_bytes, 0);
+    }
+
+    #[test]
+    fn memory_min_errors_say_what_is_accepted() {
+        let e = Config::default().set("memory_min", "1MiB").unwrap_err();
+        assert_eq!(
+            e,
+            KnobError::Invalid {
+                knob: "memory_min".into(),
+                value: "1MiB".into(),
+                reason: "must be 0 or between 4MiB and 16TiB".into(),
+            }
+        );
     }
 }

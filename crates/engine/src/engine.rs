@@ -21,6 +21,7 @@
 //! | `io_complete` | `completion.rs` |
 //! | `poll_timeout`, `handle_timeout` | `timers.rs` |
 //! | `set_knob`, `set_device_knob` | `knobs.rs` |
+//! | `note_memory_sample`, `note_memory_given_back` | `memory_budget.rs` |
 //! | `note_foreign_reads` | `device.rs` |
 //! | `stats` | `stats.rs` |
 //! | `check_invariants` | `invariants.rs` |
@@ -70,6 +71,11 @@ pub struct Engine {
     /// The cache holds more than a lowered budget; it frees pages as they
     /// come clean until it is within it, and allocates none meanwhile.
     pub(crate) over_budget: bool,
+    /// The memory pressure policy, once a runtime passes samples
+    /// (memory_budget.rs, memory_pressure.rs).
+    pub(crate) memory_pressure: Option<crate::memory_pressure::MemoryPressure>,
+    /// The budget's counters and why it is what it is.
+    pub(crate) memory_stats: crate::memory_budget::MemoryBudgetStats,
     /// The global dirty limits and writeout shares (dirty_limits.rs).
     pub(crate) dom: WbDomain,
     pub(crate) files: Vec<CachedFile>,
@@ -132,6 +138,8 @@ impl Engine {
             memory_pages,
             frame_pages: memory_pages,
             over_budget: false,
+            memory_pressure: None,
+            memory_stats: Default::default(),
             dom: WbDomain {
                 thresh,
                 dirty_limit: thresh.thresh,
@@ -397,5 +405,12 @@ impl Engine {
     /// any reader sees it).
     pub fn free_frames_below(&self, end: u32, max: u64) -> Vec<(u32, u64)> {
         self.frames.free_below(end, max)
+    }
+
+    /// Frames freed since the engine started, counted: unchanged since a
+    /// runtime last gave free frames' memory back, there is nothing new
+    /// to give back.
+    pub fn frames_freed_total(&self) -> u64 {
+        self.frames.freed_total()
     }
 }

@@ -16,6 +16,9 @@ pub struct FrameSpace {
     free_frames: u64,
     /// All frames, free or not.
     frames: u32,
+    /// Frames freed since the start, counted: a runtime giving memory
+    /// back sees whether any was freed since it last looked.
+    freed_total: u64,
 }
 
 impl FrameSpace {
@@ -25,11 +28,17 @@ impl FrameSpace {
             free: BTreeMap::from([(0, frames as u32)]),
             free_frames: frames,
             frames: frames as u32,
+            freed_total: 0,
         }
     }
 
     pub fn free_frames(&self) -> u64 {
         self.free_frames
+    }
+
+    /// Frames freed since the start.
+    pub fn freed_total(&self) -> u64 {
+        self.freed_total
     }
 
     /// One past the highest frame in use: every frame from there to the
@@ -77,6 +86,7 @@ impl FrameSpace {
     pub fn free(&mut self, first: u32, len: u64) {
         assert!(len > 0);
         self.free_frames += len;
+        self.freed_total += len;
         let mut first = first;
         let mut len = len as u32;
         if let Some((&p, &plen)) = self.free.range(..first).next_back() {

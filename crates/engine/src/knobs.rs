@@ -3,7 +3,6 @@
 //! depends on them — wbt's target and depth, the dirty thresholds, the
 //! flusher's period.
 
-use crate::dirty_limits::domain_dirty_limits;
 use crate::engine::Engine;
 use crate::ids::DeviceId;
 
@@ -70,6 +69,9 @@ impl Engine {
     /// The cache budget (`memory`) can be lowered, and raised again up to
     /// what the cache started with (the runtime's frames); over a lowered
     /// budget, clean pages go at once and dirty ones once written back.
+    /// Written by hand, `memory` is the budget now and the ceiling a cache
+    /// following memory pressure grows back up to (memory_budget.rs);
+    /// `memory_min` its floor (a budget below a raised floor rises to it).
     pub fn set_knob(&mut self, knob: &str, value: &str) -> Result<(), crate::config::KnobError> {
         let mut config = self.config.clone();
         config.set(knob, value)?;
@@ -84,11 +86,6 @@ impl Engine {
                 ),
             });
         }
-        self.memory_pages = memory_pages;
-        self.stats.memory_pages = memory_pages;
-        self.dom.thresh = domain_dirty_limits(&config, self.memory_pages);
-        // The hard limit follows a raised threshold at once and a lowered one slowly.
-        self.dom.dirty_limit = self.dom.dirty_limit.max(self.dom.thresh.thresh);
         if config.dirty_writeback_centisecs != self.config.dirty_writeback_centisecs {
             self.timers.next_kupdate = None;
         }
@@ -98,11 +95,23 @@ impl Engine {
         if backlog_changed {
             self.backlog_recheck();
         }
-        self.trim_to_budget();
-        // A raised budget has room for whoever waits for memory.
-        if self.free_pages() > 0 {
-            self.wake(crate::task::WaitKey::Memory);
-        }
+        let budget = match knob {
+            "memory" => {
+                self.memory_stats.reason = crate::memory_budget::BudgetReason::Knob;
+                memory_pages
+            }
+            "memory_min" if self.memory_pressure.is_some() => {
+                let floor = (self.config.memory_min_bytes / crate::ids::PAGE_SIZE)
+                    .min(self.ceiling_pages());
+                if floor > self.memory_pages {
+                    self.memory_stats.reason = crate::memory_budget::BudgetReason::Knob;
+                }
+                self.memory_pages.max(floor)
+            }
+            // The dirty thresholds follow the other knobs.
+            _ => self.memory_pages,
+        };
+        self.set_budget_pages(budget);
         Ok(())
     }
 }

@@ -80,6 +80,14 @@
 //! and a worker drops its pages and releases its backing file in steps
 //! (`Action::Release`, `release_done`).
 //!
+//! The budget all this works within is the `memory` knob, or, for a
+//! runtime that follows memory pressure, what the policy
+//! (`memory_pressure.rs`) makes of the samples of memory the runtime
+//! passes (`Engine::note_memory_sample`, `memory_budget.rs`): a lowered
+//! budget drops clean pages at once, oldest first, and has dirty ones
+//! written back (reason vmscan) and dropped as they come clean
+//! (`reclaim.rs`, `trim_to_budget`).
+//!
 //! Throughout, `handle_timeout` (`timers.rs`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
 //! windows. `check_invariants` (`invariants.rs`) checks the state after
@@ -116,6 +124,8 @@ mod invalidate;
 mod invariants;
 mod knobs;
 mod lru;
+mod memory_budget;
+mod memory_pressure;
 mod page_cache;
 mod page_lock;
 mod position_ratio;
@@ -146,7 +156,7 @@ pub use backlog::{BacklogStats, ReleaseStep, FLUSH_ALL_MAX_ITEMS, RELEASE_STEP_B
 pub use balance_dirty::MAX_PAUSE_NS;
 pub use config::{
     BacklogThrottle, Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush,
-    KnobError, Lru, StableWrites, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
+    KnobError, Lru, StableWrites, DEFAULT_MEMORY_MIN_BYTES, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
 };
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
 pub use dontcache::{DontcacheStats, WRITTEN_RATE_SLOT_NS};
@@ -155,6 +165,17 @@ pub use engine::Engine;
 pub use error::EngineError;
 pub use flusher::WbReason;
 pub use ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
+pub use memory_budget::{
+    limit_cap_bytes, start_budget, BudgetReason, MemoryBudgetStats, StartBudget, StartSource,
+    LIMIT_HEADROOM_MIN_BYTES, LIMIT_SHARE_PERCENT, MEM_AVAILABLE_SHARE_PERCENT,
+    START_BUDGET_MIN_BYTES,
+};
+pub use memory_pressure::{
+    reserve_bytes, BudgetChange, CacheMemory, CgroupMemory, LimitFile, MemoryPressure,
+    MemorySample, PressureView, PsiTotals, DEMAND_MIN_RESERVE_DIVISOR, GROW_HOLD_NS,
+    GROW_PERMILLE_PER_S, MAX_CGROUP_LEVELS, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
+    PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
+};
 pub use stats::{DeviceStats, DomainStats, StallStats, Stats};
 pub use task::EVENT_WAIT_MAX_NS;
 pub use time::Instant;

@@ -131,7 +131,10 @@ pub struct DeviceStats {
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
+    /// The cache budget now.
     pub memory_pages: u64,
+    /// Where the budget stands and what moved it (memory_budget.rs).
+    pub memory: crate::memory_budget::MemoryBudgetStats,
     pub cached_pages: u64,
     /// Frames writes in flight keep for themselves after writers were
     /// given copies of their pages (`stable_writes = snapshot`), in pages.
@@ -202,6 +205,7 @@ impl crate::engine::Engine {
 
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
+        s.memory = self.memory_budget_stats();
         s.cached_pages = self.nr_cached;
         s.snapshot_held_pages = self.nr_snapshot;
         s.cached_runs = self.files.iter().map(|f| f.nr_runs() as u64).sum();

@@ -18,7 +18,10 @@
 //! changes nothing (the engine validates before it changes anything).
 //! `memory` can be lowered, and raised again up to what the mount started
 //! with (its frames are allocated then); over a lowered budget the cache
-//! frees clean pages at once and dirty ones once written back.
+//! frees clean pages at once and dirty ones once written back. While the
+//! mount follows memory pressure, `memory` is the budget now and the
+//! ceiling the budget grows back to; `memory_min` its floor; `stats` has
+//! the budget in force (`memory_bytes`) and why.
 //!
 //! The directory is reachable by name only: it is left out of the root's
 //! listing so that `cp -a`, `diff -r`, `find` or `rm -rf` over the mount

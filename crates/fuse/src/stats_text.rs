@@ -39,6 +39,7 @@ pub(crate) fn render(stats: &Stats, oldest_dirty_age: Option<std::time::Duration
     // would lose (0 with nothing dirty).
     let age_ms = oldest_dirty_age.map_or(0, |a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX));
     line(&mut out, "dirty_oldest_age_ms", age_ms);
+    memory_lines(&mut out, &stats.memory);
     for reason in StallReason::ALL {
         let s = stats.stall(reason);
         line(&mut out, &format!("pause_{reason}_count"), s.count);
@@ -153,6 +154,40 @@ pub(crate) fn render(stats: &Stats, oldest_dirty_age: Option<std::time::Duration
     out
 }
 
+/// The budget: where it stands (`memory_bytes` is the budget now), why
+/// (one flag per reason), what moved it, what the last sample of the
+/// memory where the mount runs showed.
+fn memory_lines(out: &mut String, m: &wb_engine::MemoryBudgetStats) {
+    let v = &m.view;
+    let values = [
+        ("memory_follows_pressure", m.follows_pressure as u64),
+        ("memory_ceiling_bytes", m.ceiling_pages * PAGE_SIZE),
+        ("memory_min_bytes", m.floor_pages * PAGE_SIZE),
+        ("memory_shrinks", m.shrinks),
+        ("memory_grows", m.grows),
+        ("memory_shrunk_bytes", m.shrunk_pages * PAGE_SIZE),
+        ("memory_grown_bytes", m.grown_pages * PAGE_SIZE),
+        ("memory_given_back_bytes", m.given_back_pages * PAGE_SIZE),
+        ("memory_available_bytes", v.available_bytes),
+        ("memory_reserve_bytes", v.reserve_bytes),
+        ("memory_limit_bytes", v.limit_bytes),
+        ("memory_limit_is_cgroup", v.cgroup_binds as u64),
+        ("memory_demand_bytes", v.demand_bytes),
+        ("memory_psi_some_permille", v.some_permille),
+        ("memory_psi_full_permille", v.full_permille),
+    ];
+    for (name, value) in values {
+        line(out, name, value);
+    }
+    for reason in wb_engine::BudgetReason::ALL {
+        line(
+            out,
+            &format!("memory_reason_{}", reason.name()),
+            (m.reason == reason) as u64,
+        );
+    }
+}
+
 /// A device's backlog of deferred releases (removed files being freed).
 fn backlog_lines(out: &mut String, device: &str, b: &wb_engine::BacklogStats) {
     let values = [
@@ -256,6 +291,9 @@ mod tests {
         assert!(text.contains("vda.stable_writes_none 0\n"), "{text}");
         assert!(text.contains("vda.stable_writes_auto 1\n"), "{text}");
         assert!(text.contains("vda.backlog_items_done 0\n"), "{text}");
+        assert!(text.contains("memory_reason_start 1\n"), "{text}");
+        assert!(text.contains("memory_reason_pressure 0\n"), "{text}");
+        assert!(text.contains("memory_given_back_bytes 0\n"), "{text}");
         for l in text.lines() {
             let (name, value) = l.split_once(' ').expect("name value");
             assert!(!name.is_empty() && value.parse::<u64>().is_ok(), "{l}");

@@ -45,6 +45,7 @@ pub struct CacheBuilder {
     max_files: Option<usize>,
     faults: Option<crate::io::Faults>,
     writeout: Writeout,
+    follow_memory_pressure: bool,
 }
 
 /// How writeback hands pages to the device.
@@ -121,6 +122,21 @@ impl CacheBuilder {
         self
     }
 
+    /// Follow memory pressure (default off): ten times a second the cache
+    /// samples the memory where the process runs (MemAvailable, the
+    /// limits of its cgroups and their use, PSI memory stalls) and the
+    /// engine moves the budget between `memory_min` and `memory`: it
+    /// gives memory back at once when others need it (clean pages first,
+    /// oldest first; dirty ones once written back) and takes it again,
+    /// gradually, once the pressure is gone. `memory` is then the
+    /// ceiling; [`Stats::memory`] tells where the budget stands and why.
+    /// See [`crate::sample_memory`] and `wb_engine::start_budget` for a
+    /// `memory` taken from where the process runs.
+    pub fn follow_memory_pressure(mut self, on: bool) -> Self {
+        self.follow_memory_pressure = on;
+        self
+    }
+
     pub fn build(self) -> Result<Cache, Error> {
         let (tx, rx) = std::sync::mpsc::channel();
         let backend = match &self.io_backend {
@@ -178,9 +194,18 @@ impl CacheBuilder {
                 .spawn(move || crate::runtime::populate::populate_loop(&s))
                 .map_err(|e| Error::io("thread wb-populate", e))?
         };
+        let mut threads = vec![completion, timer, release, populate];
+        if self.follow_memory_pressure {
+            let s = Arc::clone(&shared);
+            let follow = std::thread::Builder::new()
+                .name("wb-memory".into())
+                .spawn(move || crate::runtime::memory_follow::follow_loop(&s))
+                .map_err(|e| Error::io("thread wb-memory", e))?;
+            threads.push(follow);
+        }
         Ok(Cache {
             shared,
-            threads: vec![completion, timer, release, populate],
+            threads,
             device_defaults: self.device,
             data_dir: self.data_dir,
             calibrate: self.calibrate,
@@ -228,6 +253,7 @@ impl Cache {
             io_workers: 4,
             max_files: None,
             faults: None,
+            follow_memory_pressure: false,
         }
     }
 

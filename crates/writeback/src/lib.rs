@@ -38,5 +38,6 @@ pub use cache::{
 pub use error::Error;
 pub use file::File;
 pub use runtime::caller::{as_caller, MAX_CALLER_TASKS};
+pub use runtime::memory_sample::sample_memory;
 pub use wb_engine::{DomainStats, IoErrorKind, StallReason, Stats, WriteFlags};
 pub use wb_trace::Trace;

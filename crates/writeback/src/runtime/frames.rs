@@ -342,7 +342,9 @@ impl Frames {
     /// a lock-free reader that looked a page up just before its frame was
     /// freed is not reading it (it finds the page gone once it has the
     /// shard). Frame locks are taken after the cache's lock, as everywhere.
-    pub fn release(&self, _populating: &MutexGuard<'_, ()>, first: u32, count: u64) {
+    /// Returns how many of the frames held memory (mincore; all of them
+    /// if that cannot be told).
+    pub fn release(&self, _populating: &MutexGuard<'_, ()>, first: u32, count: u64) -> u64 {
         let start = first as usize * PAGE;
         let len = count as usize * PAGE;
         assert!(
@@ -350,7 +352,12 @@ impl Frames {
             "frames {first}..+{count} are ours"
         );
         if len == 0 {
-            return;
+            return 0;
+        }
+        let resident = self.resident_pages(start, len).unwrap_or(count);
+        if resident == 0 {
+            // Nothing to give back: no lock, no madvise.
+            return 0;
         }
         let _writing: Vec<_> = self
             .shards
@@ -375,6 +382,20 @@ impl Frames {
         // Cannot fail on a valid range of our own mapping; if it did, the
         // memory simply stays.
         debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) of our own frames");
+        resident
+    }
+
+    /// How many pages of the frames' bytes `start..start + len` hold
+    /// memory (mincore).
+    fn resident_pages(&self, start: usize, len: usize) -> Option<u64> {
+        let mut vec = vec![0u8; len / PAGE];
+        // SAFETY: [data + start, data + start + len) lies inside the
+        // allocation (the caller checked), page-aligned; `vec` has a byte
+        // per page of it, as mincore writes. mincore only reads the page
+        // tables: no byte of the frames is touched.
+        let rc =
+            unsafe { libc::mincore(self.data.as_ptr().add(start).cast(), len, vec.as_mut_ptr()) };
+        (rc == 0).then(|| vec.iter().filter(|&&b| b & 1 == 1).count() as u64)
     }
 }
 
@@ -457,8 +478,10 @@ mod tests {
         frames.populate(&guard, 4000, 9999).unwrap();
         frames.populate(&guard, 3000, 3000).unwrap();
         assert!(frames.try_populating().is_none(), "held");
-        // Released, the memory goes back; populated again, it returns.
-        frames.release(&guard, 1024, 1024);
+        // Released, the memory goes back (all of it was there); again,
+        // there is none to give; populated again, it returns.
+        assert_eq!(frames.release(&guard, 1024, 1024), 1024);
+        assert_eq!(frames.release(&guard, 1024, 1024), 0);
         assert!(!resident(&frames, 1024, 2048).contains(&true));
         frames.populate(&guard, 1024, 2048).unwrap();
         assert!(resident(&frames, 1024, 2048).iter().all(|&r| r));

@@ -3,7 +3,10 @@
 //! engine says so (on a condition variable, with the engine's bound); a
 //! completion thread feeds backend completions to the engine; a timer
 //! thread calls the engine at its deadlines; another backs the frames
-//! the cache will use next with memory (populate.rs).
+//! the cache will use next with memory (populate.rs); with
+//! `follow_memory_pressure`, another samples the memory where the process
+//! runs for the engine, which sets the budget, and gives back what the
+//! cache freed (memory_follow.rs, memory_sample.rs).
 
 pub(crate) mod block_queue;
 pub(crate) mod caller;
@@ -13,6 +16,8 @@ pub(crate) mod diskstats;
 pub(crate) mod evict;
 pub(crate) mod frames;
 pub(crate) mod length_lock;
+pub(crate) mod memory_follow;
+pub(crate) mod memory_sample;
 pub(crate) mod page_index;
 pub(crate) mod populate;
 pub(crate) mod shared;

@@ -69,6 +69,9 @@ fn populate_step(shared: &Shared, populated: &mut u64) -> std::io::Result<bool> 
     let core = shared.lock();
     let engine = &core.engine;
     if engine.memory_pages() < engine.frame_pages() {
+        // Memory is being given back, what was populated among it: once
+        // the budget is whole again, populate from the frames in use.
+        *populated = 0;
         return Ok(false);
     }
     let used_end = engine.frames_used_end();

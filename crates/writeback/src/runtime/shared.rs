@@ -20,8 +20,10 @@ use wb_engine::{
 
 /// The timer thread looks at the engine at least this often.
 pub(crate) const TIMER_TICK: Duration = Duration::from_millis(5);
-/// How often memory above a lowered budget is given back, a batch at a
-/// time (`Core::give_back_memory`): 128 MiB a second at most.
+/// How often the timer thread gives memory above a lowered budget back,
+/// a batch at a time (`Core::give_back_memory`): 1 GiB a second at most.
+/// A cache following memory pressure gives it back at once instead, from
+/// its own thread (memory_follow.rs).
 const RELEASE_EVERY: Duration = Duration::from_millis(250);
 
 static NEXT_CACHE_ID: AtomicUsize = AtomicUsize::new(1);
