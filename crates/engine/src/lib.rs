@@ -43,7 +43,9 @@
 //!    background; wbt admits a write of its class (`wbt.rs`, `may_issue`;
 //!    at depth 1, slow commits pace background writes: `wbt_pace.rs`);
 //!    `flusher_build` (`flusher.rs`) picks the oldest dirtied file and a
-//!    chunk of it; `start_writeback` moves the pages to writeback and
+//!    chunk of it (past the backing file's end, from its lowest dirty
+//!    page: `backing_len.rs`); `start_writeback` moves the pages to
+//!    writeback, bounds the request's bytes by the file's length, and
 //!    `issue` takes a request tag and emits `Action::Submit`.
 //! 6. The runtime performs the write and calls `io_complete`
 //!    (`completion.rs`): the tag is freed, wbt counts the completion (and
