@@ -12,31 +12,18 @@
 //! anything, except under CI (`WB_REQUIRE_ALL_TESTS`), where that fails.
 //! They run one at a time (a lock).
 
-use std::collections::BTreeMap;
+mod common;
+use common::mount::*;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Mutex, MutexGuard};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const WB: &str = env!("CARGO_BIN_EXE_wb");
 const MIB: u64 = 1 << 20;
 /// The v1 memory controller's mount.
 const V1_MEMORY: &str = "/sys/fs/cgroup/memory";
-/// How long a mount may take to come up (no calibration).
-const MOUNT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long `wb mount` may take to write everything back and exit.
-const EXIT_TIMEOUT: Duration = Duration::from_secs(120);
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn skip_reason() -> Option<String> {
+fn v1_skip_reason() -> Option<String> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root".into());
@@ -52,7 +39,7 @@ fn skip_reason() -> Option<String> {
 
 macro_rules! require {
     () => {
-        if let Some(reason) = skip_reason() {
+        if let Some(reason) = v1_skip_reason() {
             wb_testkit::skip(&reason);
             return;
         }
@@ -132,147 +119,31 @@ impl Drop for Cgroup {
     }
 }
 
-/// Directories under /var/tmp (a real disk: O_DIRECT), removed on drop.
-struct TempRoot(PathBuf);
-
-impl TempRoot {
-    fn new(name: &str) -> TempRoot {
-        let root = PathBuf::from("/var/tmp").join(unique(name));
-        fs::create_dir_all(root.join("backing")).expect("create the backing dir");
-        fs::create_dir_all(root.join("mnt")).expect("create the mountpoint");
-        TempRoot(root)
-    }
+/// A tree under /var/tmp (a real disk: O_DIRECT) with `backing` and
+/// `mnt`, removed on drop.
+fn temp_root(name: &str) -> TempRoot {
+    let root = TempRoot::new_in(Path::new("/var/tmp"), name);
+    root.dir("backing");
+    root.dir("mnt");
+    root
 }
 
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A running `wb mount` (default settings) inside a cgroup.
-struct Mount {
-    child: Option<Child>,
-    mnt: PathBuf,
-    stderr: Receiver<String>,
-    /// The mount's first line ("wb: serving ...").
-    serving: String,
-}
-
-impl Mount {
-    fn start(cgroup: &Cgroup, root: &TempRoot, extra: &[&str]) -> Mount {
-        let (backing, mnt, data) = (
-            root.0.join("backing"),
-            root.0.join("mnt"),
-            root.0.join("wb-data"),
-        );
-        let mut args = vec!["mount", path(&backing), path(&mnt), "--no-calibrate"];
-        args.extend(["--data-dir", path(&data)]);
-        args.extend_from_slice(extra);
-        let mut child = cgroup
-            .command(WB, &args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn wb mount");
-        let stdout = child.stdout.take().expect("stdout");
-        let stderr = child.stderr.take().expect("stderr");
-        let (err_tx, err_rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = err_tx.send(line);
-            }
-        });
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut mount = Mount {
-            child: Some(child),
-            mnt,
-            stderr: err_rx,
-            serving: String::new(),
-        };
-        let line = rx.recv_timeout(MOUNT_TIMEOUT).unwrap_or_else(|_| {
-            let err: Vec<String> = mount.stderr.try_iter().collect();
-            panic!(
-                "wb mount did not report serving; stderr:\n{}",
-                err.join("\n")
-            )
-        });
-        assert!(line.starts_with("wb: serving "), "first line: {line}");
-        mount.serving = line;
-        mount
-    }
-
-    /// `.writeback/stats` as name -> value.
-    fn stats(&self) -> BTreeMap<String, u64> {
-        let text = fs::read_to_string(self.mnt.join(".writeback/stats")).expect("read the stats");
-        text.lines()
-            .filter_map(|l| l.split_once(' '))
-            .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
-            .collect()
-    }
-
-    fn stat(&self, name: &str) -> u64 {
-        *self
-            .stats()
-            .get(name)
-            .unwrap_or_else(|| panic!("no {name}"))
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
-
-    /// `umount`, then wait (bounded) for wb to write back and exit.
-    fn unmount(mut self) -> (ExitStatus, String) {
-        let status = Command::new("umount")
-            .arg(&self.mnt)
-            .status()
-            .expect("run umount");
-        assert!(status.success(), "umount failed");
-        let mut child = self.child.take().expect("running");
-        let status = wait_bounded(&mut child, EXIT_TIMEOUT).expect("wb exits after umount");
-        let err: Vec<String> = self.stderr.try_iter().collect();
-        (status, err.join("\n"))
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            if wait_bounded(&mut child, EXIT_TIMEOUT).is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-        let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        if info.contains(path(&self.mnt)) {
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
-        }
-    }
+/// `wb mount` (default settings, and `extra`) of `root`'s backing
+/// directory, inside `cgroup`.
+fn mount_in(cgroup: &Cgroup, root: &TempRoot, extra: &[&str]) -> Mount {
+    let (backing, mnt, data) = (
+        root.0.join("backing"),
+        root.0.join("mnt"),
+        root.0.join("wb-data"),
+    );
+    let mut args = vec!["mount", path(&backing), path(&mnt), "--no-calibrate"];
+    args.extend(["--data-dir", path(&data)]);
+    args.extend_from_slice(extra);
+    Mount::spawn(cgroup.command(WB, &args), &backing, &mnt)
 }
 
 fn path(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
-}
-
-fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
 }
 
 /// Deterministic pseudo-random bytes for MiB `i` of a test file.
@@ -331,8 +202,8 @@ fn a_copy_of_four_times_the_cgroup_limit_goes_through_without_an_oom_kill() {
     require!();
     let _serial = serial();
     let cgroup = Cgroup::new("copy", 512 * MIB);
-    let root = TempRoot::new("copy");
-    let mut mount = Mount::start(&cgroup, &root, &[]);
+    let root = temp_root("copy");
+    let mut mount = mount_in(&cgroup, &root, &[]);
     let expected = format!(
         "memory 256.0MiB: cgroup {} memory.limit_in_bytes 512.0MiB less 256.0MiB, \
          follows memory pressure",
@@ -369,8 +240,8 @@ fn a_process_beside_a_full_cache_gets_its_memory_and_the_budget_grows_back() {
     require!();
     let _serial = serial();
     let cgroup = Cgroup::new("hog", 1024 * MIB);
-    let root = TempRoot::new("hog");
-    let mut mount = Mount::start(&cgroup, &root, &[]);
+    let root = temp_root("hog");
+    let mut mount = mount_in(&cgroup, &root, &[]);
     let file = mount.mnt.join("held");
     write_file(&file, 700);
     let before = mount.stats();
@@ -437,8 +308,8 @@ fn a_cgroup_limit_lowered_at_run_time_is_followed() {
     require!();
     let _serial = serial();
     let cgroup = Cgroup::new("limit", 2048 * MIB);
-    let root = TempRoot::new("limit");
-    let mount = Mount::start(&cgroup, &root, &[]);
+    let root = temp_root("limit");
+    let mount = mount_in(&cgroup, &root, &[]);
     assert!(
         mount.serving.contains("memory 1.7GiB: 85% of cgroup "),
         "{}",
@@ -464,8 +335,8 @@ fn a_fixed_budget_does_not_follow_pressure() {
     require!();
     let _serial = serial();
     let cgroup = Cgroup::new("fixed", 1024 * MIB);
-    let root = TempRoot::new("fixed");
-    let mount = Mount::start(&cgroup, &root, &["--fixed-memory", "--set", "memory=64MiB"]);
+    let root = temp_root("fixed");
+    let mount = mount_in(&cgroup, &root, &["--fixed-memory", "--set", "memory=64MiB"]);
     assert!(
         mount
             .serving

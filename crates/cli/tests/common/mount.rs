@@ -43,13 +43,15 @@ pub struct TempRoot(pub PathBuf);
 
 impl TempRoot {
     pub fn new(name: &str) -> TempRoot {
+        TempRoot::new_in(Path::new("/tmp"), name)
+    }
+
+    /// As `new`, under `base` (/var/tmp: a disk where /tmp may not be).
+    pub fn new_in(base: &Path, name: &str) -> TempRoot {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let root = PathBuf::from(format!(
-            "/tmp/wb-mount-{name}-{}-{nanos}",
-            std::process::id()
-        ));
+        let root = base.join(format!("wb-mount-{name}-{}-{nanos}", std::process::id()));
         fs::create_dir_all(&root).expect("create temp root");
         TempRoot(root)
     }
@@ -94,9 +96,7 @@ impl Mount {
             .arg(mnt)
             .args(["--no-calibrate", "--set", TEST_MEMORY, "--data-dir"])
             .arg(&data)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .args(extra);
         if let Some(n) = nofile {
             use std::os::unix::process::CommandExt;
             let limit = libc::rlimit {
@@ -116,7 +116,18 @@ impl Mount {
                 });
             }
         }
-        let mut child = cmd.spawn().expect("spawn wb mount");
+        Mount::spawn(cmd, backing, mnt)
+    }
+
+    /// Starts `cmd`, a `wb mount BACKING MNT ...` (perhaps wrapped, as in
+    /// a cgroup), with its output piped, and waits (bounded) for its
+    /// "serving" line.
+    pub fn spawn(mut cmd: Command, backing: &Path, mnt: &Path) -> Mount {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn wb mount");
         let stdout = child.stdout.take().expect("stdout");
         let stderr = child.stderr.take().expect("stderr");
         let (err_tx, err_rx) = channel();
@@ -153,6 +164,43 @@ impl Mount {
             mnt.display()
         );
         mount
+    }
+
+    /// `.writeback/stats` as name -> value.
+    pub fn stats(&self) -> std::collections::BTreeMap<String, u64> {
+        let text = fs::read_to_string(self.mnt.join(".writeback/stats")).expect("read the stats");
+        text.lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+            .collect()
+    }
+
+    /// One line of `.writeback/stats`.
+    pub fn stat(&self, name: &str) -> u64 {
+        *self
+            .stats()
+            .get(name)
+            .unwrap_or_else(|| panic!("no {name} in .writeback/stats"))
+    }
+
+    /// Whether `wb mount` still runs.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// `umount`, then wait (bounded) for wb to write back and exit;
+    /// returns its status and stderr.
+    pub fn unmount(mut self) -> (ExitStatus, String) {
+        let status = Command::new("umount")
+            .arg(&self.mnt)
+            .status()
+            .expect("run umount");
+        assert!(status.success(), "umount failed");
+        let mut child = self.child.take().expect("running");
+        let status = wait_bounded(&mut child, EXIT_TIMEOUT).expect("wb exits after umount");
+        (status, self.drain_stderr())
     }
 
     pub fn drain_stderr(&self) -> String {
