@@ -275,6 +275,7 @@ impl Engine {
             op: Op::Idle,
             stall: None,
             last_read: None,
+            ra_file: None,
             read_marked: None,
             ratelimit_2007: 0,
         });

@@ -207,6 +207,11 @@ impl Engine {
             return self.finish(task, Err(EngineError::Read(e)));
         }
         let want = self.readahead_pages(task, file, first, p, last);
+        if self.sequential_read(task, file, first) {
+            // A readahead window (Linux marks a page of it): the stream
+            // reads ahead asynchronously from now on.
+            self.tasks[task.index()].ra_file = Some(file);
+        }
         if !self.reserve(now, want) && !self.reserve(now, 1) {
             return Ok(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }

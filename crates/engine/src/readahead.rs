@@ -5,7 +5,10 @@
 //!   `readahead_pages`).
 //! - Each sequential read (a task's read that starts where its last one
 //!   ended, or at the start of the file) whose pages are all cached or
-//!   being read looks, before it is served, at what is cached or being
+//!   being read, by a task whose readahead has read a window of the file
+//!   (Linux reads ahead asynchronously only from a page its readahead
+//!   marked: a reader of pages that were written, not read, such as a
+//!   dbench client reading back its last write, never reads ahead), looks, before it is served, at what is cached or being
 //!   read ahead of where it ends: once that is less than
 //!   half a window (Linux's async_size), the next whole window is read
 //!   from the first missing page, without waiting: the device reads ahead
@@ -33,8 +36,10 @@ impl Engine {
         first == 0 || self.tasks[task.index()].last_read == Some((file, first))
     }
 
-    /// Before a read of `len` bytes at `offset`: when it is sequential and
-    /// its pages are all cached or being read, reads ahead of it
+    /// Before a read of `len` bytes at `offset`: when it is sequential,
+    /// its pages are all cached or being read and the task's readahead
+    /// has read a window of this file (`Task::ra_file`, where Linux would
+    /// find its PG_readahead mark), reads ahead of it
     /// (`readahead_async`). A read with pages missing reads ahead
     /// synchronously instead (read_path.rs).
     pub(crate) fn readahead_before_read(
@@ -51,7 +56,10 @@ impl Engine {
             return;
         }
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
-        if self.sequential_read(task, file, first) && Self::first_hole(f, first, last).is_none() {
+        if self.tasks[task.index()].ra_file == Some(file)
+            && self.sequential_read(task, file, first)
+            && Self::first_hole(f, first, last).is_none()
+        {
             self.readahead_async(now, file, first, last);
         }
     }

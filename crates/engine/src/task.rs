@@ -86,6 +86,11 @@ pub(crate) struct Task {
     pub stall: Option<(StallReason, Instant)>,
     /// Where the task's last read ended, for readahead.
     pub last_read: Option<(FileId, PageIndex)>,
+    /// The file this task's readahead read a window of last: Linux
+    /// marks a page of each window it reads ahead (PG_readahead) and
+    /// reads ahead asynchronously only when a reader reaches one, so a
+    /// reader whose pages were written, not read, never reads ahead.
+    pub ra_file: Option<FileId>,
     /// The read in progress has marked its pages accessed below this one
     /// (lru.rs), so a read that waits and resumes counts once.
     pub read_marked: Option<(FileId, PageIndex)>,

@@ -578,6 +578,15 @@ fn reading_ahead_never_takes_the_pages_of_the_read_it_serves() {
     let task = e.add_task();
     let mut hs = Harness::new(e, 10_000);
     let read = 256 << 10;
+    // The task reads `a` from its start: a miss, so a readahead window
+    // (where Linux leaves its PG_readahead mark, from which a later
+    // cached read reads ahead), then dropped.
+    hs.run(task, |e, now| e.read(now, task, ha, 0, 4096))
+        .unwrap();
+    hs.run(task, |e, now| {
+        e.invalidate_range(now, task, ha, 0, u64::MAX)
+    })
+    .unwrap();
     // The start of `a` written and clean: the oldest pages in the cache.
     hs.run(task, |e, now| e.write(now, task, ha, 0, read))
         .unwrap();
@@ -601,4 +610,40 @@ fn reading_ahead_never_takes_the_pages_of_the_read_it_serves() {
         );
     }
     hs.engine.check_invariants();
+}
+
+#[test]
+fn a_reader_of_pages_it_wrote_does_not_read_ahead() {
+    // Linux reads ahead asynchronously only from a page a readahead
+    // marked: a dbench client reading back the block it wrote at the
+    // start of its file must not read the rest of the file ahead, where
+    // its writers would wait for those reads (Wong 2013, S3).
+    let device = DeviceConfig {
+        read_ahead_kb: 128,
+        ..DeviceConfig::default()
+    };
+    let (mut e, dev) = engine("4MiB", device);
+    let a = e.add_file(Instant(0), dev, DomainId(0), 1 << 20).unwrap();
+    let ha = e.open(a).unwrap();
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 10_000);
+    hs.run(task, |e, now| e.write(now, task, ha, 0, 4096))
+        .unwrap();
+    for _ in 0..3 {
+        hs.run(task, |e, now| e.read(now, task, ha, 0, 4096))
+            .unwrap();
+    }
+    assert_eq!(hs.engine.stats().readahead_async_pages, 0);
+    assert!(hs.engine.page_frame(a, 1).is_none(), "page 1 read ahead");
+    // A reader that missed at the start reads ahead as it goes.
+    let b = hs
+        .engine
+        .add_file(Instant(0), dev, DomainId(0), 1 << 20)
+        .unwrap();
+    let hb = hs.engine.open(b).unwrap();
+    for k in 0..64u64 {
+        hs.run(task, |e, now| e.read(now, task, hb, k * 4096, 4096))
+            .unwrap();
+    }
+    assert!(hs.engine.stats().readahead_async_pages > 0);
 }

@@ -187,11 +187,12 @@ fn fast_devices_throttling_costs_the_writers_little() {
             w_off.elapsed_s
         );
         // No percentile of the reader is worse than without throttling,
-        // but for one device read at p99: with asynchronous readahead the
-        // unthrottled reader, tens of times slower, finds nearly every
-        // read cached, while the throttled one now and then catches up
-        // with its readahead and waits for a read (an NVMe's 128 KiB read
-        // is about 40 µs; 123 µs against 108 µs in that run).
+        // but for one device read at p99 (issue 35 keeps it open): the
+        // throttled reader, 36x faster, consumes a 128 KiB window in
+        // 45 us and waits for every next one (its reads take 144 us,
+        // sharing the NVMe's link with the one write wbt lets through),
+        // the unthrottled one waits for 3 % of its reads, 100 us each
+        // (123 us against 108 us).
         assert!(r_on.lat_us.p50 <= r_off.lat_us.p50, "{name}: p50");
         assert!(
             r_on.lat_us.p99 <= r_off.lat_us.p99 + 50.0,
@@ -259,12 +260,10 @@ fn wong_2013_writers_wait_for_stable_pages_only_when_told_to() {
         .stalls
         .iter()
         .any(|s| s.reason == "stable_page" && s.count > 0));
-    for (mode, run) in [("none", &none), ("snapshot", &snapshot)] {
+    // Published ext2 59.8 -> 4.3 ms (0.07x).
+    for (mode, run, bound) in [("none", &none, 0.15), ("snapshot", &snapshot, 0.2)] {
         let (mib_s, max) = dbench_figures(run);
-        // No writer waits for a page under writeback. (Writers still
-        // wait, now and then, for a page being read ahead of a reader of
-        // the same file, in all three modes alike: the longest write is
-        // such a wait, up to the 100 ms event bound, not a stable page.)
+        // No writer waits for a page under writeback.
         assert!(
             !run.engine
                 .stalls
@@ -273,7 +272,7 @@ fn wong_2013_writers_wait_for_stable_pages_only_when_told_to() {
             "{mode}: a writer waited for a stable page"
         );
         assert!(
-            max <= wait_max,
+            max <= bound * wait_max,
             "{mode}: max write {max} us vs wait {wait_max} us"
         );
         let ratio = mib_s / wait_mib_s;
