@@ -193,9 +193,10 @@ impl Bars {
         let n = self.categories.len();
         let slot_of = |category: usize, run: usize| ((n - 1 - category) * group + run) as u32;
         let name = |v: &SegmentValue<u32>| match *v {
-            SegmentValue::CenterOf(k) if (k as usize) % group == runs / 2 => self
-                .categories
-                .get(n - 1 - k as usize / group)
+            // plotters may ask for a label past the last slot: none there.
+            SegmentValue::CenterOf(k) if (k as usize) % group == runs / 2 => (n - 1)
+                .checked_sub(k as usize / group)
+                .and_then(|c| self.categories.get(c))
                 .cloned()
                 .unwrap_or_default(),
             _ => String::new(),
