@@ -1,5 +1,5 @@
-//! Drawing: a [`Plot`] (lines over time) or a [`Bars`] chart (a value per
-//! category and run) becomes one inline SVG, through plotters' SVG
+//! Drawing: a [`Plot`] (lines over time), a [`Bars`] chart (a value per
+//! category and run) or a [`Scatter`] (labelled points) becomes one inline SVG, through plotters' SVG
 //! backend. Nothing here knows what the values mean.
 
 use crate::ReportError;
@@ -228,6 +228,141 @@ impl Bars {
     }
 }
 
+/// One point of a [`Scatter`], with the name written beside it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LabelledPoint {
+    pub label: String,
+    pub x: f64,
+    pub y: f64,
+    /// Ringed: the point the others are judged against.
+    pub marked: bool,
+}
+
+/// Points in the colour of run `run`, joined by a line in their order if
+/// `joined`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointGroup {
+    pub run: usize,
+    pub joined: bool,
+    pub points: Vec<LabelledPoint>,
+}
+
+/// Labelled points on a linear x axis from 0 and a (log) y axis, with
+/// dashed horizontal reference lines (label, y) across.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scatter {
+    pub title: String,
+    pub width_px: u32,
+    pub height_px: u32,
+    pub x_desc: String,
+    pub y_desc: String,
+    pub log_y: bool,
+    pub groups: Vec<PointGroup>,
+    pub references: Vec<(String, f64)>,
+}
+
+/// Grey of reference lines and their labels.
+const REFERENCE_COLOR: RGBColor = RGBColor(0x60, 0x60, 0x60);
+
+impl Scatter {
+    /// The chart as an SVG element.
+    pub fn svg(&self) -> Result<String, ReportError> {
+        svg_of(&self.title, |svg| self.draw(svg))
+    }
+
+    fn points(&self) -> impl Iterator<Item = &LabelledPoint> {
+        self.groups.iter().flat_map(|g| g.points.iter())
+    }
+
+    fn draw(&self, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+        let root =
+            SVGBackend::with_string(svg, (self.width_px, self.height_px)).into_drawing_area();
+        root.fill(&WHITE)?;
+        // Room on the right for the labels of the fastest points.
+        let x_max = self.points().map(|p| p.x).fold(0.0, f64::max).max(1e-3) * 1.2;
+        let ys = || {
+            self.points()
+                .map(|p| p.y)
+                .chain(self.references.iter().map(|&(_, y)| y))
+                .filter(|y| y.is_finite())
+        };
+        let y_max = ys().fold(0.0, f64::max);
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(&self.title, ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(40)
+            .y_label_area_size(60);
+        if self.log_y {
+            let y_min = ys().filter(|&y| y > 0.0).fold(f64::INFINITY, f64::min);
+            let lo = 10f64.powf(y_min.min(y_max).max(1e-3).log10().floor());
+            let hi = 10f64.powf(y_max.max(lo * 10.0).log10().ceil());
+            let mut chart = builder.build_cartesian_2d(0f64..x_max, (lo..hi).log_scale())?;
+            chart
+                .configure_mesh()
+                .x_desc(&self.x_desc)
+                .y_desc(&self.y_desc)
+                .x_label_formatter(&|v| short_number(*v))
+                .draw()?;
+            self.draw_marks(&mut chart, x_max, Some(lo))?;
+        } else {
+            let hi = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+            let mut chart: ChartContext<_, Cartesian2d<RangedCoordf64, RangedCoordf64>> =
+                builder.build_cartesian_2d(0f64..x_max, 0f64..hi)?;
+            chart
+                .configure_mesh()
+                .x_desc(&self.x_desc)
+                .y_desc(&self.y_desc)
+                .x_label_formatter(&|v| short_number(*v))
+                .draw()?;
+            self.draw_marks(&mut chart, x_max, None)?;
+        }
+        root.present()?;
+        Ok(())
+    }
+
+    /// The reference lines, the joining lines, then the points and their
+    /// labels; on a log scale values below `floor` sit on it.
+    fn draw_marks<'a, 'b: 'a, CT: CoordTranslate<From = (f64, f64)>>(
+        &self,
+        chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+        x_max: f64,
+        floor: Option<f64>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let at = |x: f64, y: f64| (x, floor.map_or(y, |f| y.max(f)));
+        let font = ("sans-serif", 12).into_font();
+        for (label, y) in &self.references {
+            let line = vec![at(0.0, *y), at(x_max, *y)];
+            let style = REFERENCE_COLOR.stroke_width(1);
+            chart.draw_series(DashedLineSeries::new(line, 5, 4, style))?;
+            let text = font.color(&REFERENCE_COLOR);
+            chart.draw_series(std::iter::once(
+                EmptyElement::at(at(0.0, *y)) + Text::new(label.clone(), (4, -14), text),
+            ))?;
+        }
+        for group in self.groups.iter().filter(|g| g.joined) {
+            let color = run_color(group.run);
+            let line: Vec<(f64, f64)> = group.points.iter().map(|p| at(p.x, p.y)).collect();
+            chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
+        }
+        for group in &self.groups {
+            let color = run_color(group.run);
+            for p in &group.points {
+                let text = font.color(&color);
+                let mark = EmptyElement::at(at(p.x, p.y))
+                    + Circle::new((0, 0), 4, color.filled())
+                    + Text::new(p.label.clone(), (7, -14), text);
+                chart.draw_series(std::iter::once(mark))?;
+                if p.marked {
+                    let ring = Circle::new(at(p.x, p.y), 9, color.stroke_width(2));
+                    chart.draw_series(std::iter::once(ring))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What `draw` draws into a string, or why it could not (named by the
 /// chart's `title`).
 fn svg_of(
@@ -262,6 +397,63 @@ fn short_number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn point(label: &str, x: f64, y: f64, marked: bool) -> LabelledPoint {
+        LabelledPoint {
+            label: label.into(),
+            x,
+            y,
+            marked,
+        }
+    }
+
+    #[test]
+    fn a_scatter_draws_its_points_labels_lines_and_references() {
+        let scatter = Scatter {
+            title: "p99 <vs> MiB/s".into(),
+            width_px: 400,
+            height_px: 300,
+            x_desc: "MiB/s".into(),
+            y_desc: "ms".into(),
+            log_y: true,
+            groups: vec![
+                PointGroup {
+                    run: 0,
+                    joined: false,
+                    points: vec![point("a", 100.0, 50.0, false), point("b", 200.0, 5.0, true)],
+                },
+                PointGroup {
+                    run: 1,
+                    joined: true,
+                    points: vec![point("x", 10.0, 1.0, false), point("y", 30.0, 2.0, false)],
+                },
+            ],
+            references: vec![("floor".into(), 0.05)],
+        };
+        let svg = scatter.svg().expect("drawn");
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 5, "4 points and a ring");
+        for label in ["a", "b", "x", "y", "floor"] {
+            assert_eq!(
+                svg.matches(&format!(">\n{label}\n</text>")).count(),
+                1,
+                "{label}"
+            );
+        }
+        // The title's markup is escaped.
+        assert!(!svg.contains("<vs>"));
+        let joined = svg
+            .split("<polyline")
+            .filter(|l| l.contains(&format!("stroke=\"{}\"", run_css_color(1).to_uppercase())))
+            .count();
+        assert_eq!(joined, 1);
+        // A linear scale draws too.
+        let linear = Scatter {
+            log_y: false,
+            ..scatter
+        };
+        assert!(linear.svg().is_ok());
+    }
 
     #[test]
     fn axis_labels_are_short() {
