@@ -44,6 +44,7 @@ pub mod mount;
 pub mod replace;
 pub mod scheduler;
 pub mod stable;
+pub mod sweep;
 pub mod sysctl;
 pub mod table;
 pub mod throughput;
