@@ -331,11 +331,15 @@ impl Scatter {
     ) -> Result<(), Box<dyn std::error::Error>> {
         let at = |x: f64, y: f64| (x, floor.map_or(y, |f| y.max(f)));
         let font = ("sans-serif", 12).into_font();
+        let mut taken: Vec<Boxed> = Vec::new();
         for (label, y) in &self.references {
             let line = vec![at(0.0, *y), at(x_max, *y)];
             let style = REFERENCE_COLOR.stroke_width(1);
             chart.draw_series(DashedLineSeries::new(line, 5, 4, style))?;
             let text = font.color(&REFERENCE_COLOR);
+            let (x0, y0) = chart.plotting_area().map_coordinate(&at(0.0, *y));
+            let w = (label.chars().count() as f64 * LABEL_CHAR_PX).ceil() as i32;
+            taken.push([x0 + 4, y0 - 14, x0 + 4 + w, y0 - 14 + LABEL_HEIGHT_PX]);
             chart.draw_series(std::iter::once(
                 EmptyElement::at(at(0.0, *y)) + Text::new(label.clone(), (4, -14), text),
             ))?;
@@ -345,22 +349,70 @@ impl Scatter {
             let line: Vec<(f64, f64)> = group.points.iter().map(|p| at(p.x, p.y)).collect();
             chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
         }
+        // Dots first, then each label where it covers no dot and no
+        // label placed before it (beside its dot if it can).
         for group in &self.groups {
             let color = run_color(group.run);
             for p in &group.points {
-                let text = font.color(&color);
-                let mark = EmptyElement::at(at(p.x, p.y))
-                    + Circle::new((0, 0), 4, color.filled())
-                    + Text::new(p.label.clone(), (7, -14), text);
-                chart.draw_series(std::iter::once(mark))?;
+                let (cx, cy) = chart.plotting_area().map_coordinate(&at(p.x, p.y));
+                let r = if p.marked { 9 } else { 4 };
+                taken.push([cx - r, cy - r, cx + r, cy + r]);
+                let dot = Circle::new(at(p.x, p.y), 4, color.filled());
+                chart.draw_series(std::iter::once(dot))?;
                 if p.marked {
                     let ring = Circle::new(at(p.x, p.y), 9, color.stroke_width(2));
                     chart.draw_series(std::iter::once(ring))?;
                 }
             }
         }
+        for group in &self.groups {
+            let text = font.color(&run_color(group.run));
+            for p in &group.points {
+                let anchor = chart.plotting_area().map_coordinate(&at(p.x, p.y));
+                let offset = place_label(anchor, &p.label, &mut taken);
+                let label = Text::new(p.label.clone(), offset, text.clone());
+                chart.draw_series(std::iter::once(EmptyElement::at(at(p.x, p.y)) + label))?;
+            }
+        }
         Ok(())
     }
+}
+
+/// A box in pixels: left, top, right, bottom.
+type Boxed = [i32; 4];
+
+/// Height of a point's label in pixels, and the width of one of its
+/// characters (12 px sans-serif, as plotters writes it: 9.7 px).
+const LABEL_HEIGHT_PX: i32 = 11;
+const LABEL_CHAR_PX: f64 = 5.6;
+
+/// Where (as an offset from its point at `anchor`) a label goes: the
+/// first of the places around the point where it overlaps nothing in
+/// `taken` (else the first), which it then takes.
+fn place_label(anchor: (i32, i32), label: &str, taken: &mut Vec<Boxed>) -> (i32, i32) {
+    let w = (label.chars().count() as f64 * LABEL_CHAR_PX).ceil() as i32;
+    let h = LABEL_HEIGHT_PX;
+    let candidates = [
+        (7, -h - 2),
+        (7, 2),
+        (-7 - w, -h - 2),
+        (-7 - w, 2),
+        (-w / 2, -h - 8),
+        (-w / 2, 8),
+        (7, -2 * h - 4),
+        (7, h + 4),
+    ];
+    let boxed = |(dx, dy): (i32, i32)| {
+        let (x, y) = (anchor.0 + dx, anchor.1 + dy);
+        [x, y, x + w, y + h]
+    };
+    let overlaps = |a: &Boxed, b: &Boxed| a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+    let offset = candidates
+        .into_iter()
+        .find(|&c| !taken.iter().any(|t| overlaps(&boxed(c), t)))
+        .unwrap_or(candidates[0]);
+    taken.push(boxed(offset));
+    offset
 }
 
 /// What `draw` draws into a string, or why it could not (named by the
@@ -453,6 +505,26 @@ mod tests {
             ..scatter
         };
         assert!(linear.svg().is_ok());
+    }
+
+    #[test]
+    fn labels_of_points_close_together_do_not_overlap() {
+        let overlaps =
+            |a: &Boxed, b: &Boxed| a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+        // Three points on top of each other, their dots taken.
+        let mut taken: Vec<Boxed> = vec![[96, 96, 104, 104]];
+        let first = place_label((100, 100), "kernel-blkio", &mut taken);
+        assert_eq!(first, (7, -LABEL_HEIGHT_PX - 2), "beside its dot when free");
+        let second = place_label((100, 100), "kernel", &mut taken);
+        let third = place_label((100, 100), "engine", &mut taken);
+        assert!(first != second && second != third && first != third);
+        let labels = &taken[1..];
+        for (i, a) in labels.iter().enumerate() {
+            assert!(!overlaps(a, &taken[0]), "a label covers the dot: {taken:?}");
+            for b in &labels[i + 1..] {
+                assert!(!overlaps(a, b), "{taken:?}");
+            }
+        }
     }
 
     #[test]
