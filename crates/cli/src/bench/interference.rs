@@ -130,8 +130,7 @@ JSON has it as best_kernel.
 
 Quick run: wb bench interference --writer-size 2GiB --seconds 5 --repeat 1
 Experiment: wb bench interference --configs floor,engine --engine-set queue_depth=8
-Frontier: wb bench interference --configs floor,kernel,kernel-bfq,kernel-dirty64m,engine \
-            --sweep wbt_lat_usec=500,1000,2000,4000,8000,0 --html frontier.html
+Frontier: wb bench interference --sweep wbt_lat_usec=500,1000,2000,4000,0 --html f.html
 
 Exit status: 0 on success, 1 if a run failed, 2 for bad arguments, an unusable --dir,
 no fio, or no permission to change the dirty limits; 130 on Ctrl-C.")]
