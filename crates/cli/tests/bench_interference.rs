@@ -1,6 +1,7 @@
 //! `wb bench interference` in a short run: the kernel configurations added
 //! for issue 12 (RWF_DONTCACHE by our own writer, kyber, bfq), the best
-//! kernel configuration per figure, and the machine left as it was.
+//! kernel configuration per figure, a --sweep point as a row of its own,
+//! and the machine left as it was.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -88,6 +89,8 @@ fn interference_runs_the_new_kernel_configs_and_names_the_best_kernel() {
         "1",
         "--repeat",
         "1",
+        "--sweep",
+        "wbt_lat_usec=4000",
     ];
     let out = common::wb_bench_json(&args, &dir, &data_dir);
     let left = common::files_in(&dir);
@@ -114,9 +117,20 @@ fn interference_runs_the_new_kernel_configs_and_names_the_best_kernel() {
             "kernel-dontcache",
             "kernel-kyber",
             "kernel-bfq",
-            "engine"
+            "engine",
+            "engine[wbt_lat_usec=4000]"
         ],
         "{v}"
+    );
+    let point = &configs[6];
+    assert_eq!(
+        (&point["config"], &point["knob"], &point["value"]),
+        (
+            &serde_json::json!("engine"),
+            &serde_json::json!("wbt_lat_usec"),
+            &serde_json::json!("4000")
+        ),
+        "{point}"
     );
     let figure = |c: &serde_json::Value, key: &str| {
         if key == "writer_mib_s" {

@@ -19,6 +19,17 @@ pub enum Block {
         headers: Vec<String>,
         rows: Vec<Vec<String>>,
     },
+    /// Charts drawn by the caller, side by side (not part of the text).
+    Figures(Vec<Figure>),
+}
+
+/// A chart drawn by the caller (an SVG element from [`crate::plot`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// Its name for whoever reads the page back.
+    pub id: String,
+    pub svg: String,
+    pub caption: String,
 }
 
 /// The document as an HTML page titled `title`.
@@ -38,6 +49,13 @@ pub fn document(title: &str, blocks: &[Block]) -> Result<String, ReportError> {
                 for chart in column_charts(headers, rows) {
                     let id = format!("table{tables}/{}", chart.x_desc);
                     page.figure(&id, &chart.svg()?, "");
+                }
+                page.close_charts();
+            }
+            Block::Figures(figures) => {
+                page.open_charts();
+                for f in figures {
+                    page.figure(&f.id, &f.svg, &f.caption);
                 }
                 page.close_charts();
             }
@@ -144,5 +162,28 @@ mod tests {
         .expect("drawn");
         assert_eq!(html.matches("<figure class=\"plot\"").count(), 2);
         assert!(html.contains("<pre>4 KiB ops &lt;cached&gt;</pre>"));
+    }
+
+    #[test]
+    fn figures_drawn_by_the_caller_sit_side_by_side_with_their_captions() {
+        let figure = |id: &str| Figure {
+            id: id.into(),
+            svg: format!("<svg id=\"{id}\"></svg>"),
+            caption: format!("about <{id}>"),
+        };
+        let html = document(
+            "wb bench interference",
+            &[Block::Figures(vec![
+                figure("frontier/p99"),
+                figure("frontier/p50"),
+            ])],
+        )
+        .expect("drawn");
+        let charts = html.find("<div class=\"charts\">").expect("a charts row");
+        let p99 = html.find("data-plot=\"frontier/p99\"").expect("p99");
+        let p50 = html.find("data-plot=\"frontier/p50\"").expect("p50");
+        assert!(charts < p99 && p99 < p50, "{html}");
+        assert!(html.contains("<svg id=\"frontier/p50\"></svg>"));
+        assert!(html.contains("<figcaption>about &lt;frontier/p99&gt;</figcaption>"));
     }
 }

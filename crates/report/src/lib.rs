@@ -12,7 +12,8 @@
 //! - time stalled, by reason.
 //!
 //! [`document`] makes a page of text and tables (`wb bench --html`) with
-//! a bar chart per numeric column.
+//! a bar chart per numeric column, and any charts the caller drew
+//! ([`Block::Figures`], e.g. a [`plot::Scatter`]).
 //!
 //! Plots with nothing but zeros (a device never read from, wbt off) are
 //! left out, with a line saying so.
@@ -22,7 +23,7 @@ mod page;
 pub mod plot;
 pub mod series;
 
-pub use document::{document, Block};
+pub use document::{document, Block, Figure};
 use page::Page;
 use wb_sim::report::RunReport;
 

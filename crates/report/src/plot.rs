@@ -1,5 +1,5 @@
-//! Drawing: a [`Plot`] (lines over time) or a [`Bars`] chart (a value per
-//! category and run) becomes one inline SVG, through plotters' SVG
+//! Drawing: a [`Plot`] (lines over time), a [`Bars`] chart (a value per
+//! category and run) or a [`Scatter`] (labelled points) becomes one inline SVG, through plotters' SVG
 //! backend. Nothing here knows what the values mean.
 
 use crate::ReportError;
@@ -193,9 +193,10 @@ impl Bars {
         let n = self.categories.len();
         let slot_of = |category: usize, run: usize| ((n - 1 - category) * group + run) as u32;
         let name = |v: &SegmentValue<u32>| match *v {
-            SegmentValue::CenterOf(k) if (k as usize) % group == runs / 2 => self
-                .categories
-                .get(n - 1 - k as usize / group)
+            // plotters may ask for a label past the last slot: none there.
+            SegmentValue::CenterOf(k) if (k as usize) % group == runs / 2 => (n - 1)
+                .checked_sub(k as usize / group)
+                .and_then(|c| self.categories.get(c))
                 .cloned()
                 .unwrap_or_default(),
             _ => String::new(),
@@ -225,6 +226,193 @@ impl Bars {
         root.present()?;
         Ok(())
     }
+}
+
+/// One point of a [`Scatter`], with the name written beside it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LabelledPoint {
+    pub label: String,
+    pub x: f64,
+    pub y: f64,
+    /// Ringed: the point the others are judged against.
+    pub marked: bool,
+}
+
+/// Points in the colour of run `run`, joined by a line in their order if
+/// `joined`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointGroup {
+    pub run: usize,
+    pub joined: bool,
+    pub points: Vec<LabelledPoint>,
+}
+
+/// Labelled points on a linear x axis from 0 and a (log) y axis, with
+/// dashed horizontal reference lines (label, y) across.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scatter {
+    pub title: String,
+    pub width_px: u32,
+    pub height_px: u32,
+    pub x_desc: String,
+    pub y_desc: String,
+    pub log_y: bool,
+    pub groups: Vec<PointGroup>,
+    pub references: Vec<(String, f64)>,
+}
+
+/// Grey of reference lines and their labels.
+const REFERENCE_COLOR: RGBColor = RGBColor(0x60, 0x60, 0x60);
+
+impl Scatter {
+    /// The chart as an SVG element.
+    pub fn svg(&self) -> Result<String, ReportError> {
+        svg_of(&self.title, |svg| self.draw(svg))
+    }
+
+    fn points(&self) -> impl Iterator<Item = &LabelledPoint> {
+        self.groups.iter().flat_map(|g| g.points.iter())
+    }
+
+    fn draw(&self, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+        let root =
+            SVGBackend::with_string(svg, (self.width_px, self.height_px)).into_drawing_area();
+        root.fill(&WHITE)?;
+        // Room on the right for the labels of the fastest points.
+        let x_max = self.points().map(|p| p.x).fold(0.0, f64::max).max(1e-3) * 1.2;
+        let ys = || {
+            self.points()
+                .map(|p| p.y)
+                .chain(self.references.iter().map(|&(_, y)| y))
+                .filter(|y| y.is_finite())
+        };
+        let y_max = ys().fold(0.0, f64::max);
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(&self.title, ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(40)
+            .y_label_area_size(60);
+        if self.log_y {
+            let y_min = ys().filter(|&y| y > 0.0).fold(f64::INFINITY, f64::min);
+            let lo = 10f64.powf(y_min.min(y_max).max(1e-3).log10().floor());
+            let hi = 10f64.powf(y_max.max(lo * 10.0).log10().ceil());
+            let mut chart = builder.build_cartesian_2d(0f64..x_max, (lo..hi).log_scale())?;
+            chart
+                .configure_mesh()
+                .x_desc(&self.x_desc)
+                .y_desc(&self.y_desc)
+                .x_label_formatter(&|v| short_number(*v))
+                .draw()?;
+            self.draw_marks(&mut chart, x_max, Some(lo))?;
+        } else {
+            let hi = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+            let mut chart: ChartContext<_, Cartesian2d<RangedCoordf64, RangedCoordf64>> =
+                builder.build_cartesian_2d(0f64..x_max, 0f64..hi)?;
+            chart
+                .configure_mesh()
+                .x_desc(&self.x_desc)
+                .y_desc(&self.y_desc)
+                .x_label_formatter(&|v| short_number(*v))
+                .draw()?;
+            self.draw_marks(&mut chart, x_max, None)?;
+        }
+        root.present()?;
+        Ok(())
+    }
+
+    /// The reference lines, the joining lines, then the points and their
+    /// labels; on a log scale values below `floor` sit on it.
+    fn draw_marks<'a, 'b: 'a, CT: CoordTranslate<From = (f64, f64)>>(
+        &self,
+        chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+        x_max: f64,
+        floor: Option<f64>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let at = |x: f64, y: f64| (x, floor.map_or(y, |f| y.max(f)));
+        let font = ("sans-serif", 12).into_font();
+        let mut taken: Vec<Boxed> = Vec::new();
+        for (label, y) in &self.references {
+            let line = vec![at(0.0, *y), at(x_max, *y)];
+            let style = REFERENCE_COLOR.stroke_width(1);
+            chart.draw_series(DashedLineSeries::new(line, 5, 4, style))?;
+            let text = font.color(&REFERENCE_COLOR);
+            let (x0, y0) = chart.plotting_area().map_coordinate(&at(0.0, *y));
+            let w = (label.chars().count() as f64 * LABEL_CHAR_PX).ceil() as i32;
+            taken.push([x0 + 4, y0 - 14, x0 + 4 + w, y0 - 14 + LABEL_HEIGHT_PX]);
+            chart.draw_series(std::iter::once(
+                EmptyElement::at(at(0.0, *y)) + Text::new(label.clone(), (4, -14), text),
+            ))?;
+        }
+        for group in self.groups.iter().filter(|g| g.joined) {
+            let color = run_color(group.run);
+            let line: Vec<(f64, f64)> = group.points.iter().map(|p| at(p.x, p.y)).collect();
+            chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
+        }
+        // Dots first, then each label where it covers no dot and no
+        // label placed before it (beside its dot if it can).
+        for group in &self.groups {
+            let color = run_color(group.run);
+            for p in &group.points {
+                let (cx, cy) = chart.plotting_area().map_coordinate(&at(p.x, p.y));
+                let r = if p.marked { 9 } else { 4 };
+                taken.push([cx - r, cy - r, cx + r, cy + r]);
+                let dot = Circle::new(at(p.x, p.y), 4, color.filled());
+                chart.draw_series(std::iter::once(dot))?;
+                if p.marked {
+                    let ring = Circle::new(at(p.x, p.y), 9, color.stroke_width(2));
+                    chart.draw_series(std::iter::once(ring))?;
+                }
+            }
+        }
+        for group in &self.groups {
+            let text = font.color(&run_color(group.run));
+            for p in &group.points {
+                let anchor = chart.plotting_area().map_coordinate(&at(p.x, p.y));
+                let offset = place_label(anchor, &p.label, &mut taken);
+                let label = Text::new(p.label.clone(), offset, text.clone());
+                chart.draw_series(std::iter::once(EmptyElement::at(at(p.x, p.y)) + label))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A box in pixels: left, top, right, bottom.
+type Boxed = [i32; 4];
+
+/// Height of a point's label in pixels, and the width of one of its
+/// characters (12 px sans-serif, as plotters writes it: 9.7 px).
+const LABEL_HEIGHT_PX: i32 = 11;
+const LABEL_CHAR_PX: f64 = 5.6;
+
+/// Where (as an offset from its point at `anchor`) a label goes: the
+/// first of the places around the point where it overlaps nothing in
+/// `taken` (else the first), which it then takes.
+fn place_label(anchor: (i32, i32), label: &str, taken: &mut Vec<Boxed>) -> (i32, i32) {
+    let w = (label.chars().count() as f64 * LABEL_CHAR_PX).ceil() as i32;
+    let h = LABEL_HEIGHT_PX;
+    let candidates = [
+        (7, -h - 2),
+        (7, 2),
+        (-7 - w, -h - 2),
+        (-7 - w, 2),
+        (-w / 2, -h - 8),
+        (-w / 2, 8),
+        (7, -2 * h - 4),
+        (7, h + 4),
+    ];
+    let boxed = |(dx, dy): (i32, i32)| {
+        let (x, y) = (anchor.0 + dx, anchor.1 + dy);
+        [x, y, x + w, y + h]
+    };
+    let overlaps = |a: &Boxed, b: &Boxed| a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+    let offset = candidates
+        .into_iter()
+        .find(|&c| !taken.iter().any(|t| overlaps(&boxed(c), t)))
+        .unwrap_or(candidates[0]);
+    taken.push(boxed(offset));
+    offset
 }
 
 /// What `draw` draws into a string, or why it could not (named by the
@@ -261,6 +449,83 @@ fn short_number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn point(label: &str, x: f64, y: f64, marked: bool) -> LabelledPoint {
+        LabelledPoint {
+            label: label.into(),
+            x,
+            y,
+            marked,
+        }
+    }
+
+    #[test]
+    fn a_scatter_draws_its_points_labels_lines_and_references() {
+        let scatter = Scatter {
+            title: "p99 <vs> MiB/s".into(),
+            width_px: 400,
+            height_px: 300,
+            x_desc: "MiB/s".into(),
+            y_desc: "ms".into(),
+            log_y: true,
+            groups: vec![
+                PointGroup {
+                    run: 0,
+                    joined: false,
+                    points: vec![point("a", 100.0, 50.0, false), point("b", 200.0, 5.0, true)],
+                },
+                PointGroup {
+                    run: 1,
+                    joined: true,
+                    points: vec![point("x", 10.0, 1.0, false), point("y", 30.0, 2.0, false)],
+                },
+            ],
+            references: vec![("floor".into(), 0.05)],
+        };
+        let svg = scatter.svg().expect("drawn");
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 5, "4 points and a ring");
+        for label in ["a", "b", "x", "y", "floor"] {
+            assert_eq!(
+                svg.matches(&format!(">\n{label}\n</text>")).count(),
+                1,
+                "{label}"
+            );
+        }
+        // The title's markup is escaped.
+        assert!(!svg.contains("<vs>"));
+        let joined = svg
+            .split("<polyline")
+            .filter(|l| l.contains(&format!("stroke=\"{}\"", run_css_color(1).to_uppercase())))
+            .count();
+        assert_eq!(joined, 1);
+        // A linear scale draws too.
+        let linear = Scatter {
+            log_y: false,
+            ..scatter
+        };
+        assert!(linear.svg().is_ok());
+    }
+
+    #[test]
+    fn labels_of_points_close_together_do_not_overlap() {
+        let overlaps =
+            |a: &Boxed, b: &Boxed| a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+        // Three points on top of each other, their dots taken.
+        let mut taken: Vec<Boxed> = vec![[96, 96, 104, 104]];
+        let first = place_label((100, 100), "kernel-blkio", &mut taken);
+        assert_eq!(first, (7, -LABEL_HEIGHT_PX - 2), "beside its dot when free");
+        let second = place_label((100, 100), "kernel", &mut taken);
+        let third = place_label((100, 100), "engine", &mut taken);
+        assert!(first != second && second != third && first != third);
+        let labels = &taken[1..];
+        for (i, a) in labels.iter().enumerate() {
+            assert!(!overlaps(a, &taken[0]), "a label covers the dot: {taken:?}");
+            for b in &labels[i + 1..] {
+                assert!(!overlaps(a, b), "{taken:?}");
+            }
+        }
+    }
 
     #[test]
     fn axis_labels_are_short() {

@@ -1,13 +1,14 @@
 //! Leaving the machine as we found it.
 //!
 //! Every file a benchmark creates, every child process it starts and every
-//! sysctl or block scheduler it changes is held by a guard that undoes it
+//! sysctl, block scheduler or cgroup it changes is held by a guard that undoes it
 //! when dropped: at the normal end and on every error path (`?` drops them
 //! too). Guards also register what they hold in a process-wide
 //! [`Registry`], so that the Ctrl-C handler, which runs on its own thread
 //! while the guards are still alive elsewhere, can undo everything still
 //! registered and exit with 130.
 
+use super::kernel_configs::BlkioCgroup;
 use super::scheduler::SchedulerSnapshot;
 use super::sysctl::DirtySnapshot;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub struct Registry {
     children: Vec<(u64, u32)>,
     sysctls: Vec<(u64, DirtySnapshot)>,
     schedulers: Vec<(u64, SchedulerSnapshot)>,
+    cgroups: Vec<(u64, BlkioCgroup)>,
     mounts: Vec<(u64, PathBuf)>,
 }
 
@@ -37,6 +39,7 @@ impl Registry {
             children: Vec::new(),
             sysctls: Vec::new(),
             schedulers: Vec::new(),
+            cgroups: Vec::new(),
             mounts: Vec::new(),
         }
     }
@@ -70,6 +73,12 @@ impl Registry {
         id
     }
 
+    pub fn add_cgroup(&mut self, cgroup: BlkioCgroup) -> u64 {
+        let id = self.id();
+        self.cgroups.push((id, cgroup));
+        id
+    }
+
     pub fn add_mount(&mut self, mountpoint: PathBuf) -> u64 {
         let id = self.id();
         self.mounts.push((id, mountpoint));
@@ -83,11 +92,13 @@ impl Registry {
         self.children.retain(|(i, _)| *i != id);
         self.sysctls.retain(|(i, _)| *i != id);
         self.schedulers.retain(|(i, _)| *i != id);
+        self.cgroups.retain(|(i, _)| *i != id);
     }
 
     /// Undoes everything registered: kills children, detaches mounts left
-    /// behind by a killed `wb mount`, restores block schedulers and sysctls
-    /// (most recent first), removes files. Returns what could not be undone.
+    /// behind by a killed `wb mount`, removes cgroups (killing what is
+    /// left in them: the children's own children), restores block
+    /// schedulers and sysctls (most recent first), removes files. Returns what could not be undone.
     pub fn undo_all(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         for (_, pid) in self.children.drain(..) {
@@ -99,6 +110,11 @@ impl Registry {
         }
         for (_, mountpoint) in self.mounts.drain(..) {
             if let Err(e) = super::mount::detach(&mountpoint) {
+                problems.push(e);
+            }
+        }
+        while let Some((_, cgroup)) = self.cgroups.pop() {
+            if let Err(e) = cgroup.restore() {
                 problems.push(e);
             }
         }
@@ -132,7 +148,9 @@ pub fn global() -> MutexGuard<'static, Registry> {
 /// On Ctrl-C (SIGINT, SIGTERM, SIGHUP): undo everything registered and exit 130.
 pub fn install_ctrlc_handler() -> Result<(), String> {
     ctrlc::set_handler(|| {
-        eprintln!("\nwb bench: interrupted; restoring sysctls and schedulers, removing files");
+        eprintln!(
+            "\nwb bench: interrupted; restoring sysctls, schedulers and cgroups, removing files"
+        );
         let problems = global().undo_all();
         for p in problems {
             eprintln!("wb bench: {p}");

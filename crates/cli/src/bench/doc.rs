@@ -1,7 +1,7 @@
 //! A benchmark's report as it is built: lines of text and tables, in
 //! order. Printed, it is the plain text the terminal shows; with `--html`
 //! the same parts become a page with a chart per numeric column
-//! (wb_report::document).
+//! (wb_report::document), plus the figures drawn for the page alone.
 
 use super::table::Table;
 use std::fmt;
@@ -32,6 +32,11 @@ impl Doc {
     pub fn table(&mut self, table: Table) {
         let (headers, rows) = table.into_parts();
         self.blocks.push(wb_report::Block::Table { headers, rows });
+    }
+
+    /// Charts for the HTML page only (the text leaves them out).
+    pub fn figures(&mut self, figures: Vec<wb_report::Figure>) {
+        self.blocks.push(wb_report::Block::Figures(figures));
     }
 
     pub fn blocks(&self) -> &[wb_report::Block] {
@@ -68,6 +73,7 @@ impl fmt::Display for Doc {
                 wb_report::Block::Table { headers, rows } => {
                     f.write_str(&super::table::render(headers, rows))?
                 }
+                wb_report::Block::Figures(_) => {}
             }
         }
         Ok(())

@@ -46,11 +46,32 @@ impl Fio {
         name: &str,
         job_args: &[String],
     ) -> Result<RunningFio, BenchError> {
+        self.spawn_under(dir, name, job_args, &[])
+    }
+
+    /// [`Fio::spawn`] under `wrapper`, a command that ends by exec'ing
+    /// the rest of its arguments (`ionice -c3`, `nocache`): fio keeps the
+    /// child's process id, so stopping the child stops fio. What the
+    /// wrapper prints on failure goes to fio's error log.
+    pub fn spawn_under(
+        &self,
+        dir: &Path,
+        name: &str,
+        job_args: &[String],
+        wrapper: &[String],
+    ) -> Result<RunningFio, BenchError> {
         let output = TempFile::new(dir.join(format!(".wb-bench-{name}.json")));
         let errlog = TempFile::new(dir.join(format!(".wb-bench-{name}.err")));
         let stderr = std::fs::File::create(errlog.path())
             .map_err(|e| BenchError::failed(errlog.path().display(), e))?;
-        let mut cmd = Command::new("fio");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg("fio");
+                cmd
+            }
+            None => Command::new("fio"),
+        };
         cmd.arg(format!("--name={name}"))
             .args(job_args)
             .arg("--output-format=json")
@@ -58,8 +79,10 @@ impl Fio {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
-        let child =
-            ChildGuard::spawn(&mut cmd).map_err(|e| BenchError::failed("starting fio", e))?;
+        let child = ChildGuard::spawn(&mut cmd).map_err(|e| match wrapper.first() {
+            Some(program) => BenchError::failed(format!("starting fio under {program}"), e),
+            None => BenchError::failed("starting fio", e),
+        })?;
         Ok(RunningFio {
             name: name.to_string(),
             child,

@@ -11,9 +11,18 @@
 //!   `uncached` option), if the filesystem takes them;
 //! - `kernel-kyber` / `kernel-bfq`: `kernel` with the block scheduler of the
 //!   device under the directory switched to kyber / bfq for the run;
+//! - `kernel-bfq-idle`, `kernel-dirty64m`, `kernel-nocache`,
+//!   `kernel-direct`, `kernel-blkio`: what people reach for instead of a
+//!   writeback engine (an idle I/O class, small dirty limits, dropping the
+//!   written pages, O_DIRECT, a blkio write limit), set up and put back by
+//!   [`super::kernel_configs`];
 //! - `engine-wbt-off` / `engine`: the writer is this library (wbt off / auto);
 //! - `engine-dontcache`: `engine` with uncached writes (WriteFlags::DONTCACHE),
 //!   beside `kernel-dontcache`.
+//!
+//! `--sweep KNOB=V1,V2,...` runs `engine` (`mount` with `--fuse`) once more
+//! per value ([`super::sweep`]), each a row; with `--html` the report draws
+//! the frontier, reader latency against writer MiB/s ([`super::frontier`]).
 //!
 //! The reader is always the same fio job, started about a second after the
 //! writer, reading a file written once up front with O_DIRECT (so it is
@@ -24,10 +33,12 @@
 use super::cleanup::TempFile;
 use super::doc::Doc;
 use super::fio::{self, Fio, ReaderResult};
+use super::frontier;
+use super::kernel_configs::{self, Machine};
 use super::kernel_write;
 use super::mount::Mount;
-use super::scheduler;
-use super::sysctl::{self, DirtyLimitsGuard};
+use super::sweep::{self, Sweep, SweepPoint};
+use super::sysctl;
 use super::table::{self, Table};
 use super::{
     free_bytes, human_bytes, median, parse_repeat, parse_seconds, parse_size, prepare_dir,
@@ -73,12 +84,29 @@ Runs, in one go on the filesystem of --dir, each configuration --repeat times an
   kernel-kyber      kernel, with the block scheduler of the device under --dir switched to
                     kyber for the run (a loop device's own queue for a filesystem on one)
   kernel-bfq        the same with bfq (which turns the kernel's wbt off while it is in use)
+  kernel-bfq-idle   kernel-bfq, the fio writer under `ionice -c3` (idle class); the kernel's
+                    flusher, not the writer, issues most buffered writeback: it may change nothing
+  kernel-dirty64m   kernel, with vm.dirty_bytes 64 MiB / vm.dirty_background_bytes 32 MiB for
+                    the run instead of 20% / 10% of --memory
+  kernel-nocache    kernel, the fio writer under `nocache` (LD_PRELOAD: fadvise DONTNEED of the
+                    files it closes; Debian package nocache; without it left out, noted)
+  kernel-direct     kernel, the fio writer with O_DIRECT writes (--direct=1, still 1 MiB)
+  kernel-blkio      kernel, the fio writer in a cgroup v1 blkio cgroup whose
+                    blkio.throttle.write_bps_device limits the device under --dir to
+                    --blkio-write-limit (needs /sys/fs/cgroup/blkio). v1 throttling counts only
+                    the writes a task issues itself: buffered writeback, issued by the flusher,
+                    is charged to the root cgroup, so it limits little of a buffered writer
   engine-wbt-off    the writer is the writeback library (memory --memory, wbt_lat_usec=0)
   engine            the same with wbt_lat_usec=-1 (automatic target)
   engine-dontcache  engine, its writes uncached (WriteFlags::DONTCACHE, dontcache_flush=kick)
 With --fuse: floor, kernel, and
   mount             `wb mount --dir` on a temporary mountpoint (memory --memory, plus
                     --engine-set knobs), the same fio writer and reader through it
+--sweep KNOB=V1,V2,... runs engine (mount with --fuse) once more per value, the knob set as
+--engine-set sets it (after the configuration's wbt_lat_usec), each a row named
+engine[KNOB=V]; the default engine row stays: the point the sweep is judged against. With
+--html the report adds the frontier: reader p99 and p50 against writer MiB/s, a point per
+kernel configuration, the sweep's points joined in the order given, the floor as a line.
 The reader is `fio --rw=randread --bs=4k --direct=1 --ioengine=psync` (queue depth 1) on a
 file written once with O_DIRECT, started 1 s after the writer, for --seconds. Each writer
 runs until the reader has finished (fio's time_based: at the end of its --writer-size file
@@ -95,13 +123,14 @@ While any writer runs, vm.dirty_bytes / vm.dirty_background_bytes are 20% / 10% 
 --memory (the engine's limits; they also bound page caches under the filesystem, such
 as a buffered loop device's), restored afterwards (also on Ctrl-C); needs root. The block
 scheduler switched for kernel-kyber / kernel-bfq is restored the same way (and the queue's
-wbt_lat_usec, if switching changed it).
-Ratios: to the floor, to kernel, and to the best kernel configuration (kernel,
-kernel-dontcache, kernel-kyber, kernel-bfq) at each figure, chosen per figure (lowest
-latency, highest IOPS and writer MiB/s); JSON has it as best_kernel.
+wbt_lat_usec, if switching changed it), and kernel-blkio's cgroup removed.
+Ratios: to the floor, to kernel, and to the best kernel configuration (every kernel-*
+one) at each figure, chosen per figure (lowest latency, highest IOPS and writer MiB/s);
+JSON has it as best_kernel.
 
 Quick run: wb bench interference --writer-size 2GiB --seconds 5 --repeat 1
 Experiment: wb bench interference --configs floor,engine --engine-set queue_depth=8
+Frontier: wb bench interference --sweep wbt_lat_usec=500,1000,2000,4000,0 --html f.html
 
 Exit status: 0 on success, 1 if a run failed, 2 for bad arguments, an unusable --dir,
 no fio, or no permission to change the dirty limits; 130 on Ctrl-C.")]
@@ -145,6 +174,13 @@ pub struct InterferenceArgs {
     /// to the floor or the kernel need those in the list).
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_config)]
     pub configs: Vec<Config>,
+    /// Run engine (mount with --fuse) once more for each value of an engine
+    /// knob, e.g. wbt_lat_usec=500,1000,2000,4000,8000,0: a row each.
+    #[arg(long, value_name = "KNOB=V1,V2,...", value_parser = sweep::parse_sweep)]
+    pub sweep: Option<Sweep>,
+    /// kernel-blkio's limit on the device's writes, per second.
+    #[arg(long, default_value = "200MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub blkio_write_limit: u64,
 }
 
 /// A configuration's name, as printed.
@@ -168,6 +204,11 @@ pub enum Config {
     KernelDontcache,
     KernelKyber,
     KernelBfq,
+    KernelBfqIdle,
+    KernelDirty64m,
+    KernelNocache,
+    KernelDirect,
+    KernelBlkio,
     EngineWbtOff,
     Engine,
     EngineDontcache,
@@ -175,12 +216,17 @@ pub enum Config {
 }
 
 impl Config {
-    const ALL: [Config; 9] = [
+    pub const ALL: [Config; 14] = [
         Config::Floor,
         Config::Kernel,
         Config::KernelDontcache,
         Config::KernelKyber,
         Config::KernelBfq,
+        Config::KernelBfqIdle,
+        Config::KernelDirty64m,
+        Config::KernelNocache,
+        Config::KernelDirect,
+        Config::KernelBlkio,
         Config::EngineWbtOff,
         Config::Engine,
         Config::EngineDontcache,
@@ -189,13 +235,18 @@ impl Config {
     /// The configurations of `--fuse`.
     const FUSE: [Config; 3] = [Config::Floor, Config::Kernel, Config::Mount];
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Config::Floor => "floor",
             Config::Kernel => "kernel",
             Config::KernelDontcache => "kernel-dontcache",
             Config::KernelKyber => "kernel-kyber",
             Config::KernelBfq => "kernel-bfq",
+            Config::KernelBfqIdle => "kernel-bfq-idle",
+            Config::KernelDirty64m => "kernel-dirty64m",
+            Config::KernelNocache => "kernel-nocache",
+            Config::KernelDirect => "kernel-direct",
+            Config::KernelBlkio => "kernel-blkio",
             Config::EngineWbtOff => "engine-wbt-off",
             Config::Engine => "engine",
             Config::EngineDontcache => "engine-dontcache",
@@ -204,25 +255,52 @@ impl Config {
     }
 
     /// The kernel's own writeback: the candidates for the best kernel.
-    fn is_kernel(self) -> bool {
+    pub fn is_kernel(self) -> bool {
         matches!(
             self,
-            Config::Kernel | Config::KernelDontcache | Config::KernelKyber | Config::KernelBfq
+            Config::Kernel
+                | Config::KernelDontcache
+                | Config::KernelKyber
+                | Config::KernelBfq
+                | Config::KernelBfqIdle
+                | Config::KernelDirty64m
+                | Config::KernelNocache
+                | Config::KernelDirect
+                | Config::KernelBlkio
         )
     }
 
     /// The block scheduler the configuration switches to.
     fn scheduler(self) -> Option<&'static str> {
-        match self {
-            Config::KernelKyber => Some("kyber"),
-            Config::KernelBfq => Some("bfq"),
-            _ => None,
-        }
+        kernel_configs::tweaks(self).scheduler
     }
 
-    /// May be left out (with a note) when the machine cannot run it.
+    /// May be left out (with a note) when the machine cannot run it:
+    /// every kernel configuration but `kernel` itself.
     fn optional(self) -> bool {
-        self == Config::KernelDontcache || self.scheduler().is_some()
+        self.is_kernel() && self != Config::Kernel
+    }
+}
+
+/// A row of the report: a configuration, or the swept one (engine, or
+/// mount with --fuse) with one value of the --sweep knob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Row {
+    config: Config,
+    point: Option<SweepPoint>,
+}
+
+impl Row {
+    fn name(&self) -> String {
+        row_name(self.config, self.point.as_ref())
+    }
+}
+
+/// A row's name: `kernel`, `engine[wbt_lat_usec=2000]`.
+fn row_name(config: Config, point: Option<&SweepPoint>) -> String {
+    match point {
+        Some(p) => p.row_name(config.name()),
+        None => config.name().to_string(),
     }
 }
 
@@ -234,11 +312,20 @@ struct RunResult {
     writer_mib_s: Option<f64>,
 }
 
-/// Medians over the runs of one configuration.
-struct ConfigSummary {
-    config: Config,
-    reader: ReaderResult,
-    writer_mib_s: Option<f64>,
+/// Medians over the runs of one row.
+pub struct ConfigSummary {
+    pub config: Config,
+    /// The --sweep knob's value the row ran with.
+    pub point: Option<SweepPoint>,
+    pub reader: ReaderResult,
+    pub writer_mib_s: Option<f64>,
+}
+
+impl ConfigSummary {
+    /// The row's name: `kernel`, `engine[wbt_lat_usec=2000]`.
+    pub fn name(&self) -> String {
+        row_name(self.config, self.point.as_ref())
+    }
 }
 
 /// Everything a run needs.
@@ -255,9 +342,8 @@ struct Setup {
     dirty_limits: (u64, u64),
     /// Extra engine knobs (--engine-set).
     engine_sets: Vec<(String, String)>,
-    /// The request queue of the device under `dir` (for kernel-kyber and
-    /// kernel-bfq), if it has one.
-    queue: Option<scheduler::Queue>,
+    /// What the kernel configurations change, and on which device.
+    machine: Machine,
 }
 
 pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
@@ -266,6 +352,11 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
         return Err(BenchError::BadInput(
             "--writer-size must be at least 1MiB (the writers write 1 MiB at a time)".into(),
         ));
+    }
+    if let Some(sweep) = &args.sweep {
+        sweep
+            .check_with(&args.engine_sets)
+            .map_err(BenchError::BadInput)?;
     }
     let fio = fio::find()?;
     let dir = prepare_dir(&args.dir)?;
@@ -291,65 +382,9 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
         DEFAULT_READER_SIZE
     });
     let writer_size = fit_writer(&dir, reader_size, wanted)?;
-    let mut configs: Vec<Config> = if args.fuse {
-        Config::FUSE.to_vec()
-    } else {
-        Config::ALL
-            .into_iter()
-            .filter(|c| *c != Config::Mount)
-            .collect()
-    };
-    if !args.configs.is_empty() {
-        configs.retain(|c| args.configs.contains(c));
-    }
     let mut notes: Vec<String> = Vec::new();
-    let mut leave_out = |configs: &mut Vec<Config>, config: Config, why: String| {
-        if configs.contains(&config) {
-            let note = format!("{}: left out: {why}", config.name());
-            progress!("{note}");
-            notes.push(note);
-            configs.retain(|c| *c != config);
-        }
-    };
-    if configs.contains(&Config::KernelDontcache) {
-        if let Err(e) = kernel_write::check_dontcache(&dir) {
-            leave_out(&mut configs, Config::KernelDontcache, e);
-        }
-    }
-    let queue = match scheduler::queue_of(&dir) {
-        Ok(q) => Some(q),
-        Err(e) => {
-            for c in [Config::KernelKyber, Config::KernelBfq] {
-                leave_out(&mut configs, c, e.clone());
-            }
-            None
-        }
-    };
-    if let Some(q) = &queue {
-        let available = q.schedulers().map(|(_, all)| all).unwrap_or_default();
-        for c in [Config::KernelKyber, Config::KernelBfq] {
-            let name = c.scheduler().unwrap_or_default();
-            if !available.iter().any(|a| a == name) {
-                let why = format!(
-                    "{} does not offer the {name} scheduler (offers: {})",
-                    q.device,
-                    available.join(" ")
-                );
-                leave_out(&mut configs, c, why);
-            }
-        }
-        if configs.iter().any(|c| c.scheduler().is_some()) {
-            progress!(
-                "block scheduler of {} ({}): {}",
-                q.device,
-                q.dir.display(),
-                q.schedulers()
-                    .ok()
-                    .and_then(|(now, _)| now)
-                    .unwrap_or_else(|| "?".into())
-            );
-        }
-    }
+    let machine = Machine::probe(&dir, args.blkio_write_limit);
+    let rows = choose_rows(&args, &dir, &machine, &mut notes);
 
     let reader = TempFile::new(dir.join("wb-bench-reader.dat"));
     progress!(
@@ -369,20 +404,21 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
         data_dir: args.data_dir.clone(),
         dirty_limits,
         engine_sets: args.engine_sets.clone(),
-        queue,
+        machine,
     };
 
-    let mut results: Vec<(Config, Vec<RunResult>)> =
-        configs.iter().map(|&c| (c, Vec::new())).collect();
-    let mut left_out: Vec<Config> = Vec::new();
+    let mut results: Vec<(Row, Vec<RunResult>)> =
+        rows.into_iter().map(|r| (r, Vec::new())).collect();
+    let mut left_out: Vec<Row> = Vec::new();
     let mut untrimmed_noted = false;
     // Repeats interleave the configurations, so slow drifts of the disk
     // (host caches filling, ...) spread over all of them.
     for repeat in 1..=args.repeat {
-        for (config, runs) in results.iter_mut() {
-            if left_out.contains(config) {
+        for (row, runs) in results.iter_mut() {
+            if left_out.contains(row) {
                 continue;
             }
+            let name = row.name();
             let (trimmed, quiet) = settle(&setup)?;
             let busy = match quiet {
                 Ok(true) => None,
@@ -394,7 +430,7 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
                 Err(e) => Some(format!("could not check that the disk is quiet ({e})")),
             };
             if let Some(why) = busy {
-                let note = format!("{} ({repeat}): {why}; ran anyway", config.name());
+                let note = format!("{name} ({repeat}): {why}; ran anyway");
                 progress!("{note}");
                 notes.push(note);
             }
@@ -407,9 +443,9 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
                 progress!("{note}");
                 notes.push(note);
             }
-            let label = format!("{} ({repeat}/{})", config.name(), args.repeat);
+            let label = format!("{name} ({repeat}/{})", args.repeat);
             progress!("{label}: running");
-            match run_config(&setup, *config, &label, &mut notes) {
+            match run_config(&setup, row, &label, &mut notes) {
                 Ok(r) => {
                     progress!(
                         "{label}: reader p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms, {} IOPS{}",
@@ -424,13 +460,14 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
                     );
                     runs.push(r);
                 }
-                Err(e) if config.optional() && repeat == 1 => {
-                    // The probe passed, but the writes or the scheduler
-                    // switch failed for real: leave the configuration out.
-                    let note = format!("{}: left out: {e}", config.name());
+                Err(e) if row.config.optional() && repeat == 1 => {
+                    // The probe passed, but the writes, the scheduler
+                    // switch or the cgroup failed for real: leave the
+                    // configuration out.
+                    let note = format!("{name}: left out: {e}");
                     progress!("{note}");
                     notes.push(note);
-                    left_out.push(*config);
+                    left_out.push(row.clone());
                 }
                 Err(e) => return Err(e),
             }
@@ -442,16 +479,83 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
     let summaries: Vec<ConfigSummary> = results
         .into_iter()
         .filter(|(_, runs)| !runs.is_empty())
-        .map(|(config, runs)| summarize(config, &runs))
+        .map(|(row, runs)| summarize(row, &runs))
         .collect();
     progress!("done in {:.0} s", started.elapsed().as_secs_f64());
-    let doc = render(&summaries, &setup, args.repeat, &notes);
+    let mut doc = render(&summaries, &setup, args.repeat, &notes);
     if args.json {
         println!("{}", to_json(&summaries));
     } else {
         print!("{doc}");
     }
+    if html.is_some() {
+        let figures = frontier::figures(&summaries)
+            .map_err(|e| BenchError::failed("the frontier plot", e))?;
+        doc.figures(figures);
+    }
     super::write_html(html, "wb bench interference", &doc)
+}
+
+/// The rows to run, in order: the configurations asked for (all but
+/// mount by default; floor, kernel and mount with --fuse) that this
+/// machine can run, the others left out with a note; the --sweep points
+/// right after the configuration they sweep (engine, or mount with
+/// --fuse), which run even if --configs leaves that one out.
+fn choose_rows(
+    args: &InterferenceArgs,
+    dir: &Path,
+    machine: &Machine,
+    notes: &mut Vec<String>,
+) -> Vec<Row> {
+    let (candidates, swept) = if args.fuse {
+        (Config::FUSE.to_vec(), Config::Mount)
+    } else {
+        let all = Config::ALL.into_iter().filter(|c| *c != Config::Mount);
+        (all.collect::<Vec<_>>(), Config::Engine)
+    };
+    let asked = |c: &Config| args.configs.is_empty() || args.configs.contains(c);
+    let mut rows = Vec::new();
+    for config in candidates {
+        if asked(&config) {
+            let why = if config == Config::KernelDontcache {
+                kernel_write::check_dontcache(dir).err()
+            } else {
+                machine.unavailable(config)
+            };
+            match why {
+                Some(why) => {
+                    let note = format!("{}: left out: {why}", config.name());
+                    progress!("{note}");
+                    notes.push(note);
+                }
+                None => rows.push(Row {
+                    config,
+                    point: None,
+                }),
+            }
+        }
+        if config == swept {
+            let points = args.sweep.iter().flat_map(|s| s.points());
+            rows.extend(points.map(|p| Row {
+                config,
+                point: Some(p),
+            }));
+        }
+    }
+    if let Some(q) = machine.queue() {
+        if rows.iter().any(|r| r.config.scheduler().is_some()) {
+            progress!(
+                "block scheduler of {} ({}): {}",
+                q.device,
+                q.dir.display(),
+                q.schedulers()
+                    .ok()
+                    .and_then(|(now, _)| now)
+                    .unwrap_or_else(|| "?".into())
+            );
+        }
+    }
+    rows
 }
 
 /// The engine's dirty limits for `memory`, in bytes, as the engine computes them.
@@ -597,10 +701,12 @@ fn wait_quiet(reader_file: &Path) -> std::io::Result<bool> {
     Ok(true)
 }
 
-/// `wb mount` of the bench directory with the engine's memory and knobs.
-fn start_mount(setup: &Setup) -> Result<Mount, BenchError> {
+/// `wb mount` of the bench directory with the engine's memory and knobs,
+/// and the --sweep knob's value `point` last.
+fn start_mount(setup: &Setup, point: Option<&SweepPoint>) -> Result<Mount, BenchError> {
     let mut sets = vec![("memory".to_string(), setup.memory.to_string())];
     sets.extend(setup.engine_sets.iter().cloned());
+    sets.extend(point.map(|p| (p.knob.clone(), p.value.clone())));
     Mount::start(&setup.dir, &sets)
 }
 
@@ -624,10 +730,11 @@ impl Writer {
 
 fn run_config(
     setup: &Setup,
-    config: Config,
+    row: &Row,
     label: &str,
     notes: &mut Vec<String>,
 ) -> Result<RunResult, BenchError> {
+    let config = row.config;
     let _ = std::fs::remove_file(&setup.writer_file);
     let log = fio::LatencyLog::new(&setup.dir, "reader");
     if config == Config::Floor {
@@ -645,33 +752,19 @@ fn run_config(
         });
     }
 
-    // The kernel's dirty limits are the engine's whenever a writer runs.
-    // The engine's files bypass the kernel's page cache, but a layer under
-    // the filesystem may not (a loop device writing its image through the
-    // page cache), and every configuration must run on the same machine.
-    let limits = Some(
-        DirtyLimitsGuard::apply(
-            Path::new(sysctl::PROC_VM),
-            setup.dirty_limits.0,
-            setup.dirty_limits.1,
-        )
-        .map_err(BenchError::Failed)?,
-    );
-    let scheduler = match (config.scheduler(), &setup.queue) {
-        (Some(name), Some(queue)) => {
-            Some(scheduler::SchedulerGuard::apply(queue, name).map_err(BenchError::Failed)?)
-        }
-        (Some(name), None) => {
-            return Err(BenchError::Failed(format!(
-                "{}: no block queue to switch to {name}",
-                config.name()
-            )))
-        }
-        (None, _) => None,
-    };
+    // The kernel's dirty limits are the engine's whenever a writer runs
+    // (but for kernel-dirty64m's own). The engine's files bypass the
+    // kernel's page cache, but a layer under the filesystem may not (a
+    // loop device writing its image through the page cache), and every
+    // configuration must run on the same machine. Then the configuration's
+    // scheduler, cgroup and the command its fio writer runs under.
+    let applied = setup
+        .machine
+        .apply(config, setup.dirty_limits)
+        .map_err(BenchError::Failed)?;
     // With --fuse, fio writes and reads the same files through the mount.
     let mount = match config {
-        Config::Mount => Some(start_mount(setup)?),
+        Config::Mount => Some(start_mount(setup, row.point.as_ref())?),
         _ => None,
     };
     let through = |path: &Path| match &mount {
@@ -685,13 +778,26 @@ fn run_config(
     // writer finishing early would leave the reader alone.
     let writer_runtime = READER_DELAY + Duration::from_secs(setup.seconds) + WRITER_OVERRUN;
     let mut writer = match config {
-        Config::Kernel | Config::KernelKyber | Config::KernelBfq | Config::Mount => {
-            let args = fio::timed_writer_args(
+        Config::Kernel
+        | Config::KernelKyber
+        | Config::KernelBfq
+        | Config::KernelBfqIdle
+        | Config::KernelDirty64m
+        | Config::KernelNocache
+        | Config::KernelDirect
+        | Config::KernelBlkio
+        | Config::Mount => {
+            let args = applied.writer_args(fio::timed_writer_args(
                 &through(&setup.writer_file),
                 setup.writer_size,
                 writer_runtime,
-            );
-            Writer::Fio(setup.fio.spawn(&setup.dir, "writer", &args)?)
+            ));
+            let wrapper = &applied.wrapper;
+            Writer::Fio(
+                setup
+                    .fio
+                    .spawn_under(&setup.dir, "writer", &args, wrapper)?,
+            )
         }
         Config::KernelDontcache => Writer::Kernel(
             kernel_write::BackgroundWriter::start(
@@ -712,6 +818,7 @@ fn run_config(
             Writer::Engine(EngineWriter::start(
                 setup,
                 matches!(config, Config::Engine | Config::EngineDontcache),
+                row.point.as_ref(),
                 flags,
                 writer_runtime,
             )?)
@@ -802,11 +909,10 @@ fn run_config(
         let took = mount.stop()?;
         progress!("{label}: wb mount stopped in {:.1} s", took.as_secs_f64());
     }
-    if let Some(guard) = scheduler {
-        guard.restore().map_err(BenchError::Failed)?;
-    }
-    if let Some(guard) = limits {
-        guard.restore().map_err(BenchError::Failed)?;
+    if let Some(seen) = applied.finish().map_err(BenchError::Failed)? {
+        let note = format!("{label}: {seen}");
+        progress!("{note}");
+        notes.push(note);
     }
     let _ = std::fs::remove_file(&setup.writer_file);
     Ok(RunResult {
@@ -833,26 +939,38 @@ struct EngineWriter {
 }
 
 impl EngineWriter {
+    /// The writer with wbt automatic or off, then the --sweep knob's
+    /// value `point` (which may set wbt_lat_usec after that).
     fn start(
         setup: &Setup,
         wbt_auto: bool,
+        point: Option<&SweepPoint>,
         flags: WriteFlags,
         runtime: Duration,
     ) -> Result<EngineWriter, BenchError> {
-        let mut builder = Cache::builder()
-            .knob("memory", &setup.memory.to_string())
-            .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?;
-        for (knob, value) in &setup.engine_sets {
-            builder = if wb_engine::Config::KNOBS.contains(&knob.as_str()) {
+        let set = |builder: writeback::CacheBuilder, knob: &str, value: &str, what: &str| {
+            if wb_engine::Config::KNOBS.contains(&knob) {
                 builder.knob(knob, value)
             } else {
                 builder.device_knob(knob, value)
             }
-            .map_err(|e| BenchError::BadInput(format!("--engine-set: {e}")))?;
+            .map_err(|e| BenchError::BadInput(format!("{what}: {e}")))
+        };
+        let mut builder = set(
+            Cache::builder(),
+            "memory",
+            &setup.memory.to_string(),
+            "--memory",
+        )?;
+        for (knob, value) in &setup.engine_sets {
+            builder = set(builder, knob, value, "--engine-set")?;
+        }
+        let wbt = if wbt_auto { "-1" } else { "0" };
+        builder = set(builder, "wbt_lat_usec", wbt, "wbt_lat_usec")?;
+        if let Some(p) = point {
+            builder = set(builder, &p.knob, &p.value, "--sweep")?;
         }
         let cache = builder
-            .device_knob("wbt_lat_usec", if wbt_auto { "-1" } else { "0" })
-            .map_err(|e| BenchError::failed("wbt_lat_usec", e))?
             .data_dir(&setup.data_dir)
             .calibrate(true)
             .build()
@@ -953,11 +1071,12 @@ fn kernel_wbt(dir: &Path) -> Option<(String, String)> {
     None
 }
 
-fn summarize(config: Config, runs: &[RunResult]) -> ConfigSummary {
+fn summarize(row: Row, runs: &[RunResult]) -> ConfigSummary {
     let m = |f: fn(&RunResult) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
     let writers: Vec<f64> = runs.iter().filter_map(|r| r.writer_mib_s).collect();
     ConfigSummary {
-        config,
+        config: row.config,
+        point: row.point,
         reader: ReaderResult {
             p50_us: m(|r| r.reader.p50_us),
             p99_us: m(|r| r.reader.p99_us),
@@ -1066,7 +1185,7 @@ fn to_json(summaries: &[ConfigSummary]) -> String {
         .iter()
         .map(|s| {
             let mut v = json!({
-                "name": s.config.name(),
+                "name": s.name(),
                 "reader": {
                     "p50_us": s.reader.p50_us,
                     "p99_us": s.reader.p99_us,
@@ -1077,6 +1196,11 @@ fn to_json(summaries: &[ConfigSummary]) -> String {
             });
             if let Some(w) = s.writer_mib_s {
                 v["writer"] = json!({ "mib_s": w });
+            }
+            if let Some(p) = &s.point {
+                v["config"] = json!(s.config.name());
+                v["knob"] = json!(p.knob);
+                v["value"] = json!(p.value);
             }
             v
         })
@@ -1101,15 +1225,27 @@ fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[St
         "Reader: 4 KiB O_DIRECT random reads, queue depth 1, {} s, counted while the writer \
          runs; writer: {} sequential; medians of {repeat} run{}.\n\
          Kernel dirty limits for the kernel runs: {} / background {} (20% / 10% of the \
-         engine's {}).\n\n",
+         engine's {}){}.\n\n",
         setup.seconds,
         human_bytes(setup.writer_size),
         if repeat == 1 { "" } else { "s" },
         human_bytes(setup.dirty_limits.0),
         human_bytes(setup.dirty_limits.1),
         human_bytes(setup.memory),
+        match summaries.iter().any(|s| s.config == Config::KernelDirty64m) {
+            true => format!(
+                "; kernel-dirty64m's: {} / background {}",
+                human_bytes(kernel_configs::DIRTY64M_LIMITS.0),
+                human_bytes(kernel_configs::DIRTY64M_LIMITS.1)
+            ),
+            false => String::new(),
+        },
     ));
-    let find = |c: Config| summaries.iter().find(|s| s.config == c);
+    let find = |c: Config| {
+        summaries
+            .iter()
+            .find(|s| s.config == c && s.point.is_none())
+    };
     let floor = find(Config::Floor);
     let kernel = find(Config::Kernel);
 
@@ -1124,7 +1260,7 @@ fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[St
     ]);
     for s in summaries {
         abs.row(vec![
-            s.config.name().into(),
+            s.name(),
             table::ms(s.reader.p50_us),
             table::ms(s.reader.p99_us),
             table::ms(s.reader.p99_9_us),
@@ -1138,12 +1274,12 @@ fn render(summaries: &[ConfigSummary], setup: &Setup, repeat: usize, notes: &[St
     for (title, base) in [("ratio to floor", floor), ("ratio to kernel", kernel)] {
         let Some(base) = base else { continue };
         let mut t = Table::new(&[title, "p50", "p99", "p99.9", "max", "IOPS", "writer"]);
-        for s in summaries.iter().filter(|s| s.config != base.config) {
+        for s in summaries.iter().filter(|s| s.name() != base.name()) {
             let r = |f: fn(&ReaderResult) -> f64| {
                 table::ratio(Some(f(&s.reader)), Some(f(&base.reader)))
             };
             t.row(vec![
-                s.config.name().into(),
+                s.name(),
                 r(|x| x.p50_us),
                 r(|x| x.p99_us),
                 r(|x| x.p99_9_us),
@@ -1192,7 +1328,7 @@ fn render_best_kernel(summaries: &[ConfigSummary], out: &mut Doc) {
     };
     for s in others {
         t.row(
-            std::iter::once(s.config.name().to_string())
+            std::iter::once(s.name())
                 .chain(
                     Figure::ALL
                         .into_iter()
@@ -1225,6 +1361,7 @@ mod tests {
     fn summary(config: Config, lat_us: [f64; 4], iops: f64, writer: Option<f64>) -> ConfigSummary {
         ConfigSummary {
             config,
+            point: None,
             reader: ReaderResult {
                 p50_us: lat_us[0],
                 p99_us: lat_us[1],
@@ -1293,6 +1430,163 @@ mod tests {
         assert!(parse_config("kernel-cfq").is_err());
         assert_eq!(Config::KernelBfq.scheduler(), Some("bfq"));
         assert!(Config::KernelKyber.is_kernel() && !Config::Engine.is_kernel());
+    }
+
+    #[test]
+    fn every_configuration_name_round_trips() {
+        for config in Config::ALL {
+            assert_eq!(parse_config(config.name()), Ok(config));
+        }
+        let names: Vec<&str> = Config::ALL.iter().map(|c| c.name()).collect();
+        for name in [
+            "kernel-bfq-idle",
+            "kernel-dirty64m",
+            "kernel-nocache",
+            "kernel-direct",
+            "kernel-blkio",
+        ] {
+            assert!(names.contains(&name), "{name} missing from {names:?}");
+            let config = parse_config(name).expect("known");
+            assert!(config.is_kernel() && config.optional(), "{name}");
+        }
+        assert!(!Config::Kernel.optional() && !Config::Engine.optional());
+        assert_eq!(Config::KernelBfqIdle.scheduler(), Some("bfq"));
+        let err = parse_config("kernel-nocach").expect_err("unknown");
+        assert!(err.contains("kernel-blkio"), "{err}");
+    }
+
+    /// `wb bench interference ARGS` as clap parses them.
+    fn args(list: &[&str]) -> Result<InterferenceArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: InterferenceArgs,
+        }
+        use clap::Parser;
+        let argv = std::iter::once("interference").chain(list.iter().copied());
+        Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn sweep_and_blkio_limit_parse_and_bad_sweeps_are_usage_errors() {
+        let a = args(&["--sweep", "wbt_lat_usec=1000,4000"]).expect("valid");
+        let sweep = a.sweep.expect("a sweep");
+        assert_eq!(sweep.values, ["1000", "4000"]);
+        assert_eq!(a.blkio_write_limit, 200 << 20);
+        let a = args(&["--blkio-write-limit", "50MiB"]).expect("valid");
+        assert_eq!(a.blkio_write_limit, 50 << 20);
+        for bad in [
+            "wbt_lat_usec",
+            "wbt_lat_usec=",
+            "nope=1,2",
+            "wbt_lat_usec=1000,x",
+        ] {
+            let err = args(&["--sweep", bad]).err().expect(bad);
+            // clap's usage errors exit with 2, as bad arguments do here.
+            assert_eq!(err.exit_code(), 2, "{bad}: {err}");
+            assert!(err.to_string().contains("--sweep"), "{bad}: {err}");
+        }
+        assert!(args(&["--sweep", "a=1", "--sweep", "b=2"]).is_err());
+    }
+
+    #[test]
+    fn sweep_rows_follow_their_configuration_even_when_it_is_not_asked_for() {
+        let dir = std::env::temp_dir();
+        let machine = Machine::probe(&dir, 200 << 20);
+        let names = |list: &[&str]| -> Vec<String> {
+            let a = args(list).expect("valid");
+            let mut notes = Vec::new();
+            choose_rows(&a, &dir, &machine, &mut notes)
+                .iter()
+                .map(Row::name)
+                .collect()
+        };
+        let sweep = ["--sweep", "wbt_lat_usec=4000,1000"];
+        fn list<'a>(configs: &'a str, sweep: &[&'a str]) -> Vec<&'a str> {
+            [&["--configs", configs][..], sweep].concat()
+        }
+        assert_eq!(
+            names(&list("floor,kernel,engine,engine-dontcache", &sweep)),
+            [
+                "floor",
+                "kernel",
+                "engine",
+                "engine[wbt_lat_usec=4000]",
+                "engine[wbt_lat_usec=1000]",
+                "engine-dontcache"
+            ]
+        );
+        assert_eq!(
+            names(&list("floor,kernel", &sweep)),
+            [
+                "floor",
+                "kernel",
+                "engine[wbt_lat_usec=4000]",
+                "engine[wbt_lat_usec=1000]"
+            ]
+        );
+        let fuse = [&["--fuse"][..], &list("floor,kernel,mount", &sweep)[..]].concat();
+        assert_eq!(
+            names(&fuse),
+            [
+                "floor",
+                "kernel",
+                "mount",
+                "mount[wbt_lat_usec=4000]",
+                "mount[wbt_lat_usec=1000]"
+            ]
+        );
+        assert_eq!(names(&["--configs", "floor,engine"]), ["floor", "engine"]);
+    }
+
+    fn swept(value: &str, p99_us: f64, writer: f64) -> ConfigSummary {
+        ConfigSummary {
+            point: Some(SweepPoint {
+                knob: "wbt_lat_usec".into(),
+                value: value.into(),
+            }),
+            ..summary(
+                Config::Engine,
+                [10.0, p99_us, 1000.0, 2000.0],
+                3000.0,
+                Some(writer),
+            )
+        }
+    }
+
+    #[test]
+    fn sweep_rows_have_their_own_names_in_json_and_tables() {
+        let mut rows = sample();
+        rows.push(swept("2000", 150.0, 500.0));
+        rows.push(swept("0", 800.0, 900.0));
+        let v: serde_json::Value = serde_json::from_str(&to_json(&rows)).expect("valid JSON");
+        let configs = v["configs"].as_array().expect("configs");
+        assert_eq!(configs.len(), 9);
+        let point = &configs[7];
+        assert_eq!(point["name"], "engine[wbt_lat_usec=2000]");
+        assert_eq!(point["config"], "engine");
+        assert_eq!(point["knob"], "wbt_lat_usec");
+        assert_eq!(point["value"], "2000");
+        assert_eq!(point["reader"]["p99_us"], 150.0);
+        assert!(configs[6].get("knob").is_none(), "{}", configs[6]);
+        assert_eq!(configs[6]["name"], "engine");
+        // Sweep rows are not kernel configurations.
+        assert_eq!(
+            v["best_kernel"]["writer_mib_s"]["config"],
+            "kernel-dontcache"
+        );
+        let mut doc = Doc::new();
+        render_best_kernel(&rows, &mut doc);
+        let text = doc.to_string();
+        assert!(text.contains("\nengine[wbt_lat_usec=2000] "), "{text}");
+        assert!(text.contains("\nengine[wbt_lat_usec=0] "), "{text}");
+        // Ratios against the floor and the kernel: the default engine row
+        // is found as `engine`, not as a sweep point.
+        let find = |c: Config| rows.iter().find(|s| s.config == c && s.point.is_none());
+        assert_eq!(
+            find(Config::Engine).map(ConfigSummary::name).as_deref(),
+            Some("engine")
+        );
     }
 
     #[test]
