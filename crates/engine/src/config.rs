@@ -459,6 +459,9 @@ pub struct DeviceConfig {
     /// At depth 1, slow commits pace background writes (`wbt_pace.rs`;
     /// ours). Off: wbt stops at depth 1, as Linux's does.
     pub wbt_pace: bool,
+    /// While reads compete, writes go in phases of this many ms with a
+    /// quiet quarter of it between (`wbt_slice.rs`; ours); 0: off.
+    pub wbt_slice_ms: u32,
 }
 
 impl Default for DeviceConfig {
@@ -475,6 +478,7 @@ impl Default for DeviceConfig {
             max_sectors_kb: 512,
             serial: false,
             wbt_pace: true,
+            wbt_slice_ms: 0,
         }
     }
 }
@@ -498,6 +502,7 @@ impl DeviceConfig {
         "max_sectors_kb",
         "serial",
         "wbt_pace",
+        "wbt_slice_ms",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -539,6 +544,9 @@ impl DeviceConfig {
             }
             "serial" => next.serial = parse_bool(knob, value)?,
             "wbt_pace" => next.wbt_pace = parse_bool(knob, value)?,
+            "wbt_slice_ms" => {
+                next.wbt_slice_ms = parse_int(knob, value, 0, crate::wbt_slice::MAX_SLICE_MS)?
+            }
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -574,6 +582,7 @@ impl DeviceConfig {
             "max_sectors_kb" => self.max_sectors_kb.to_string(),
             "serial" => u8::from(self.serial).to_string(),
             "wbt_pace" => u8::from(self.wbt_pace).to_string(),
+            "wbt_slice_ms" => self.wbt_slice_ms.to_string(),
             _ => return None,
         })
     }

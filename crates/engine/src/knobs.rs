@@ -55,6 +55,9 @@ impl Engine {
         if knob == "wbt_pace" {
             dev.wbt.set_pace(config.wbt_pace);
         }
+        if knob == "wbt_slice_ms" {
+            dev.wbt.slice.set(config.wbt_slice_ms);
+        }
         if knob == "queue_depth" || knob == "nr_requests" {
             dev.wbt.set_queue_depth(Self::wbt_queue_depth(&config));
             // Tags already handed out stay valid; none is handed out until

@@ -149,6 +149,7 @@ pub mod units;
 mod wb;
 mod wbt;
 mod wbt_pace;
+mod wbt_slice;
 mod workingset;
 mod write_latency;
 mod write_path;

@@ -101,6 +101,10 @@ pub struct DeviceStats {
     pub wbt_pace_step: u32,
     /// Writes held by wbt's pace.
     pub wbt_pace_holds: u64,
+    /// Write slice cycles begun, and writes held by their quiet phases
+    /// (`wbt_slice.rs`).
+    pub wbt_slice_cycles: u64,
+    pub wbt_slice_holds: u64,
     /// The mean of whole commits (an fsync of at most 32 KiB, call to
     /// flush done) in wbt's last window that had enough of them; 0: none.
     pub wbt_commit_mean_ns: u64,
@@ -229,6 +233,8 @@ impl crate::engine::Engine {
                 ds.wbt_scale_downs = d.wbt.scale_downs;
                 ds.wbt_pace_step = d.wbt.pace.step;
                 ds.wbt_pace_holds = d.wbt.pace.holds;
+                ds.wbt_slice_cycles = d.wbt.slice.cycles;
+                ds.wbt_slice_holds = d.wbt.slice.holds;
                 ds.wbt_commit_mean_ns = d.wbt.last_commit_mean_ns;
                 ds.stable_writes = match d.config.stable_writes {
                     StableWrites::Auto => format!("{} (auto)", d.stable_mode().name()),

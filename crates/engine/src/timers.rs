@@ -66,6 +66,10 @@ impl Engine {
             if dev.wbt.pace.waiting {
                 arm(dev.wbt.pace.until.unwrap_or(Instant::ZERO));
             }
+            // A write held by a quiet phase is retried when it ends.
+            if let Some(at) = dev.wbt.slice.retry_at {
+                arm(at);
+            }
             // Free space is asked for again only while some is reserved.
             if let Some(at) = dev.space.next_statfs.filter(|_| dev.space.reserved > 0) {
                 arm(at);
@@ -141,6 +145,11 @@ impl Engine {
             let pace = &mut self.devices[d].wbt.pace;
             if pace.waiting && !pace.holds_at(now) {
                 pace.waiting = false;
+                self.pump(now, DeviceId(d as u32));
+            }
+            let slice = &mut self.devices[d].wbt.slice;
+            if slice.retry_at.is_some_and(|at| now >= at) {
+                slice.retry_at = None;
                 self.pump(now, DeviceId(d as u32));
             }
             let dev = &self.devices[d];

@@ -30,6 +30,8 @@
 //!   durability.rs) average over twice the target is exceeded even when
 //!   its fastest read or commit write was quick, and one between one and
 //!   two targets holds the depth where it is.
+//! - Ours, off by default: write slices (`wbt_slice.rs`): while reads
+//!   compete, writes in long phases with quiet ones between.
 //! - Ours: at depth 1, a further scale-down for slow commits paces
 //!   background and normal writes (`wbt_pace.rs`): each waits in
 //!   proportion to how long the last one took, so they use 2/3, 1/2, then
@@ -39,6 +41,7 @@ use crate::ids::IoId;
 use crate::rq_depth::RqDepth;
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 use crate::wbt_pace::Pace;
+use crate::wbt_slice::{Slice, SLICE_DEPTH};
 
 /// Linux's RWB_WINDOW_NSEC: the monitoring window at scale step 0 or below.
 pub const RWB_WINDOW_NS: u64 = 100 * NS_PER_MS;
@@ -169,6 +172,8 @@ pub struct Wbt {
     pub pace: Pace,
     /// Whether slow commits may pace (`DeviceConfig::wbt_pace`).
     pace_on: bool,
+    /// Write slices (`wbt_slice.rs`).
+    pub slice: Slice,
 }
 
 impl Wbt {
@@ -201,6 +206,7 @@ impl Wbt {
             serial: false,
             pace: Pace::default(),
             pace_on: true,
+            slice: Slice::default(),
         };
         wbt.calc_wb_limits();
         wbt
@@ -217,6 +223,7 @@ impl Wbt {
         self.min_lat_ns = min_lat_ns;
         self.rq_depth = RqDepth::new(self.rq_depth.queue_depth);
         self.pace.reset();
+        self.slice.reset();
         self.sleeping = false;
         if !self.enabled() {
             // No window runs while throttling is off; the next tracked
@@ -277,6 +284,9 @@ impl Wbt {
         // read. Then it gets wb_normal (ours; see BENCHMARKS.md).
         if class == WbtClass::Sync || (recent_dirty_sleep && !self.close_io(now)) {
             self.rq_depth.max_depth
+        } else if self.slice.writing(now) && self.close_io(now) {
+            // A write phase (`wbt_slice.rs`).
+            SLICE_DEPTH.min(self.rq_depth.queue_depth.max(1))
         } else if self.serial && self.close_io(now) {
             // A serial device serves every write queued before a read
             // first: one write at a time, as little ahead of each read as
@@ -309,7 +319,7 @@ impl Wbt {
     /// not shrink as it slows the writers. On a `serial` device the floor
     /// is lower ([`MIN_CAPPED_WRITE_PAGES_SERIAL`]).
     pub fn write_pages_cap(&self, now: Instant, write_bw_pages_s: u64) -> u64 {
-        if !self.enabled() || !self.close_io(now) {
+        if !self.enabled() || !self.close_io(now) || self.slice.on() {
             return u64::MAX;
         }
         let pages = write_bw_pages_s as u128 * self.min_lat_ns as u128 / NS_PER_SEC as u128;
@@ -334,7 +344,9 @@ impl Wbt {
     /// integrity write, and only while reads or commits compete.
     fn paced(&self, class: WbtClass, now: Instant) -> bool {
         // (With the pace off, `set_pace` reset it: it holds nothing.)
-        class != WbtClass::Sync && self.pace.holds_at(now) && self.close_io(now)
+        class != WbtClass::Sync
+            && (self.pace.holds_at(now) || self.slice.quiet_until(now).is_some())
+            && self.close_io(now)
     }
 
     /// A writer of `class` was refused: held by the pace, it is retried
@@ -345,7 +357,11 @@ impl Wbt {
             return;
         }
         if self.paced(class, now) {
-            self.pace.note_held();
+            if self.slice.quiet_until(now).is_some() {
+                self.slice.note_held(now);
+            } else {
+                self.pace.note_held();
+            }
         } else {
             self.sleeping = true;
         }
@@ -356,6 +372,8 @@ impl Wbt {
     /// off with writes in flight keeps the count equal to what is in flight.
     pub fn on_write_issue(&mut self, now: Instant) {
         self.inflight += 1;
+        let competing = self.enabled() && self.close_io(now);
+        self.slice.on_issue(now, competing);
         if self.enabled() && self.window_end.is_none() {
             self.arm_timer(now);
         }
@@ -624,6 +642,37 @@ mod tests {
         assert_eq!(wbt.limit(WbtClass::Sync, T0, true), 16, "integrity writes");
         let later = Instant(CLOSE_IO_NS + 1);
         assert_eq!(wbt.limit(WbtClass::Normal, later, false), 8, "reads gone");
+    }
+
+    #[test]
+    fn write_slices_hold_writes_in_quiet_phases_only_while_reads_compete() {
+        let ms = |n: u64| Instant(n * NS_PER_MS);
+        let mut wbt = Wbt::new(32, 100 * crate::time::NS_PER_US);
+        wbt.serial = true;
+        wbt.slice.set(40);
+        wbt.on_write_issue(ms(0));
+        assert!(!wbt.slice.writing(ms(0)), "no cycle without reads");
+        wbt.on_read_issue(ms(1), IoId(1));
+        wbt.on_write_issue(ms(2));
+        // Write phase 2..42 ms: deep and uncapped, not one small write.
+        assert_eq!(wbt.limit(WbtClass::Background, ms(3), false), SLICE_DEPTH);
+        assert_eq!(wbt.write_pages_cap(ms(3), 1 << 20), u64::MAX);
+        assert!(wbt.may_issue(WbtClass::Normal, ms(41), false));
+        // Quiet phase 42..52 ms: held, with a time to retry.
+        assert!(!wbt.may_issue(WbtClass::Background, ms(42), false));
+        assert!(wbt.may_issue(WbtClass::Sync, ms(42), false), "integrity");
+        wbt.note_refused(WbtClass::Background, ms(42));
+        assert_eq!((wbt.slice.retry_at, wbt.slice.holds), (Some(ms(52)), 1));
+        assert!(!wbt.pace.waiting, "not the pace's hold");
+        assert!(wbt.may_issue(WbtClass::Background, ms(52), false));
+        // Reads gone for 100 ms: nothing held, whatever the phase.
+        let quiet_without_reads = ms(197);
+        assert!(wbt.slice.quiet_until(quiet_without_reads).is_some());
+        assert!(wbt.may_issue(WbtClass::Background, quiet_without_reads, false));
+        // Throttling off or changed: no cycle, a held write retried at once.
+        wbt.set_min_lat(0);
+        assert_eq!(wbt.slice.retry_at, Some(Instant::ZERO));
+        assert!(wbt.slice.quiet_until(ms(45)).is_none());
     }
 
     #[test]

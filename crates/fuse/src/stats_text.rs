@@ -125,6 +125,16 @@ pub(crate) fn render(stats: &Stats, oldest_dirty_age: Option<std::time::Duration
             &format!("{name}.wbt_pace_holds"),
             d.wbt_pace_holds,
         );
+        line(
+            &mut out,
+            &format!("{name}.wbt_slice_cycles"),
+            d.wbt_slice_cycles,
+        );
+        line(
+            &mut out,
+            &format!("{name}.wbt_slice_holds"),
+            d.wbt_slice_holds,
+        );
         // What slow commits are judged by (against twice the target).
         line(
             &mut out,
