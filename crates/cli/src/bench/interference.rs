@@ -99,7 +99,7 @@ Runs, in one go on the filesystem of --dir, each configuration --repeat times an
   engine-wbt-off    the writer is the writeback library (memory --memory, wbt_lat_usec=0)
   engine            the same with wbt_lat_usec=-1 (automatic target)
   engine-dontcache  engine, its writes uncached (WriteFlags::DONTCACHE, dontcache_flush=kick)
-With --fuse: floor, kernel, and
+With --fuse: floor, kernel, kernel-bfq (bfq is the anchor to beat there), and
   mount             `wb mount --dir` on a temporary mountpoint (memory --memory, plus
                     --engine-set knobs), the same fio writer and reader through it
 --sweep KNOB=V1,V2,... runs engine (mount with --fuse) once more per value, the knob set as
@@ -160,7 +160,7 @@ pub struct InterferenceArgs {
     pub reader_size: Option<u64>,
     /// Compare the kernel with `wb mount` instead: fio is the writer and the
     /// reader both on --dir (the kernel) and on a mount of --dir (configs
-    /// floor, kernel, mount); --engine-set knobs go to the mount.
+    /// floor, kernel, kernel-bfq, mount); --engine-set knobs go to the mount.
     #[arg(long)]
     pub fuse: bool,
     /// Where the engine remembers device calibrations.
@@ -233,7 +233,12 @@ impl Config {
         Config::Mount,
     ];
     /// The configurations of `--fuse`.
-    const FUSE: [Config; 3] = [Config::Floor, Config::Kernel, Config::Mount];
+    const FUSE: [Config; 4] = [
+        Config::Floor,
+        Config::Kernel,
+        Config::KernelBfq,
+        Config::Mount,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -497,7 +502,7 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
 }
 
 /// The rows to run, in order: the configurations asked for (all but
-/// mount by default; floor, kernel and mount with --fuse) that this
+/// mount by default; floor, kernel, kernel-bfq and mount with --fuse) that this
 /// machine can run, the others left out with a note; the --sweep points
 /// right after the configuration they sweep (engine, or mount with
 /// --fuse), which run even if --configs leaves that one out.
