@@ -62,6 +62,16 @@ pub struct Plot {
     pub lines: Vec<Line>,
 }
 
+/// A log axis from the whole decade below the smallest value above zero
+/// (at least 1e-3) to the whole decade at or above `max`, at least one
+/// decade wide.
+fn decades(values: impl Iterator<Item = f64>, max: f64) -> (f64, f64) {
+    let min = values.filter(|&y| y > 0.0).fold(f64::INFINITY, f64::min);
+    let lo = 10f64.powf(min.min(max).max(1e-3).log10().floor());
+    let hi = 10f64.powf(max.max(lo * 10.0).log10().ceil());
+    (lo, hi)
+}
+
 impl Plot {
     /// Whether any line has a point off zero: a plot of nothing but zeros
     /// is left out of the page.
@@ -91,12 +101,7 @@ impl Plot {
         if self.log_y {
             // From the smallest value above zero to the largest, in
             // whole decades.
-            let y_min = points()
-                .map(|(_, y)| y)
-                .filter(|&y| y > 0.0)
-                .fold(f64::INFINITY, f64::min);
-            let lo = 10f64.powf(y_min.min(y_max).max(1e-3).log10().floor());
-            let hi = 10f64.powf(y_max.max(lo * 10.0).log10().ceil());
+            let (lo, hi) = decades(points().map(|(_, y)| y), y_max);
             let mut chart = builder.build_cartesian_2d(0f64..x_max, (lo..hi).log_scale())?;
             chart
                 .configure_mesh()
@@ -294,9 +299,7 @@ impl Scatter {
             .x_label_area_size(40)
             .y_label_area_size(60);
         if self.log_y {
-            let y_min = ys().filter(|&y| y > 0.0).fold(f64::INFINITY, f64::min);
-            let lo = 10f64.powf(y_min.min(y_max).max(1e-3).log10().floor());
-            let hi = 10f64.powf(y_max.max(lo * 10.0).log10().ceil());
+            let (lo, hi) = decades(ys(), y_max);
             let mut chart = builder.build_cartesian_2d(0f64..x_max, (lo..hi).log_scale())?;
             chart
                 .configure_mesh()
