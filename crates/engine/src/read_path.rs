@@ -206,8 +206,9 @@ impl Engine {
         if let Some(e) = self.files[file.index()].read_error.take() {
             return self.finish(task, Err(EngineError::Read(e)));
         }
-        let want = self.readahead_pages(task, file, first, p, last);
-        if self.sequential_read(task, file, first) {
+        let sequential = self.sequential_read(task, file, first);
+        let want = self.readahead_pages(file, sequential, p, last);
+        if sequential {
             // A readahead window (Linux marks a page of it): the stream
             // reads ahead asynchronously from now on.
             self.tasks[task.index()].ra_file = Some(file);
@@ -243,15 +244,13 @@ impl Engine {
     /// the beginning of the file or where it last stopped).
     fn readahead_pages(
         &self,
-        task: TaskId,
         file: FileId,
-        first: PageIndex,
+        sequential: bool,
         p: PageIndex,
         last: PageIndex,
     ) -> u64 {
         let f = &self.files[file.index()];
         let dev = &self.devices[f.device.index()].config;
-        let sequential = self.sequential_read(task, file, first);
         let mut want = last - p;
         if sequential {
             want = want.max(dev.read_ahead_kb as u64 / 4);
