@@ -17,7 +17,9 @@ Device knobs: wbt_lat_usec (-1 auto, 0 off, N us), stable_writes (none | wait | 
   min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb, max_sectors_kb,
   serial (0/1: the device serves one request at a time, in order), wbt_pace (0/1: at depth 1
   slow commits pace background writes; default 1), wbt_slice_ms (while reads compete, writes
-  in phases of this many ms with a quiet quarter between; default 0, off).
+  in phases of this many ms with a quiet quarter between, and reads the engine issues in a
+  write phase wait for its end; default 0, off), wbt_slice_quiet_ms (the quiet phase; 0: a
+  quarter of wbt_slice_ms).
 Job setting: JOB.mode=buffered | dontcache | direct (how the job writes).
 
 Examples:

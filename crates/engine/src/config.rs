@@ -462,6 +462,9 @@ pub struct DeviceConfig {
     /// While reads compete, writes go in phases of this many ms with a
     /// quiet quarter of it between (`wbt_slice.rs`; ours); 0: off.
     pub wbt_slice_ms: u32,
+    /// The quiet phase between write phases, in ms; 0: a quarter of
+    /// `wbt_slice_ms`.
+    pub wbt_slice_quiet_ms: u32,
 }
 
 impl Default for DeviceConfig {
@@ -479,6 +482,7 @@ impl Default for DeviceConfig {
             serial: false,
             wbt_pace: true,
             wbt_slice_ms: 0,
+            wbt_slice_quiet_ms: 0,
         }
     }
 }
@@ -503,6 +507,7 @@ impl DeviceConfig {
         "serial",
         "wbt_pace",
         "wbt_slice_ms",
+        "wbt_slice_quiet_ms",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -547,6 +552,9 @@ impl DeviceConfig {
             "wbt_slice_ms" => {
                 next.wbt_slice_ms = parse_int(knob, value, 0, crate::wbt_slice::MAX_SLICE_MS)?
             }
+            "wbt_slice_quiet_ms" => {
+                next.wbt_slice_quiet_ms = parse_int(knob, value, 0, crate::wbt_slice::MAX_SLICE_MS)?
+            }
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -583,6 +591,7 @@ impl DeviceConfig {
             "serial" => u8::from(self.serial).to_string(),
             "wbt_pace" => u8::from(self.wbt_pace).to_string(),
             "wbt_slice_ms" => self.wbt_slice_ms.to_string(),
+            "wbt_slice_quiet_ms" => self.wbt_slice_quiet_ms.to_string(),
             _ => return None,
         })
     }

@@ -82,6 +82,12 @@ impl Engine {
                 {
                     break;
                 }
+                // A write phase holds reads (`wbt_slice.rs`); what
+                // arrived after a held read waits behind it.
+                let held = |r: &IoRequest| r.dir == IoDir::Read && dev.wbt.holds_reads(now);
+                if dev.tag_waiters.front().is_none_or(held) {
+                    break;
+                }
                 let Some(req) = dev.tag_waiters.pop_front() else {
                     break;
                 };
@@ -223,6 +229,7 @@ impl Engine {
             }
             IoDir::Read => {
                 dev.reads_inflight += 1;
+                dev.wbt.slice.note_read_issued(req.id);
                 dev.wbt.on_read_issue(now, req.id);
                 dev.stats.reads += 1;
             }
@@ -246,9 +253,17 @@ impl Engine {
     pub(crate) fn issue_or_queue(&mut self, now: Instant, req: IoRequest) {
         let dev = &mut self.devices[req.device.index()];
         let read_room = req.dir != IoDir::Read || dev.reads_inflight < dev.read_depth_max;
-        if dev.tags_used < dev.config.nr_requests && dev.tag_waiters.is_empty() && read_room {
+        let held = req.dir == IoDir::Read && dev.wbt.holds_reads(now);
+        if dev.tags_used < dev.config.nr_requests
+            && dev.tag_waiters.is_empty()
+            && read_room
+            && !held
+        {
             self.issue(now, req, false, false);
         } else {
+            if held {
+                dev.wbt.slice.note_read_held(now, req.id);
+            }
             dev.tag_waiters.push_back(req);
         }
     }

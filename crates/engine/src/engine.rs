@@ -204,7 +204,8 @@ impl Engine {
         let mut wbt = Wbt::new(Self::wbt_queue_depth(&config), target);
         wbt.serial = config.serial;
         wbt.set_pace(config.wbt_pace);
-        wbt.slice.set(config.wbt_slice_ms);
+        wbt.slice
+            .set(config.wbt_slice_ms, config.wbt_slice_quiet_ms);
         let stats = DeviceStats {
             name: name.to_string(),
             wbt_enabled: target != 0,

@@ -55,8 +55,10 @@ impl Engine {
         if knob == "wbt_pace" {
             dev.wbt.set_pace(config.wbt_pace);
         }
-        if knob == "wbt_slice_ms" {
-            dev.wbt.slice.set(config.wbt_slice_ms);
+        if knob == "wbt_slice_ms" || knob == "wbt_slice_quiet_ms" {
+            dev.wbt
+                .slice
+                .set(config.wbt_slice_ms, config.wbt_slice_quiet_ms);
         }
         if knob == "queue_depth" || knob == "nr_requests" {
             dev.wbt.set_queue_depth(Self::wbt_queue_depth(&config));

@@ -105,6 +105,10 @@ pub struct DeviceStats {
     /// (`wbt_slice.rs`).
     pub wbt_slice_cycles: u64,
     pub wbt_slice_holds: u64,
+    /// Reads held by write phases, and how long in all (each from its
+    /// arrival to its phase's end).
+    pub wbt_slice_read_holds: u64,
+    pub wbt_slice_read_hold_ns: u64,
     /// The mean of whole commits (an fsync of at most 32 KiB, call to
     /// flush done) in wbt's last window that had enough of them; 0: none.
     pub wbt_commit_mean_ns: u64,
@@ -235,6 +239,8 @@ impl crate::engine::Engine {
                 ds.wbt_pace_holds = d.wbt.pace.holds;
                 ds.wbt_slice_cycles = d.wbt.slice.cycles;
                 ds.wbt_slice_holds = d.wbt.slice.holds;
+                ds.wbt_slice_read_holds = d.wbt.slice.read_holds;
+                ds.wbt_slice_read_hold_ns = d.wbt.slice.read_hold_ns;
                 ds.wbt_commit_mean_ns = d.wbt.last_commit_mean_ns;
                 ds.stable_writes = match d.config.stable_writes {
                     StableWrites::Auto => format!("{} (auto)", d.stable_mode().name()),

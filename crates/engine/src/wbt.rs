@@ -268,7 +268,14 @@ impl Wbt {
 
     fn close_io(&self, now: Instant) -> bool {
         let recent = |t: Option<Instant>| t.is_some_and(|t| now.since_ns(t) < CLOSE_IO_NS);
-        recent(self.last_issue) || recent(self.last_comp)
+        recent(self.last_issue) || recent(self.last_comp) || !self.slice.reads_waiting.is_empty()
+    }
+
+    /// Whether a read the engine issues at `now` waits for the end of a
+    /// write phase (`wbt_slice.rs`): only while slices run, reads compete
+    /// and `now` falls in a write phase.
+    pub fn holds_reads(&self, now: Instant) -> bool {
+        self.enabled() && self.slice.writing(now) && self.close_io(now)
     }
 
     /// The in-flight limit for a write of `class` (Linux's get_limit).
@@ -649,7 +656,7 @@ mod tests {
         let ms = |n: u64| Instant(n * NS_PER_MS);
         let mut wbt = Wbt::new(32, 100 * crate::time::NS_PER_US);
         wbt.serial = true;
-        wbt.slice.set(40);
+        wbt.slice.set(40, 0);
         wbt.on_write_issue(ms(0));
         assert!(!wbt.slice.writing(ms(0)), "no cycle without reads");
         wbt.on_read_issue(ms(1), IoId(1));

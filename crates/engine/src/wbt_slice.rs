@@ -19,14 +19,23 @@
 //!   600-700 MiB/s (bfq 370-600, the engine's default 260) and a median
 //!   read at the kernel's, but p99 8-13 ms: the reads that fall in write
 //!   phases are over 1 % of all. That is why it is not the default.
-//! - Bounded: a phase is at most [`MAX_SLICE_MS`]; nothing is held
-//!   without competing reads.
+//! - Reads the engine issues itself (a mount's reader, a library
+//!   caller's miss) can be held, as bfq holds a reader while it serves
+//!   the writer's slice: one that arrives in a write phase waits for the
+//!   phase's end. A synchronous reader then waits once per cycle, for the
+//!   rest of a write phase, and its other reads find the device quiet,
+//!   instead of each read in a write phase waiting for the queue ahead.
+//!   A read of another process is never seen here, so never held.
+//! - Bounded: a phase is at most [`MAX_SLICE_MS`], so is a read's hold
+//!   (counted: `read_holds`, `read_hold_ns`); nothing is held without
+//!   competing reads.
 
+use crate::ids::IoId;
 use crate::time::{Instant, NS_PER_MS};
 
 /// Writes in flight at most in a write phase.
 pub const SLICE_DEPTH: u32 = 16;
-/// The quiet phase is the write phase over this.
+/// The quiet phase is the write phase over this, unless set.
 pub const QUIET_DIVISOR: u64 = 4;
 /// The longest write phase the knob takes.
 pub const MAX_SLICE_MS: u32 = 10_000;
@@ -35,6 +44,8 @@ pub const MAX_SLICE_MS: u32 = 10_000;
 pub struct Slice {
     /// Write phase length; 0: slices are off.
     write_ns: u64,
+    /// Quiet phase length.
+    quiet_ns: u64,
     /// Start of the current cycle (write phase, then quiet); None: no
     /// cycle runs (no competing reads at the last write issued).
     start: Option<Instant>,
@@ -44,14 +55,27 @@ pub struct Slice {
     pub holds: u64,
     /// Cycles begun (a statistic).
     pub cycles: u64,
+    /// Reads held by a write phase and not yet issued: they compete
+    /// (wbt's `close_io`) though none was issued lately.
+    pub reads_waiting: Vec<IoId>,
+    /// Reads held by write phases, and the time they were held (from
+    /// their arrival to their phase's end; statistics).
+    pub read_holds: u64,
+    pub read_hold_ns: u64,
 }
 
 impl Slice {
-    /// Sets the write phase (the `wbt_slice_ms` knob; 0 turns slices off).
-    pub fn set(&mut self, ms: u32) {
-        assert!(ms <= MAX_SLICE_MS);
+    /// Sets the write phase (the `wbt_slice_ms` knob; 0 turns slices off)
+    /// and the quiet one (`wbt_slice_quiet_ms`; 0: a quarter of the
+    /// write phase).
+    pub fn set(&mut self, ms: u32, quiet_ms: u32) {
+        assert!(ms <= MAX_SLICE_MS && quiet_ms <= MAX_SLICE_MS);
         self.write_ns = ms as u64 * NS_PER_MS;
-        self.start = None;
+        self.quiet_ns = match quiet_ms {
+            0 => self.write_ns / QUIET_DIVISOR,
+            q => q as u64 * NS_PER_MS,
+        };
+        self.reset();
     }
 
     pub fn on(&self) -> bool {
@@ -59,7 +83,7 @@ impl Slice {
     }
 
     fn period_ns(&self) -> u64 {
-        self.write_ns + self.write_ns / QUIET_DIVISOR
+        self.write_ns + self.quiet_ns
     }
 
     /// The end of the quiet phase `now` falls in, if it falls in one.
@@ -75,6 +99,34 @@ impl Slice {
     /// Whether `now` falls in a write phase of a running cycle.
     pub fn writing(&self, now: Instant) -> bool {
         self.on() && self.start.is_some() && self.quiet_until(now).is_none()
+    }
+
+    /// The end of the write phase `now` falls in, if it falls in one.
+    pub fn write_phase_end(&self, now: Instant) -> Option<Instant> {
+        if !self.writing(now) {
+            return None;
+        }
+        let start = self.start?;
+        let at = now.since_ns(start) % self.period_ns();
+        Some(now + (self.write_ns - at))
+    }
+
+    /// A read arriving at `now` was held until its write phase ends.
+    pub fn note_read_held(&mut self, now: Instant, io: IoId) {
+        let end = self
+            .write_phase_end(now)
+            .expect("read held outside a write phase");
+        self.retry_at = Some(self.retry_at.map_or(end, |r| r.min(end)));
+        self.reads_waiting.push(io);
+        self.read_holds += 1;
+        self.read_hold_ns += end.since_ns(now);
+    }
+
+    /// A read was issued: no longer waiting, if it was held.
+    pub fn note_read_issued(&mut self, io: IoId) {
+        if !self.reads_waiting.is_empty() {
+            self.reads_waiting.retain(|&id| id != io);
+        }
     }
 
     /// A write was issued at `now`; `competing`: reads compete. A cycle
@@ -95,10 +147,11 @@ impl Slice {
         self.holds += 1;
     }
 
-    /// Throttling changed: no cycle runs; a held write is retried at once.
+    /// Throttling changed: no cycle runs; a held write or read is retried
+    /// at once.
     pub fn reset(&mut self) {
         self.start = None;
-        if self.retry_at.is_some() {
+        if self.retry_at.is_some() || !self.reads_waiting.is_empty() {
             self.retry_at = Some(Instant::ZERO);
         }
     }
@@ -114,7 +167,7 @@ mod tests {
         let mut s = Slice::default();
         s.on_issue(ms(0), true);
         assert!(!s.writing(ms(0)), "off by default");
-        s.set(100);
+        s.set(100, 0);
         s.on_issue(ms(5), false);
         assert!(!s.writing(ms(5)), "no cycle without competing reads");
         s.on_issue(ms(10), true);
@@ -131,5 +184,11 @@ mod tests {
         assert!(!s.writing(ms(140)) && s.quiet_until(ms(250)).is_none());
         s.reset();
         assert_eq!(s.retry_at, Some(Instant::ZERO), "retried at once");
+        // A quiet phase of its own length.
+        s.set(100, 300);
+        s.on_issue(ms(1000), true);
+        assert_eq!(s.write_phase_end(ms(1010)), Some(ms(1100)));
+        assert_eq!(s.quiet_until(ms(1100)), Some(ms(1400)));
+        assert!(s.writing(ms(1400)) && s.write_phase_end(ms(1100)).is_none());
     }
 }

@@ -135,6 +135,16 @@ pub(crate) fn render(stats: &Stats, oldest_dirty_age: Option<std::time::Duration
             &format!("{name}.wbt_slice_holds"),
             d.wbt_slice_holds,
         );
+        line(
+            &mut out,
+            &format!("{name}.wbt_slice_read_holds"),
+            d.wbt_slice_read_holds,
+        );
+        line(
+            &mut out,
+            &format!("{name}.wbt_slice_read_hold_ms"),
+            d.wbt_slice_read_hold_ns / 1_000_000,
+        );
         // What slow commits are judged by (against twice the target).
         line(
             &mut out,

@@ -204,7 +204,7 @@ impl FaultPlan {
         let pick = |rng: &mut Rng, values: &[&str]| {
             values[rng.below(values.len() as u64) as usize].to_string()
         };
-        match self.rng.below(9) {
+        match self.rng.below(10) {
             0 => (
                 device,
                 "wbt_lat_usec",
@@ -240,6 +240,13 @@ impl FaultPlan {
                 None,
                 "lru",
                 pick(&mut self.rng, &["active-inactive", "clock"]),
+            ),
+            // Write slices hold reads the engine issues: on, off and
+            // changed with reads held.
+            8 => (
+                device,
+                "wbt_slice_ms",
+                pick(&mut self.rng, &["0", "20", "250"]),
             ),
             _ => (
                 None,

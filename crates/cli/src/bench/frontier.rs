@@ -119,8 +119,8 @@ fn scatter(summaries: &[ConfigSummary], latency: Latency) -> Scatter {
         .collect();
     let references = summaries
         .iter()
-        .filter(|s| s.config == Config::Floor)
-        .map(|s| ("floor".to_string(), latency.ms(&s.reader)))
+        .filter(|s| matches!(s.config, Config::Floor | Config::MountFloor))
+        .map(|s| (s.name(), latency.ms(&s.reader)))
         .filter(|(_, y)| y.is_finite() && *y > 0.0)
         .collect();
     let group = |run, joined, points| PointGroup {

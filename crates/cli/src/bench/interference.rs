@@ -100,6 +100,7 @@ Runs, in one go on the filesystem of --dir, each configuration --repeat times an
   engine            the same with wbt_lat_usec=-1 (automatic target)
   engine-dontcache  engine, its writes uncached (WriteFlags::DONTCACHE, dontcache_flush=kick)
 With --fuse: floor, kernel, kernel-bfq (bfq is the anchor to beat there), and
+  mount-floor       the reader alone through a mount (what the mount's reader gets at best)
   mount             `wb mount --dir` on a temporary mountpoint (memory --memory, plus
                     --engine-set knobs), the same fio writer and reader through it
 --sweep KNOB=V1,V2,... runs engine (mount with --fuse) once more per value, the knob set as
@@ -212,11 +213,12 @@ pub enum Config {
     EngineWbtOff,
     Engine,
     EngineDontcache,
+    MountFloor,
     Mount,
 }
 
 impl Config {
-    pub const ALL: [Config; 14] = [
+    pub const ALL: [Config; 15] = [
         Config::Floor,
         Config::Kernel,
         Config::KernelDontcache,
@@ -230,11 +232,13 @@ impl Config {
         Config::EngineWbtOff,
         Config::Engine,
         Config::EngineDontcache,
+        Config::MountFloor,
         Config::Mount,
     ];
     /// The configurations of `--fuse`.
-    const FUSE: [Config; 4] = [
+    const FUSE: [Config; 5] = [
         Config::Floor,
+        Config::MountFloor,
         Config::Kernel,
         Config::KernelBfq,
         Config::Mount,
@@ -255,6 +259,7 @@ impl Config {
             Config::EngineWbtOff => "engine-wbt-off",
             Config::Engine => "engine",
             Config::EngineDontcache => "engine-dontcache",
+            Config::MountFloor => "mount-floor",
             Config::Mount => "mount",
         }
     }
@@ -502,7 +507,7 @@ pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchEr
 }
 
 /// The rows to run, in order: the configurations asked for (all but
-/// mount by default; floor, kernel, kernel-bfq and mount with --fuse) that this
+/// mount by default; floor, mount-floor, kernel, kernel-bfq and mount with --fuse) that this
 /// machine can run, the others left out with a note; the --sweep points
 /// right after the configuration they sweep (engine, or mount with
 /// --fuse), which run even if --configs leaves that one out.
@@ -515,7 +520,9 @@ fn choose_rows(
     let (candidates, swept) = if args.fuse {
         (Config::FUSE.to_vec(), Config::Mount)
     } else {
-        let all = Config::ALL.into_iter().filter(|c| *c != Config::Mount);
+        let all = Config::ALL
+            .into_iter()
+            .filter(|c| !matches!(c, Config::Mount | Config::MountFloor));
         (all.collect::<Vec<_>>(), Config::Engine)
     };
     let asked = |c: &Config| args.configs.is_empty() || args.configs.contains(c);
@@ -742,8 +749,20 @@ fn run_config(
     let config = row.config;
     let _ = std::fs::remove_file(&setup.writer_file);
     let log = fio::LatencyLog::new(&setup.dir, "reader");
-    if config == Config::Floor {
-        let mut reader_args = fio::reader_args(&setup.reader_file, setup.seconds);
+    if config == Config::Floor || config == Config::MountFloor {
+        // The reader alone: on --dir, or through a mount of it (what the
+        // mount's reader can do at best, with no writer beside it).
+        let mount = match config {
+            Config::MountFloor => Some(start_mount(setup, None)?),
+            _ => None,
+        };
+        let file = match &mount {
+            Some(m) => m
+                .path()
+                .join(setup.reader_file.file_name().unwrap_or_default()),
+            None => setup.reader_file.clone(),
+        };
+        let mut reader_args = fio::reader_args(&file, setup.seconds);
         reader_args.extend(log.args());
         let reader = setup.fio.spawn(&setup.dir, "reader", &reader_args)?;
         let report = reader.finish()?;
@@ -814,7 +833,11 @@ fn run_config(
             )
             .map_err(|e| BenchError::failed(setup.writer_file.display(), e))?,
         ),
-        Config::Floor | Config::EngineWbtOff | Config::Engine | Config::EngineDontcache => {
+        Config::Floor
+        | Config::MountFloor
+        | Config::EngineWbtOff
+        | Config::Engine
+        | Config::EngineDontcache => {
             let flags = if config == Config::EngineDontcache {
                 WriteFlags::DONTCACHE
             } else {
@@ -1541,6 +1564,10 @@ mod tests {
                 "mount[wbt_lat_usec=1000]"
             ]
         );
+        // The mount's reader alone only with --fuse, in its place there.
+        let fuse = [&["--fuse"][..], &list("mount,mount-floor,floor", &[])[..]].concat();
+        assert_eq!(names(&fuse), ["floor", "mount-floor", "mount"]);
+        assert_eq!(names(&list("mount-floor,floor", &[])), ["floor"]);
         assert_eq!(names(&["--configs", "floor,engine"]), ["floor", "engine"]);
     }
 

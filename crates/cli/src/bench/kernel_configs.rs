@@ -90,6 +90,7 @@ pub fn tweaks(config: Config) -> Tweaks {
             ..none
         },
         Config::Floor
+        | Config::MountFloor
         | Config::Kernel
         | Config::KernelDontcache
         | Config::EngineWbtOff
