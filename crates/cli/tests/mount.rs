@@ -126,7 +126,16 @@ fn the_trace_file_starts_and_stops_and_is_written_at_unmount() {
     assert_eq!(fs::read_to_string(&control).unwrap(), "1\n");
     let mut data = vec![0u8; 64 << 20];
     pattern(3, &mut data);
-    fs::write(mount.mnt.join("f"), &data).expect("write");
+    // Written until the writer has been dirty-throttled at least once: a
+    // fast disk may keep a 4 MiB limit's writer under its free-run line
+    // for a while (CI did once). At most 16 files of 64 MiB.
+    for i in 0.. {
+        assert!(i < 16, "no dirty-throttle pause in {i} x 64 MiB");
+        fs::write(mount.mnt.join(format!("f{i}")), &data).expect("write");
+        if stats_value(&mount.mnt, "pause_dirty_throttle_count") > 0 {
+            break;
+        }
+    }
     fs::write(&control, "0").expect("stop the trace");
     assert_eq!(fs::read_to_string(&control).unwrap(), "0\n");
     let parsed: serde_json::Value =
