@@ -155,6 +155,18 @@ impl Engine {
                 dev.wbt.enabled() || dev.wbt.window_end.is_none(),
                 "device {d}: wbt's window is armed only while wbt is on"
             );
+            for id in &dev.wbt.slice.reads_waiting {
+                assert!(
+                    dev.tag_waiters
+                        .iter()
+                        .any(|r| r.id == *id && r.dir == crate::IoDir::Read),
+                    "device {d}: a read held by a write phase waits for a tag"
+                );
+            }
+            assert!(
+                dev.wbt.slice.reads_waiting.is_empty() || self.poll_timeout().is_some(),
+                "device {d}: a read held by a write phase has a time to go"
+            );
             assert!(
                 !dev.wbt.pace.waiting || self.poll_timeout().is_some(),
                 "device {d}: a write held by the pace has a time to retry"
