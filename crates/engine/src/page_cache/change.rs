@@ -184,6 +184,9 @@ impl CachedFile {
             flags,
             frame: run.frame + head as u32,
         };
+        if head == 0 && tail > 0 && self.join_front(start, run, middle) {
+            return;
+        }
         if head > 0 {
             self.replace(start, Run { len: head, ..run });
             self.put(first, middle);
@@ -215,6 +218,35 @@ impl CachedFile {
                 }
             }
         }
+    }
+
+    /// The pages of `middle`, the front of `run` at `start`, join the run
+    /// ending at `start` if it is alike: it grows and `run` keeps only
+    /// its tail, one entry moved. The common change of a sequential
+    /// reader marking its next page accessed, or a writer's next chunk
+    /// (the same end state as cutting the run and joining the middle).
+    /// False, and nothing changed, if the run before is not alike.
+    fn join_front(&mut self, start: PageIndex, run: Run, middle: Run) -> bool {
+        let Some((&prev_start, prev)) = self.runs.range(..start).next_back() else {
+            return false;
+        };
+        if prev_start + prev.len != start || !prev.joins(&middle) {
+            return false;
+        }
+        let taken = self.take(start);
+        debug_assert_eq!(taken, run);
+        self.counts.add(&middle);
+        self.runs.get_mut(&prev_start).expect("run exists").len += middle.len;
+        let end = start + middle.len;
+        let tail = Run {
+            len: run.len - middle.len,
+            frame: middle.frame + middle.len as u32,
+            ..run
+        };
+        self.put(end, tail);
+        // The flusher's next chunk starts here.
+        self.last_found.set(Some((end, tail)));
+        true
     }
 
     /// Puts `run` in place of the run at `start`, which keeps its start.

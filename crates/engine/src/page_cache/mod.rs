@@ -174,8 +174,18 @@ impl CachedFile {
         first: PageIndex,
         end: PageIndex,
     ) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
-        let from = self.run_at(first).map_or(first, |(s, _)| s);
-        self.runs.range(from..end.max(from)).map(|(&s, &r)| (s, r))
+        let at = self.run_at(first);
+        // The common case, `first..end` inside one run (a read's pages,
+        // a request's): that run, with no search of the map.
+        let whole = at.filter(|&(s, r)| first < end && end <= s + r.len);
+        let from = at.map_or(first, |(s, _)| s);
+        let rest = match whole {
+            Some(_) => None,
+            None => Some(self.runs.range(from..end.max(from))),
+        };
+        whole
+            .into_iter()
+            .chain(rest.into_iter().flatten().map(|(&s, &r)| (s, r)))
     }
 
     /// Every run, in page order.
