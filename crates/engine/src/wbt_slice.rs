@@ -86,29 +86,33 @@ impl Slice {
         self.write_ns + self.quiet_ns
     }
 
-    /// The end of the quiet phase `now` falls in, if it falls in one.
-    pub fn quiet_until(&self, now: Instant) -> Option<Instant> {
-        let start = self.start?;
-        if !self.on() {
-            return None;
-        }
-        let at = now.since_ns(start) % self.period_ns();
-        (at >= self.write_ns).then(|| now + (self.period_ns() - at))
+    /// How far `now` is into the period of a running cycle.
+    fn offset_ns(&self, now: Instant) -> Option<u64> {
+        let start = self.start.filter(|_| self.on())?;
+        Some(now.since_ns(start) % self.period_ns())
     }
 
-    /// Whether `now` falls in a write phase of a running cycle.
-    pub fn writing(&self, now: Instant) -> bool {
-        self.on() && self.start.is_some() && self.quiet_until(now).is_none()
+    /// The end of the quiet phase `now` falls in, if it falls in one.
+    pub fn quiet_until(&self, now: Instant) -> Option<Instant> {
+        let at = self.offset_ns(now)?;
+        (at >= self.write_ns).then(|| now + (self.period_ns() - at))
     }
 
     /// The end of the write phase `now` falls in, if it falls in one.
     pub fn write_phase_end(&self, now: Instant) -> Option<Instant> {
-        if !self.writing(now) {
-            return None;
-        }
-        let start = self.start?;
-        let at = now.since_ns(start) % self.period_ns();
-        Some(now + (self.write_ns - at))
+        let at = self.offset_ns(now)?;
+        (at < self.write_ns).then(|| now + (self.write_ns - at))
+    }
+
+    /// Whether `now` falls in a write phase of a running cycle.
+    pub fn writing(&self, now: Instant) -> bool {
+        self.write_phase_end(now).is_some()
+    }
+
+    /// Something held is retried at `at` (the engine's timer), or sooner
+    /// if something else asked for that.
+    fn retry_by(&mut self, at: Instant) {
+        self.retry_at = Some(self.retry_at.map_or(at, |r| r.min(at)));
     }
 
     /// A read arriving at `now` was held until its write phase ends.
@@ -116,7 +120,7 @@ impl Slice {
         let end = self
             .write_phase_end(now)
             .expect("read held outside a write phase");
-        self.retry_at = Some(self.retry_at.map_or(end, |r| r.min(end)));
+        self.retry_by(end);
         self.reads_waiting.push(io);
         self.read_holds += 1;
         self.read_hold_ns += end.since_ns(now);
@@ -143,7 +147,7 @@ impl Slice {
     /// A write was held at `now` by a quiet phase.
     pub fn note_held(&mut self, now: Instant) {
         let until = self.quiet_until(now).expect("held outside a quiet phase");
-        self.retry_at = Some(self.retry_at.map_or(until, |r| r.min(until)));
+        self.retry_by(until);
         self.holds += 1;
     }
 

@@ -722,6 +722,14 @@ fn start_mount(setup: &Setup, point: Option<&SweepPoint>) -> Result<Mount, Bench
     Mount::start(&setup.dir, &sets)
 }
 
+/// `path` (a file of --dir) as fio sees it: through `mount` if one runs.
+fn through(mount: Option<&Mount>, path: &Path) -> PathBuf {
+    match mount {
+        Some(m) => m.path().join(path.file_name().unwrap_or_default()),
+        None => path.to_path_buf(),
+    }
+}
+
 /// The writer of a run.
 enum Writer {
     Fio(fio::RunningFio),
@@ -756,12 +764,7 @@ fn run_config(
             Config::MountFloor => Some(start_mount(setup, None)?),
             _ => None,
         };
-        let file = match &mount {
-            Some(m) => m
-                .path()
-                .join(setup.reader_file.file_name().unwrap_or_default()),
-            None => setup.reader_file.clone(),
-        };
+        let file = through(mount.as_ref(), &setup.reader_file);
         let mut reader_args = fio::reader_args(&file, setup.seconds);
         reader_args.extend(log.args());
         let reader = setup.fio.spawn(&setup.dir, "reader", &reader_args)?;
@@ -791,10 +794,7 @@ fn run_config(
         Config::Mount => Some(start_mount(setup, row.point.as_ref())?),
         _ => None,
     };
-    let through = |path: &Path| match &mount {
-        Some(m) => m.path().join(path.file_name().unwrap_or_default()),
-        None => path.to_path_buf(),
-    };
+    let through = |path: &Path| through(mount.as_ref(), path);
     let mut reader_args = fio::reader_args(&through(&setup.reader_file), setup.seconds);
     reader_args.extend(log.args());
     // Every writer runs longer than the reader, over its file again once
