@@ -356,7 +356,7 @@ fn sample_engine(cache: &Cache, run_start: StdInstant, jobs_done: &AtomicBool) -
     while !jobs_done.load(Ordering::Acquire) {
         let now_ns = since(run_start).as_ns();
         if timeline.due(now_ns) {
-            timeline.record(now_ns, &cache.stats());
+            timeline.record(now_ns, &cache.gauges());
             continue;
         }
         let wait = Duration::from_nanos(timeline.next_ns() - now_ns).min(IDLE_POLL);
@@ -451,6 +451,7 @@ fn execute(
     let sim_time_s = run_start.elapsed().as_secs_f64();
     drop(files);
     let stats = cache.stats();
+    let gauges = cache.gauges();
     let facts: Vec<DeviceFacts> = stats
         .devices
         .iter()
@@ -474,7 +475,7 @@ fn execute(
         jobs,
         engine,
         io_backend,
-        timeline: timeline.finish(end.as_ns(), &stats),
+        timeline: timeline.finish(end.as_ns(), &gauges),
     };
     Ok((report, trace))
 }

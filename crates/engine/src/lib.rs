@@ -179,7 +179,7 @@ pub use memory_pressure::{
     GROW_PERMILLE_PER_S, MAX_CGROUP_LEVELS, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
     PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
 };
-pub use stats::{DeviceStats, DomainStats, StallStats, Stats};
+pub use stats::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
 pub use task::EVENT_WAIT_MAX_NS;
 pub use time::Instant;
 pub use wbt::{auto_target_ns, WbtClass, COMMIT_WRITE_MAX_PAGES};

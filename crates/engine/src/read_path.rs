@@ -170,7 +170,7 @@ impl Engine {
             // readahead): nothing cached to reference or wait for.
             return self.read_missing(now, task, file, first, first, last);
         }
-        let missing = Self::first_hole(f, first, last);
+        let missing = f.first_hole(first, last);
         let cached_end = missing.unwrap_or(last);
         let reading = f
             .runs_over(first, cached_end)
@@ -221,22 +221,6 @@ impl Engine {
         self.insert_pages(file, p, pages, PG_READING, false);
         self.submit_read(now, file, p, pages);
         Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)))
-    }
-
-    /// The first uncached page in `first..last`, if any.
-    pub(crate) fn first_hole(
-        f: &crate::page_cache::CachedFile,
-        first: PageIndex,
-        last: PageIndex,
-    ) -> Option<PageIndex> {
-        let mut p = first;
-        for (start, run) in f.runs_over(first, last) {
-            if start > p {
-                return Some(p);
-            }
-            p = start + run.len;
-        }
-        (p < last).then_some(p)
     }
 
     /// How many pages to read at a miss on page `p`: the rest of the request,

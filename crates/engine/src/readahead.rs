@@ -58,7 +58,7 @@ impl Engine {
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
         if self.tasks[task.index()].ra_file == Some(file)
             && self.sequential_read(task, file, first)
-            && Self::first_hole(f, first, last).is_none()
+            && f.first_hole(first, last).is_none()
         {
             self.readahead_async(now, file, first, last);
         }
@@ -84,7 +84,7 @@ impl Engine {
         let window = (dev.read_ahead_kb as u64 / 4).max(2 * (last - first));
         let max_request = dev.max_request_pages();
         let file_pages = f.size.div_ceil(PAGE_SIZE);
-        let Some(hole) = Self::first_hole(f, last, (last + window).min(file_pages)) else {
+        let Some(hole) = f.first_hole(last, (last + window).min(file_pages)) else {
             return;
         };
         if hole - last >= window / 2 {
@@ -94,7 +94,7 @@ impl Engine {
         let mut p = hole;
         while p < end {
             let f = &self.files[file.index()];
-            let Some(hole) = Self::first_hole(f, p, end) else {
+            let Some(hole) = f.first_hole(p, end) else {
                 return;
             };
             let want = (end - hole).min(max_request);

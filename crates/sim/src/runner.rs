@@ -332,7 +332,8 @@ impl Sim {
                 trace.sample(self.now.as_ns(), &self.engine);
             }
             if self.timeline.due(self.now.as_ns()) {
-                self.timeline.record(self.now.as_ns(), &self.engine.stats());
+                self.timeline
+                    .record(self.now.as_ns(), &self.engine.gauges());
             }
             self.run_due(self.now, &next);
             self.run_jobs_due();
@@ -671,7 +672,10 @@ impl Sim {
             jobs,
             engine: EngineReport::new(&stats, &facts),
             io_backend: None,
-            timeline: self.timeline.clone().finish(end.as_ns(), &stats),
+            timeline: self
+                .timeline
+                .clone()
+                .finish(end.as_ns(), &self.engine.gauges()),
         }
     }
 }

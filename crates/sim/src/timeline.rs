@@ -14,7 +14,7 @@
 
 use crate::report::mib;
 use serde::{Deserialize, Serialize};
-use wb_engine::{StallReason, Stats};
+use wb_engine::{Gauges, StallReason};
 
 /// Most points a timeline keeps (engine samples, or a job's latency slots).
 pub const TIMELINE_POINTS: usize = 400;
@@ -51,7 +51,7 @@ pub struct DeviceSample {
 }
 
 impl EngineSample {
-    pub fn new(t_ns: u64, stats: &Stats) -> EngineSample {
+    pub fn new(t_ns: u64, stats: &Gauges) -> EngineSample {
         EngineSample {
             t_s: t_ns as f64 / 1e9,
             dirty_mib: mib(stats.dirty_pages),
@@ -71,7 +71,7 @@ impl EngineSample {
                 .collect(),
             stalled_ms: StallReason::ALL
                 .iter()
-                .map(|r| stats.stalls[r.index()].total_ns as f64 / 1e6)
+                .map(|r| stats.stalled_ns[r.index()] as f64 / 1e6)
                 .collect(),
         }
     }
@@ -97,7 +97,7 @@ impl Default for EngineTimeline {
 
 impl EngineTimeline {
     /// Whether a sample is due at `now_ns` (the caller then takes the
-    /// engine's stats and calls [`EngineTimeline::record`]).
+    /// engine's gauges and calls [`EngineTimeline::record`]).
     pub fn due(&self, now_ns: u64) -> bool {
         now_ns >= self.next_ns
     }
@@ -108,7 +108,7 @@ impl EngineTimeline {
     }
 
     /// Records the engine at `now_ns` if a sample is due.
-    pub fn record(&mut self, now_ns: u64, stats: &Stats) {
+    pub fn record(&mut self, now_ns: u64, stats: &Gauges) {
         if !self.due(now_ns) {
             return;
         }
@@ -126,7 +126,7 @@ impl EngineTimeline {
     }
 
     /// The samples, with a last one at `end_ns` (the run's end).
-    pub fn finish(mut self, end_ns: u64, stats: &Stats) -> Vec<EngineSample> {
+    pub fn finish(mut self, end_ns: u64, stats: &Gauges) -> Vec<EngineSample> {
         if self
             .samples
             .last()
@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn an_engine_timeline_keeps_at_most_its_points_evenly_spaced() {
         let mut t = EngineTimeline::default();
-        let stats = Stats::default();
+        let stats = Gauges::default();
         for ms in 0..100_000u64 {
             t.record(ms * 1_000_000, &stats);
         }

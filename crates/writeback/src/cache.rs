@@ -474,6 +474,13 @@ impl Cache {
         self.shared.lock().engine.stats()
     }
 
+    /// The few counters a timeline samples (dirty, writeback, cached,
+    /// thresholds, per-device progress, stall totals): cheaper than
+    /// [`Cache::stats`], which copies every histogram and name.
+    pub fn gauges(&self) -> wb_engine::Gauges {
+        self.shared.lock().engine.gauges()
+    }
+
     /// How long the oldest dirty data has waited to be written back (since
     /// its file was first dirtied), None with nothing dirty: what a crash
     /// of this process would lose is at most this old (and the flusher

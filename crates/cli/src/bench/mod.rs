@@ -25,6 +25,9 @@
 //!   and writes, fdatasync) quiet and beside an 8 GiB copy, directly and
 //!   through `wb mount`: throughput, p99, the copy's speed and how much
 //!   of the hot set stays cached.
+//! - `wb bench sim-speed`: the simulator's simulated time per wall second
+//!   on every scenario, alternating with another build's, and whether
+//!   both computed the same reports.
 //!
 //! Human progress goes to standard error; results (a table, or one JSON
 //! object with `--json`) to standard output. Files the benchmarks create are
@@ -45,6 +48,7 @@ pub mod kernel_write;
 pub mod mount;
 pub mod replace;
 pub mod scheduler;
+pub mod sim_speed;
 pub mod stable;
 pub mod sweep;
 pub mod sysctl;
@@ -89,6 +93,8 @@ pub enum BenchCommand {
     DbCopy(db_copy::DbCopyArgs),
     /// Replacing a file's content (rename over it; truncate, rewrite, close): through `wb mount` vs the kernel.
     Replace(replace::ReplaceArgs),
+    /// The simulator's speed (simulated / wall time) on every scenario, against another build's.
+    SimSpeed(sim_speed::SimSpeedArgs),
 }
 
 /// Why a benchmark could not run or finish.
@@ -145,6 +151,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchCommand::Unlink(a) => unlink::run(a, html),
         BenchCommand::DbCopy(a) => db_copy::run(a, html),
         BenchCommand::Replace(a) => replace::run(a, html),
+        BenchCommand::SimSpeed(a) => sim_speed::run(a, html),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,7 +19,7 @@ impl CachedFile {
 
     fn take(&mut self, start: PageIndex) -> Run {
         self.last_found.set(None);
-        let run = self.runs.remove(&start).expect("run exists");
+        let run = self.runs.remove(start).expect("run exists");
         self.counts.sub(&run);
         if run.flags & PG_DIRTY != 0 {
             self.dirty_runs.remove(&start);
@@ -38,7 +38,7 @@ impl CachedFile {
         }
         let head = page - start;
         self.last_found.set(None);
-        self.runs.get_mut(&start).expect("run exists").len = head;
+        self.runs.get_mut(start).expect("run exists").len = head;
         let tail = Run {
             len: run.len - head,
             flags: run.flags,
@@ -60,19 +60,19 @@ impl CachedFile {
         self.last_found.set(None);
         let mut runs = std::mem::take(&mut self.scratch);
         runs.clear();
-        runs.extend(self.runs.range(from..=end).map(|(&s, &r)| (s, r)));
+        runs.extend(self.runs.range(from..=end));
         let mut lead = 0;
         for k in 1..runs.len() {
             let (lead_start, lead_run) = runs[lead];
             let (start, run) = runs[k];
             if lead_start + lead_run.len == start && lead_run.joins(&run) {
                 // The pages keep their state: only the map and index change.
-                self.runs.remove(&start);
+                self.runs.remove(start);
                 if run.flags & PG_DIRTY != 0 {
                     self.dirty_runs.remove(&start);
                 }
                 runs[lead].1.len += run.len;
-                self.runs.get_mut(&lead_start).expect("run exists").len += run.len;
+                self.runs.get_mut(lead_start).expect("run exists").len += run.len;
             } else {
                 lead = k;
             }
@@ -86,8 +86,9 @@ impl CachedFile {
     pub fn insert(&mut self, start: PageIndex, run: Run) {
         assert!(run.len > 0);
         let end = start + run.len;
-        let prev = self.runs.range(..start).next_back().map(|(&s, &r)| (s, r));
-        let next = self.runs.range(start..).next().map(|(&s, &r)| (s, r));
+        self.fill_hole(start, end);
+        let prev = self.runs.range(..start).next_back();
+        let next = self.runs.range(start..).next();
         assert!(
             prev.is_none_or(|(s, r)| s + r.len <= start) && next.is_none_or(|(s, _)| s >= end),
             "pages {start}.. inserted twice"
@@ -97,7 +98,7 @@ impl CachedFile {
                 // The new pages join the run before: counted, no new entry.
                 self.counts.add(&run);
                 self.last_found.set(None);
-                self.runs.get_mut(&s).expect("run exists").len += run.len;
+                self.runs.get_mut(s).expect("run exists").len += run.len;
                 s
             }
             _ => {
@@ -145,7 +146,7 @@ impl CachedFile {
         self.split(first);
         self.split(end);
         self.last_found.set(None);
-        for (&start, run) in self.runs.range_mut(first..end) {
+        for (start, run) in self.runs.range_mut(first..end) {
             let flags = change(start, run.len, run.flags);
             if flags == run.flags {
                 continue;
@@ -203,14 +204,15 @@ impl CachedFile {
             self.put(end, tail);
             // The flusher's next chunk starts here.
             self.last_found.set(Some((end, tail)));
-        } else if let Some(&next) = self.runs.get(&end) {
+        } else if let Some(next) = self.runs.get(end) {
             if middle.joins(&next) {
                 self.absorb(first, end);
             }
         }
         // Joining checks flags and frames only, not the middle's length.
         if head == 0 {
-            if let Some((&prev_start, prev)) = self.runs.range(..first).next_back() {
+            let prev = self.runs.range(..first).next_back();
+            if let Some((prev_start, prev)) = prev {
                 if prev_start + prev.len == first && prev.joins(&middle) {
                     let kept = self.last_found.get();
                     self.absorb(prev_start, first);
@@ -227,23 +229,25 @@ impl CachedFile {
     /// (the same end state as cutting the run and joining the middle).
     /// False, and nothing changed, if the run before is not alike.
     fn join_front(&mut self, start: PageIndex, run: Run, middle: Run) -> bool {
-        let Some((&prev_start, prev)) = self.runs.range(..start).next_back() else {
+        let Some(_) = self
+            .runs
+            .give_front(start, middle.len, |prev| prev.joins(&middle))
+        else {
             return false;
         };
-        if prev_start + prev.len != start || !prev.joins(&middle) {
-            return false;
-        }
-        let taken = self.take(start);
-        debug_assert_eq!(taken, run);
-        self.counts.add(&middle);
-        self.runs.get_mut(&prev_start).expect("run exists").len += middle.len;
         let end = start + middle.len;
         let tail = Run {
             len: run.len - middle.len,
             frame: middle.frame + middle.len as u32,
             ..run
         };
-        self.put(end, tail);
+        self.counts.sub(&run);
+        self.counts.add(&middle);
+        self.counts.add(&tail);
+        if run.flags & PG_DIRTY != 0 {
+            self.dirty_runs.remove(&start);
+            self.dirty_runs.insert(end);
+        }
         // The flusher's next chunk starts here.
         self.last_found.set(Some((end, tail)));
         true
@@ -253,7 +257,7 @@ impl CachedFile {
     fn replace(&mut self, start: PageIndex, run: Run) {
         assert!(run.len > 0);
         self.last_found.set(None);
-        let slot = self.runs.get_mut(&start).expect("run exists");
+        let slot = self.runs.get_mut(start).expect("run exists");
         let old = std::mem::replace(slot, run);
         self.counts.sub(&old);
         self.counts.add(&run);
@@ -272,7 +276,7 @@ impl CachedFile {
         let taken = self.take(next);
         self.counts.add(&taken);
         self.last_found.set(None);
-        self.runs.get_mut(&lead).expect("run exists").len += taken.len;
+        self.runs.get_mut(lead).expect("run exists").len += taken.len;
     }
 
     /// Moves pages `first..end`, which lie in one run, to frames
@@ -282,7 +286,7 @@ impl CachedFile {
         self.split(first);
         self.split(end);
         self.last_found.set(None);
-        let run = self.runs.get_mut(&first).expect("run exists");
+        let run = self.runs.get_mut(first).expect("run exists");
         assert_eq!(run.len, end - first, "pages to move lie in one run");
         run.frame = frame;
     }
@@ -301,7 +305,8 @@ impl CachedFile {
         self.split(first);
         self.split(end);
         self.last_found.set(None);
-        for (start, run) in self.runs.extract_if(first..end, |_, _| true) {
+        self.forget_filled(first, end);
+        for (start, run) in self.runs.extract(first, end) {
             self.counts.sub(&run);
             if run.flags & PG_DIRTY != 0 {
                 self.dirty_runs.remove(&start);

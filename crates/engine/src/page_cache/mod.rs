@@ -24,6 +24,7 @@
 
 mod change;
 mod run;
+mod run_map;
 
 pub use run::{
     PageCounts, PageFlags, Run, MAX_FILE_PAGES, PG_ACTIVE, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU,
@@ -32,8 +33,18 @@ pub use run::{
 
 use crate::ids::{DeviceId, IoId, PageIndex, WbId};
 use crate::time::Instant;
+use run_map::RunMap;
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+
+/// Pages `from..to` are cached (in any state), and page `to` is not if
+/// `hole`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Filled {
+    from: PageIndex,
+    to: PageIndex,
+    hole: bool,
+}
 
 #[derive(Clone, Debug)]
 pub struct CachedFile {
@@ -42,7 +53,7 @@ pub struct CachedFile {
     /// Size in bytes, including extensions not yet written back.
     pub size: u64,
     /// Cached pages as runs, by first page; runs never overlap.
-    runs: BTreeMap<PageIndex, Run>,
+    runs: RunMap,
     /// First pages of the runs that are dirty, for the flusher's scans.
     dirty_runs: BTreeSet<PageIndex>,
     counts: PageCounts,
@@ -51,6 +62,12 @@ pub struct CachedFile {
     /// The run `run_at` found last, forgotten on every change to `runs`:
     /// a sequential reader asks for the same run many times in a row.
     last_found: Cell<Option<(PageIndex, Run)>>,
+    /// What `first_hole` found last: only removing pages makes a hole
+    /// (`remove` shrinks the stretch) and only inserting fills one
+    /// (`insert` forgets the hole). A sequential reader asks, at every
+    /// read, whether the window ahead of it has a hole; this answers
+    /// without walking the runs.
+    filled: Cell<Filled>,
     /// When the file went from clean to dirty (Linux's inode dirtied_when).
     pub dirtied_when: Option<Instant>,
     /// Where the flusher continues in this file.
@@ -94,11 +111,12 @@ impl CachedFile {
             device,
             wb,
             size,
-            runs: BTreeMap::new(),
+            runs: RunMap::default(),
             dirty_runs: BTreeSet::new(),
             counts: PageCounts::default(),
             scratch: Vec::new(),
             last_found: Cell::new(None),
+            filled: Cell::new(Filled::default()),
             dirtied_when: None,
             writeback_index: 0,
             inflight_writes: BTreeSet::new(),
@@ -132,7 +150,7 @@ impl CachedFile {
                 return Some((start, run));
             }
         }
-        let (&start, &run) = self.runs.range(..=page).next_back()?;
+        let (start, run) = self.runs.range(..=page).next_back()?;
         let found = (page < start + run.len).then_some((start, run));
         if found.is_some() {
             self.last_found.set(found);
@@ -142,8 +160,7 @@ impl CachedFile {
 
     /// The run holding `page`, or else the first run after it.
     pub fn run_from(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
-        self.run_at(page)
-            .or_else(|| self.runs.range(page..).next().map(|(&s, &r)| (s, r)))
+        self.run_at(page).or_else(|| self.runs.range(page..).next())
     }
 
     /// The next cached run with pages in `pos..end`, as (the first of its
@@ -183,21 +200,92 @@ impl CachedFile {
             Some(_) => None,
             None => Some(self.runs.range(from..end.max(from))),
         };
-        whole
-            .into_iter()
-            .chain(rest.into_iter().flatten().map(|(&s, &r)| (s, r)))
+        whole.into_iter().chain(rest.into_iter().flatten())
     }
 
     /// Every run, in page order.
     pub fn all_runs(&self) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
-        self.runs.iter().map(|(&s, &r)| (s, r))
+        self.runs.iter()
+    }
+
+    /// The first uncached page in `first..last`, if any.
+    pub fn first_hole(&self, first: PageIndex, last: PageIndex) -> Option<PageIndex> {
+        let known = self.filled.get();
+        if known.from <= first && first <= known.to {
+            if known.hole || known.to >= last {
+                return (known.to < last).then_some(known.to);
+            }
+            let p = self.cached_until(known.to, last);
+            self.filled.set(Filled {
+                to: p,
+                hole: p < last,
+                ..known
+            });
+            return (p < last).then_some(p);
+        }
+        let p = self.cached_until(first, last);
+        if p > first {
+            self.filled.set(Filled {
+                from: first,
+                to: p,
+                hole: p < last,
+            });
+        }
+        (p < last).then_some(p)
+    }
+
+    /// Where the cached stretch from `from` ends: its first hole, or the
+    /// end of the run that reaches `last` (or `from` itself when it is at
+    /// or past `last`).
+    fn cached_until(&self, from: PageIndex, last: PageIndex) -> PageIndex {
+        let mut p = from;
+        if p < last {
+            for (start, run) in self.runs_over(p, last) {
+                if start > p {
+                    break;
+                }
+                p = start + run.len;
+            }
+        }
+        p
+    }
+
+    /// Pages `first..end` leave the cache: the stretch known cached keeps
+    /// the part after them (whose hole stays), or else the part before
+    /// (which now ends at a hole).
+    fn forget_filled(&self, first: PageIndex, end: PageIndex) {
+        let known = self.filled.get();
+        if end <= known.from || first >= known.to {
+            return;
+        }
+        self.filled.set(if end < known.to {
+            Filled { from: end, ..known }
+        } else if first > known.from {
+            Filled {
+                to: first,
+                hole: true,
+                ..known
+            }
+        } else {
+            Filled::default()
+        });
+    }
+
+    /// Pages `first..end` come into the cache: a hole known at one of
+    /// them is gone.
+    fn fill_hole(&self, first: PageIndex, end: PageIndex) {
+        let mut known = self.filled.get();
+        if known.hole && first <= known.to && known.to < end {
+            known.hole = false;
+            self.filled.set(known);
+        }
     }
 
     /// Length of the uncached stretch from `page` (which must be
     /// uncached), at most `max`.
     pub fn hole_len(&self, page: PageIndex, max: u64) -> u64 {
         debug_assert!(self.run_at(page).is_none());
-        let next = self.runs.range(page..).next().map_or(u64::MAX, |(&s, _)| s);
+        let next = self.runs.range(page..).next().map_or(u64::MAX, |(s, _)| s);
         (next - page).min(max)
     }
 
@@ -239,7 +327,7 @@ impl CachedFile {
         }
         self.dirty_runs
             .range(from + 1..)
-            .find(|&&s| self.runs[&s].writable())
+            .find(|&&s| self.runs.get(s).expect("dirty run exists").writable())
             .copied()
     }
 
@@ -260,7 +348,7 @@ impl CachedFile {
     pub fn dirty_ranges(&self) -> Vec<(PageIndex, PageIndex)> {
         let mut ranges: Vec<(PageIndex, PageIndex)> = Vec::new();
         for &start in &self.dirty_runs {
-            let end = start + self.runs[&start].len;
+            let end = start + self.runs.get(start).expect("dirty run exists").len;
             match ranges.last_mut() {
                 Some(last) if last.1 == start => last.1 = end,
                 _ => ranges.push((start, end)),
@@ -274,26 +362,36 @@ impl CachedFile {
         let mut counts = PageCounts::default();
         let mut last_end = 0;
         let mut prev: Option<Run> = None;
-        for (&start, run) in &self.runs {
+        for (start, run) in self.runs.iter() {
             assert!(run.len > 0 && start >= last_end, "runs overlap at {start}");
             assert!(start + run.len <= MAX_FILE_PAGES);
             if let Some(p) = prev.filter(|_| start == last_end) {
-                assert!(!p.joins(run), "alike runs left apart at page {start}");
+                assert!(!p.joins(&run), "alike runs left apart at page {start}");
             }
             assert_eq!(
                 run.flags & PG_DIRTY != 0,
                 self.dirty_runs.contains(&start),
                 "dirty index at page {start}"
             );
-            counts.add(run);
+            counts.add(&run);
             last_end = start + run.len;
-            prev = Some(*run);
+            prev = Some(run);
         }
         assert_eq!(counts, self.counts, "page counters");
+        let known = self.filled.get();
+        let (a, b) = (known.from, known.to);
+        assert!(
+            a >= b || self.cached_until(a, b) >= b,
+            "pages {a}..{b} taken as cached have a hole"
+        );
+        assert!(
+            !known.hole || self.run_at(b).is_none(),
+            "page {b} taken as a hole is cached"
+        );
         assert_eq!(self.dirty_runs.len(), {
             self.runs
-                .values()
-                .filter(|r| r.flags & PG_DIRTY != 0)
+                .iter()
+                .filter(|(_, r)| r.flags & PG_DIRTY != 0)
                 .count()
         });
     }
