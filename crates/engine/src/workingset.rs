@@ -78,28 +78,41 @@ impl Workingset {
         end: PageIndex,
         workingset_pages: u64,
     ) -> Vec<(PageIndex, PageIndex)> {
+        let found = self.overlapping(file, first, end);
         let mut hot = Vec::new();
-        for (start, shadow) in self.overlapping(file, first, end) {
+        for &(start, shadow) in &found {
             let distance = self.nonresident_age - shadow.evicted_at;
             if distance <= workingset_pages {
                 hot.push((start.max(first), shadow.end.min(end)));
             }
         }
-        self.forget(file, first, end);
+        self.forget_found(file, first, end, found);
         hot
     }
 
     /// Drops the shadows of pages `first..end` of `file` (truncated,
     /// punched, or cached again), keeping what lies outside the range.
     pub fn forget(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        for (start, shadow) in self.overlapping(file, first, end) {
-            self.shadows.remove(&(file, start));
+        let found = self.overlapping(file, first, end);
+        self.forget_found(file, first, end, found);
+    }
+
+    /// `forget`, given the shadows overlapping `first..end` (`overlapping`).
+    fn forget_found(
+        &mut self,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+        found: Vec<(PageIndex, Shadow)>,
+    ) {
+        for (start, shadow) in found {
             if start < first {
-                let kept = Shadow {
-                    end: first,
-                    ..shadow
-                };
-                self.shadows.insert((file, start), kept);
+                // Its head, before `first`, stays.
+                if let Some(kept) = self.shadows.get_mut(&(file, start)) {
+                    kept.end = first;
+                }
+            } else {
+                self.shadows.remove(&(file, start));
             }
             if shadow.end > end {
                 self.shadows.insert((file, end), shadow);
@@ -115,17 +128,23 @@ impl Workingset {
         first: PageIndex,
         end: PageIndex,
     ) -> Vec<(PageIndex, Shadow)> {
-        let before = self
-            .shadows
-            .range(..(file, first))
-            .next_back()
-            .filter(|(&(f, _), s)| f == file && s.end > first);
-        let inside = self.shadows.range((file, first)..(file, end));
-        before
-            .into_iter()
-            .chain(inside)
-            .map(|(&(_, start), &s)| (start, s))
-            .collect()
+        // One search, backwards from `end`: shadows never overlap, so
+        // the first one starting before `first` is the last candidate.
+        let mut found = Vec::new();
+        for (&(f, start), &s) in self.shadows.range(..(file, end)).rev() {
+            if f != file {
+                break;
+            }
+            if start < first {
+                if s.end > first {
+                    found.push((start, s));
+                }
+                break;
+            }
+            found.push((start, s));
+        }
+        found.reverse();
+        found
     }
 
     /// Drops shadows that can no longer activate anything, and the oldest

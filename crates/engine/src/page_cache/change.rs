@@ -241,9 +241,12 @@ impl CachedFile {
             frame: middle.frame + middle.len as u32,
             ..run
         };
-        self.counts.sub(&run);
+        // Only the pages moved change state.
+        self.counts.sub(&Run {
+            len: middle.len,
+            ..run
+        });
         self.counts.add(&middle);
-        self.counts.add(&tail);
         if run.flags & PG_DIRTY != 0 {
             self.dirty_runs.remove(&start);
             self.dirty_runs.insert(end);
