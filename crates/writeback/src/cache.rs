@@ -278,7 +278,7 @@ impl Cache {
     /// use writeback::{Cache, OpenOptions};
     /// # let dir = std::env::temp_dir().join(format!("wb-doc-dom-{}", std::process::id()));
     /// # std::fs::create_dir_all(&dir)?;
-    /// # if !writeback::io::supports_direct(&dir) { return Ok(()); }
+    /// # if !writeback::io::supports_direct(&dir) { wb_testkit::skip("no O_DIRECT in the temp dir"); return Ok(()); }
     /// let cache = Cache::builder().knob("memory", "64MiB")?.calibrate(false).build()?;
     /// let batch = cache.domain("batch")?;
     /// let file = cache.open_in(dir.join("job"), OpenOptions { create: true }, batch)?;
@@ -472,6 +472,22 @@ impl Cache {
 
     pub fn stats(&self) -> Stats {
         self.shared.lock().engine.stats()
+    }
+
+    /// Bytes of the cache's memory backed ahead of use or in use, as its
+    /// populating thread last saw them: at most 32 MiB beyond the highest
+    /// frame in use, never beyond the budget (runtime/populate.rs).
+    pub fn populated_bytes(&self) -> u64 {
+        self.shared
+            .populated_pages
+            .load(std::sync::atomic::Ordering::Acquire)
+            * wb_engine::PAGE_SIZE
+    }
+
+    /// The frames in use end below this many bytes of the cache's memory
+    /// (the engine hands frames out first fit, from the start).
+    pub fn frames_used_bytes(&self) -> u64 {
+        self.shared.lock().engine.frames_used_end() * wb_engine::PAGE_SIZE
     }
 
     /// The few counters a timeline samples (dirty, writeback, cached,

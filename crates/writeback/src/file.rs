@@ -90,7 +90,7 @@ impl File {
     /// use writeback::{Cache, OpenOptions, WriteFlags};
     /// # let dir = std::env::temp_dir().join(format!("wb-doc-dc-{}", std::process::id()));
     /// # std::fs::create_dir_all(&dir)?;
-    /// # if !writeback::io::supports_direct(&dir) { return Ok(()); }
+    /// # if !writeback::io::supports_direct(&dir) { wb_testkit::skip("no O_DIRECT in the temp dir"); return Ok(()); }
     /// let cache = Cache::builder().knob("memory", "64MiB")?.calibrate(false).build()?;
     /// let file = cache.open(dir.join("log"), OpenOptions { create: true })?;
     /// file.write_at_with(&[7u8; 1 << 20], 0, WriteFlags::DONTCACHE)?;

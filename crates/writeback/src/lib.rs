@@ -12,7 +12,7 @@
 //! use writeback::{Cache, OpenOptions};
 //! # let dir = std::env::temp_dir().join(format!("wb-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir)?;
-//! # if !writeback::io::supports_direct(&dir) { return Ok(()); }
+//! # if !writeback::io::supports_direct(&dir) { wb_testkit::skip("no O_DIRECT in the temp dir"); return Ok(()); }
 //! let cache = Cache::builder().knob("memory", "64MiB")?.calibrate(false).build()?;
 //! let file = cache.open(dir.join("data"), OpenOptions { create: true })?;
 //! file.write_at(b"hello, writeback", 0)?;

@@ -1,8 +1,9 @@
 //! The cache backs the frames it will use next with memory ahead of use
-//! (runtime/populate.rs), a bounded amount beyond what it uses: the
-//! process's resident set grows by about that amount at start, and
-//! follows the cache as it fills. (Its own test binary: nothing else in
-//! the process moves its RSS.)
+//! (runtime/populate.rs), a bounded amount beyond what it uses: its
+//! populating thread reaches exactly `AHEAD` beyond the frames in use and
+//! stops there, and the process's resident set grows by that much at
+//! start and follows the cache as it fills. (Its own test binary: nothing
+//! else in the process moves its RSS.)
 
 mod common;
 
@@ -13,16 +14,18 @@ const MIB: u64 = 1 << 20;
 /// runtime/populate.rs, POPULATE_AHEAD_PAGES.
 const AHEAD: u64 = 32 * MIB;
 
-/// Waits (at most 20 s, for a busy machine) until the
-/// resident set is at least `at_least`; returns it.
-fn rss_reaches(at_least: u64) -> u64 {
+/// Waits (at most 20 s, for a busy machine) until the cache's populating
+/// thread has backed `AHEAD` beyond the frames in use (it stops there);
+/// returns what it backed.
+fn populated_ahead(cache: &Cache) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut rss = common::rss_bytes();
-    while rss < at_least && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        rss = common::rss_bytes();
+    loop {
+        let (backed, used) = (cache.populated_bytes(), cache.frames_used_bytes());
+        if backed >= used + AHEAD || Instant::now() >= deadline {
+            return backed;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
-    rss
 }
 
 #[test]
@@ -37,25 +40,19 @@ fn frames_are_populated_a_bounded_amount_ahead_of_use() {
         .calibrate(false)
         .build()
         .unwrap();
-    let rss = rss_reaches(base + AHEAD - 4 * MIB);
-    assert!(
-        rss >= base + AHEAD - 4 * MIB,
-        "RSS {} MiB, {} MiB before the cache: nothing populated ahead",
-        rss / MIB,
-        base / MIB
-    );
-    // Bounded: not the whole budget. (Let it run a while first.)
-    std::thread::sleep(Duration::from_millis(300));
+    // An empty cache: AHEAD backed, exactly.
+    let backed = populated_ahead(&cache);
+    assert_eq!(backed, AHEAD, "backed ahead of an empty cache");
     let rss = common::rss_bytes();
     assert!(
-        rss <= base + AHEAD + 24 * MIB,
-        "RSS {} MiB, {} MiB before: more than {} MiB ahead of an empty cache",
+        rss >= base + AHEAD - 4 * MIB && rss <= base + AHEAD + 24 * MIB,
+        "RSS {} MiB, {} MiB before the cache, {} MiB backed",
         rss / MIB,
         base / MIB,
-        AHEAD / MIB
+        backed / MIB
     );
 
-    // 128 MiB cached: the frames populated follow, still bounded.
+    // 128 MiB cached: the frames backed follow, AHEAD beyond them.
     let file = cache
         .open(dir.join("f"), OpenOptions { create: true })
         .unwrap();
@@ -63,22 +60,25 @@ fn frames_are_populated_a_bounded_amount_ahead_of_use() {
     for i in 0..128 {
         file.write_at(&chunk, i * MIB).unwrap();
     }
-    let used = 128 * MIB;
-    let rss = rss_reaches(base + used + AHEAD - 4 * MIB);
+    let backed = populated_ahead(&cache);
+    let used = cache.frames_used_bytes();
     assert!(
-        rss >= base + used + AHEAD - 4 * MIB,
-        "RSS {} MiB with {} MiB cached, {} MiB before",
-        rss / MIB,
-        used / MIB,
-        base / MIB
+        used >= 128 * MIB,
+        "128 MiB cached in {} MiB of frames",
+        used / MIB
     );
-    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        backed,
+        (used + AHEAD).min(512 * MIB),
+        "backed with {} MiB of frames in use",
+        used / MIB
+    );
     let rss = common::rss_bytes();
     assert!(
-        rss <= base + used + AHEAD + 32 * MIB,
-        "RSS {} MiB with {} MiB cached, {} MiB before",
+        rss >= base + 128 * MIB + AHEAD - 4 * MIB && rss <= base + backed + 32 * MIB,
+        "RSS {} MiB with {} MiB backed, {} MiB before",
         rss / MIB,
-        used / MIB,
+        backed / MIB,
         base / MIB
     );
     let mut got = vec![0u8; MIB as usize];

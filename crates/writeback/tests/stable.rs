@@ -6,6 +6,9 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use writeback::io::Faults;
 use writeback::{Cache, OpenOptions};
 
 const PAGE: usize = 4096;
@@ -31,10 +34,13 @@ fn extent(n: usize) -> (usize, usize) {
 
 /// Runs the rewrites with a syncing thread beside them (so writes meet
 /// pages under writeback) and, if `modes` is not empty, a thread cycling
-/// the device's stable_writes through them. Returns pages snapshotted
-/// (None where the test cannot run here).
-fn rewrite_and_check(name: &str, initial: &str, modes: &[&str]) -> Option<u64> {
-    let dir = common::direct_test_dir(name)?;
+/// the device's stable_writes through them. How often writes meet pages
+/// under writeback here is up to the threads; the deterministic case is
+/// `a_writer_meeting_pages_under_writeback_gets_copies_and_does_not_wait`.
+fn rewrite_and_check(name: &str, initial: &str, modes: &[&str]) {
+    let Some(dir) = common::direct_test_dir(name) else {
+        return;
+    };
     let cache = Cache::builder()
         .knob("memory", "16MiB")
         .unwrap()
@@ -81,10 +87,8 @@ fn rewrite_and_check(name: &str, initial: &str, modes: &[&str]) -> Option<u64> {
         }
         done.store(true, Ordering::Release);
     });
-    let snapshots = cache.stats().devices[0].snapshot_pages;
     common::sync_and_check_model(name, cache, file, &path, &model);
     let _ = std::fs::remove_dir_all(&dir);
-    Some(snapshots)
 }
 
 #[test]
@@ -99,12 +103,87 @@ fn rewrites_under_writeback_keep_every_byte_with_wait() {
 
 #[test]
 fn rewrites_under_writeback_keep_every_byte_with_snapshot() {
-    if let Some(snapshots) = rewrite_and_check("stable-snapshot", "snapshot", &[]) {
-        assert!(
-            snapshots > 0,
-            "writers met pages under writeback and got copies"
-        );
+    rewrite_and_check("stable-snapshot", "snapshot", &[]);
+}
+
+/// Releases the writes the seam holds when dropped.
+struct ReleaseOnDrop<'a>(&'a Faults);
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.release_held();
     }
+}
+
+/// How long a test waits for a condition that holds at once on an idle
+/// machine (a write-back submitted, a write returned).
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// With `stable_writes = snapshot`, a writer that meets its pages under
+/// writeback gets copies and does not wait: the fault seam holds the
+/// write-back in flight while the writer rewrites every page, so each
+/// rewrite meets one, deterministically. The disk then holds the
+/// rewrites, and the write-back in flight wrote the old data from the
+/// pages it kept.
+#[test]
+fn a_writer_meeting_pages_under_writeback_gets_copies_and_does_not_wait() {
+    let Some(dir) = common::direct_test_dir("stable-held") else {
+        return;
+    };
+    let faults = Faults::new();
+    let cache = Cache::builder()
+        .knob("memory", "16MiB")
+        .unwrap()
+        .device_knob("stable_writes", "snapshot")
+        .unwrap()
+        .calibrate(false)
+        .faults(faults.clone())
+        .build()
+        .unwrap();
+    let path = dir.join("f");
+    let file = cache.open(&path, OpenOptions { create: true }).unwrap();
+    let old = vec![stamp(1); PAGES * PAGE];
+    file.write_at(&old, 0).unwrap();
+    faults.hold_writes(&path).unwrap();
+    let new = vec![stamp(2); PAGES * PAGE];
+    std::thread::scope(|s| {
+        // Released also if an assertion fails: the sync waits for them.
+        let _release = ReleaseOnDrop(&faults);
+        let syncer = file.reopen().unwrap();
+        let sync = s.spawn(move || syncer.sync_data());
+        let deadline = Instant::now() + PATIENCE;
+        while faults.held() == 0 || cache.stats().writeback_pages < PAGES as u64 {
+            assert!(Instant::now() < deadline, "the sync's writes never came");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (done_tx, done_rx) = mpsc::channel();
+        let writer = file.reopen().unwrap();
+        let new = &new;
+        s.spawn(move || {
+            for p in 0..PAGES {
+                writer
+                    .write_at(&new[p * PAGE..][..PAGE], (p * PAGE) as u64)
+                    .unwrap();
+            }
+            let _ = done_tx.send(());
+        });
+        let returned = done_rx.recv_timeout(PATIENCE).is_ok();
+        // Whatever happened, let the write-back finish before asserting.
+        let held = faults.held();
+        faults.release_held();
+        sync.join().unwrap().unwrap();
+        assert!(
+            returned,
+            "the writer waited for the write-back ({held} writes held)"
+        );
+    });
+    assert_eq!(
+        cache.stats().devices[0].snapshot_pages,
+        PAGES as u64,
+        "each rewritten page was copied once"
+    );
+    common::sync_and_check_model("stable-held", cache, file, &path, &new);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -66,6 +66,13 @@ pub(crate) fn populate_loop(shared: &Shared) {
 /// Populates the next huge page ahead of use if one is due; returns
 /// whether it did. `populated`: frames below it are populated or in use.
 fn populate_step(shared: &Shared, populated: &mut u64) -> std::io::Result<bool> {
+    let done = populate_next(shared, populated);
+    shared.populated_pages.store(*populated, Ordering::Release);
+    done
+}
+
+/// `populate_step`'s work.
+fn populate_next(shared: &Shared, populated: &mut u64) -> std::io::Result<bool> {
     let core = shared.lock();
     let engine = &core.engine;
     if engine.memory_pages() < engine.frame_pages() {

@@ -9,7 +9,7 @@ use crate::error::{from_engine, Error};
 use crate::io::{IoBackend, IoDone};
 use crate::Writeout;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
@@ -62,6 +62,9 @@ pub(crate) struct Shared {
     pub index: Arc<PageIndex>,
     /// Set when the cache closes; read without the engine's lock.
     pub closed: AtomicBool,
+    /// Frames below this are backed with memory, by use or by the
+    /// populating thread (populate.rs), which keeps it.
+    pub populated_pages: AtomicU64,
     /// Signalled when the timer thread should look again: an earlier
     /// timeout (`Out::kick_timer`), or the cache closing. A sleeping task
     /// is unparked alone (`Core::sleepers`): one wake-up per task woken,
@@ -100,6 +103,7 @@ impl Shared {
             frames,
             index,
             closed: AtomicBool::new(false),
+            populated_pages: AtomicU64::new(0),
             timer_cv: Condvar::new(),
             backend: RwLock::new(Some(backend)),
             backend_name,
