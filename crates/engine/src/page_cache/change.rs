@@ -87,8 +87,8 @@ impl CachedFile {
         assert!(run.len > 0);
         let end = start + run.len;
         self.fill_hole(start, end);
-        let prev = self.runs.range(..start).next_back();
-        let next = self.runs.range(start..).next();
+        let prev = self.runs.last_before(start);
+        let next = self.runs.first_from(start);
         assert!(
             prev.is_none_or(|(s, r)| s + r.len <= start) && next.is_none_or(|(s, _)| s >= end),
             "pages {start}.. inserted twice"
@@ -211,7 +211,7 @@ impl CachedFile {
         }
         // Joining checks flags and frames only, not the middle's length.
         if head == 0 {
-            let prev = self.runs.range(..first).next_back();
+            let prev = self.runs.last_before(first);
             if let Some((prev_start, prev)) = prev {
                 if prev_start + prev.len == first && prev.joins(&middle) {
                     let kept = self.last_found.get();

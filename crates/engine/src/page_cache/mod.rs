@@ -150,7 +150,7 @@ impl CachedFile {
                 return Some((start, run));
             }
         }
-        let (start, run) = self.runs.range(..=page).next_back()?;
+        let (start, run) = self.runs.last_from_or_before(page)?;
         let found = (page < start + run.len).then_some((start, run));
         if found.is_some() {
             self.last_found.set(found);
@@ -160,7 +160,7 @@ impl CachedFile {
 
     /// The run holding `page`, or else the first run after it.
     pub fn run_from(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
-        self.run_at(page).or_else(|| self.runs.range(page..).next())
+        self.run_at(page).or_else(|| self.runs.first_from(page))
     }
 
     /// The next cached run with pages in `pos..end`, as (the first of its
@@ -285,7 +285,7 @@ impl CachedFile {
     /// uncached), at most `max`.
     pub fn hole_len(&self, page: PageIndex, max: u64) -> u64 {
         debug_assert!(self.run_at(page).is_none());
-        let next = self.runs.range(page..).next().map_or(u64::MAX, |(s, _)| s);
+        let next = self.runs.first_from(page).map_or(u64::MAX, |(s, _)| s);
         (next - page).min(max)
     }
 

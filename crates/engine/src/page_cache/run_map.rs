@@ -90,6 +90,25 @@ impl RunMap {
         self.map.remove(&Start::at(start))
     }
 
+    /// The last run starting at or before `page` (one search, typed for
+    /// it: the generic `range` handles both bounds at run time).
+    pub fn last_from_or_before(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        let (s, &r) = self.map.range(..=Start::at(page)).next_back()?;
+        Some((s.0.get(), r))
+    }
+
+    /// The last run starting before `page`.
+    pub fn last_before(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        let (s, &r) = self.map.range(..Start::at(page)).next_back()?;
+        Some((s.0.get(), r))
+    }
+
+    /// The first run starting at or after `page`.
+    pub fn first_from(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        let (s, &r) = self.map.range(Start::at(page)..).next()?;
+        Some((s.0.get(), r))
+    }
+
     /// The runs whose first pages lie in `range`, in page order.
     pub fn range(
         &self,
