@@ -874,3 +874,80 @@ fn sim_compare_runs_each_value_as_set_would_and_refuses_bad_specs() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `wb bench sim-speed` on two scenarios against a baseline: the same
+/// binary computes the same reports; a baseline whose reports differ (a
+/// script that changes the seed in this binary's) is told apart; a
+/// missing baseline is bad input.
+#[test]
+fn sim_speed_compares_builds_and_tells_different_reports_apart() {
+    let dir = std::env::temp_dir().join(format!("wb-sim-speed-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.toml"), SMALL).unwrap();
+    std::fs::write(dir.join("b.toml"), SMALL.replace("seed = 3", "seed = 5")).unwrap();
+    let bench = |baseline: &Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wb"))
+            .args([
+                "bench",
+                "sim-speed",
+                "--repeat",
+                "2",
+                "--json",
+                "--scenarios",
+            ])
+            .arg(&dir)
+            .arg("--baseline")
+            .arg(baseline)
+            .output()
+            .expect("run wb bench sim-speed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("JSON")
+    };
+    let same = bench(Path::new(env!("CARGO_BIN_EXE_wb")));
+    let scenarios = same["scenarios"].as_array().expect("scenarios");
+    let names: Vec<_> = scenarios.iter().map(|s| s["name"].clone()).collect();
+    assert_eq!(names, ["a", "b"], "{same}");
+    for s in scenarios {
+        assert_eq!(s["same_report"], true, "{s}");
+        for build in ["this_build", "baseline"] {
+            assert_eq!(s[build]["speeds"].as_array().map(Vec::len), Some(2), "{s}");
+            assert!(s[build]["median"].as_f64().is_some_and(|m| m > 0.0), "{s}");
+        }
+    }
+
+    let script = dir.join("other-wb");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n'{}' \"$@\" | sed -e 's/\"seed\": *[0-9]*/\"seed\": 99/'\n",
+            env!("CARGO_BIN_EXE_wb")
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let other = bench(&script);
+    for s in other["scenarios"].as_array().expect("scenarios") {
+        assert_eq!(s["same_report"], false, "{s}");
+    }
+
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_wb"))
+        .args(["bench", "sim-speed", "--scenarios"])
+        .arg(&dir)
+        .args(["--baseline", "/nonexistent/wb"])
+        .output()
+        .expect("run wb bench sim-speed");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .contains("--baseline /nonexistent/wb: no such file"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
