@@ -8,9 +8,6 @@
 //! while the guards are still alive elsewhere, can undo everything still
 //! registered and exit with 130.
 
-use super::kernel_configs::BlkioCgroup;
-use super::scheduler::SchedulerSnapshot;
-use super::sysctl::DirtySnapshot;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::{Mutex, MutexGuard};
@@ -18,17 +15,32 @@ use std::sync::{Mutex, MutexGuard};
 /// Exit status after Ctrl-C, as shells report a death by SIGINT.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// When a registered change is undone, after the children are killed
+/// and before the files are removed: mounts left by a killed `wb mount`
+/// are detached first, then cgroups go (killing what is left in them:
+/// the children's own children), then block schedulers and sysctls come
+/// back. Within a stage, the most recent change first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    Mount,
+    Cgroup,
+    Scheduler,
+    Sysctl,
+}
+
+impl Stage {
+    const ALL: [Stage; 4] = [Stage::Mount, Stage::Cgroup, Stage::Scheduler, Stage::Sysctl];
+}
+
 /// What is still to be undone. One process-wide instance ([`global`]);
-/// tests make their own.
+/// tests make their own. The benches register their own kinds of
+/// change as [`Snapshot`]s, so this file knows none of them.
 #[derive(Default)]
 pub struct Registry {
     next_id: u64,
     files: Vec<(u64, PathBuf)>,
     children: Vec<(u64, u32)>,
-    sysctls: Vec<(u64, DirtySnapshot)>,
-    schedulers: Vec<(u64, SchedulerSnapshot)>,
-    cgroups: Vec<(u64, BlkioCgroup)>,
-    mounts: Vec<(u64, PathBuf)>,
+    changes: Vec<(u64, Stage, Box<dyn Snapshot + Send>)>,
 }
 
 impl Registry {
@@ -37,10 +49,7 @@ impl Registry {
             next_id: 0,
             files: Vec::new(),
             children: Vec::new(),
-            sysctls: Vec::new(),
-            schedulers: Vec::new(),
-            cgroups: Vec::new(),
-            mounts: Vec::new(),
+            changes: Vec::new(),
         }
     }
 
@@ -61,44 +70,23 @@ impl Registry {
         id
     }
 
-    pub fn add_sysctls(&mut self, snapshot: DirtySnapshot) -> u64 {
+    /// Registers a change to undo at `stage` (on Ctrl-C, `undo_all`).
+    pub fn add_change(&mut self, stage: Stage, change: Box<dyn Snapshot + Send>) -> u64 {
         let id = self.id();
-        self.sysctls.push((id, snapshot));
-        id
-    }
-
-    pub fn add_scheduler(&mut self, snapshot: SchedulerSnapshot) -> u64 {
-        let id = self.id();
-        self.schedulers.push((id, snapshot));
-        id
-    }
-
-    pub fn add_cgroup(&mut self, cgroup: BlkioCgroup) -> u64 {
-        let id = self.id();
-        self.cgroups.push((id, cgroup));
-        id
-    }
-
-    pub fn add_mount(&mut self, mountpoint: PathBuf) -> u64 {
-        let id = self.id();
-        self.mounts.push((id, mountpoint));
+        self.changes.push((id, stage, change));
         id
     }
 
     /// Forgets entry `id` (its guard undid it).
     pub fn remove(&mut self, id: u64) {
-        self.mounts.retain(|(i, _)| *i != id);
         self.files.retain(|(i, _)| *i != id);
         self.children.retain(|(i, _)| *i != id);
-        self.sysctls.retain(|(i, _)| *i != id);
-        self.schedulers.retain(|(i, _)| *i != id);
-        self.cgroups.retain(|(i, _)| *i != id);
+        self.changes.retain(|(i, ..)| *i != id);
     }
 
-    /// Undoes everything registered: kills children, detaches mounts left
-    /// behind by a killed `wb mount`, removes cgroups (killing what is
-    /// left in them: the children's own children), restores block
-    /// schedulers and sysctls (most recent first), removes files. Returns what could not be undone.
+    /// Undoes everything registered: kills children, undoes the changes
+    /// stage by stage ([`Stage`]), removes files. Returns what could not
+    /// be undone.
     pub fn undo_all(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         for (_, pid) in self.children.drain(..) {
@@ -108,26 +96,15 @@ impl Registry {
                 libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
             }
         }
-        for (_, mountpoint) in self.mounts.drain(..) {
-            if let Err(e) = super::mount::detach(&mountpoint) {
-                problems.push(e);
+        let mut changes = std::mem::take(&mut self.changes);
+        for stage in Stage::ALL {
+            for (_, _, change) in changes.iter().rev().filter(|(_, s, _)| *s == stage) {
+                if let Err(e) = change.restore() {
+                    problems.push(e);
+                }
             }
         }
-        while let Some((_, cgroup)) = self.cgroups.pop() {
-            if let Err(e) = cgroup.restore() {
-                problems.push(e);
-            }
-        }
-        while let Some((_, snapshot)) = self.schedulers.pop() {
-            if let Err(e) = snapshot.restore() {
-                problems.push(e);
-            }
-        }
-        while let Some((_, snapshot)) = self.sysctls.pop() {
-            if let Err(e) = snapshot.restore() {
-                problems.push(e);
-            }
-        }
+        changes.clear();
         for (_, path) in self.files.drain(..) {
             if let Err(e) = remove_if_exists(&path) {
                 problems.push(format!("could not remove {}: {e}", path.display()));
@@ -341,6 +318,45 @@ mod tests {
         // SAFETY: signal 0 only checks whether the pid exists.
         let alive = unsafe { libc::kill(pid, 0) } == 0;
         assert!(!alive, "child {pid} survived its guard");
+    }
+
+    /// Records its name in a shared log when restored.
+    struct Logged(&'static str, std::sync::Arc<Mutex<Vec<&'static str>>>);
+
+    impl Snapshot for Logged {
+        fn restore(&self) -> Result<(), String> {
+            self.1.lock().expect("log").push(self.0);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn undo_all_undoes_stage_by_stage_most_recent_first_and_forgets_removed() {
+        let log = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let mut registry = Registry::new();
+        let mut add = |stage, name| registry.add_change(stage, Box::new(Logged(name, log.clone())));
+        add(Stage::Sysctl, "sysctl 1");
+        add(Stage::Mount, "mount 1");
+        let gone = add(Stage::Cgroup, "cgroup undone by its guard");
+        add(Stage::Scheduler, "scheduler");
+        add(Stage::Sysctl, "sysctl 2");
+        add(Stage::Mount, "mount 2");
+        add(Stage::Cgroup, "cgroup");
+        registry.remove(gone);
+        assert!(registry.undo_all().is_empty());
+        assert_eq!(
+            *log.lock().expect("log"),
+            [
+                "mount 2",
+                "mount 1",
+                "cgroup",
+                "scheduler",
+                "sysctl 2",
+                "sysctl 1"
+            ]
+        );
+        assert!(registry.undo_all().is_empty(), "nothing twice");
+        assert_eq!(log.lock().expect("log").len(), 6);
     }
 
     #[test]

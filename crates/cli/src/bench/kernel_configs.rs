@@ -401,7 +401,7 @@ impl BlkioGuard {
             dir: target.root.join(format!("wb-bench-{}", std::process::id())),
             device: target.device.clone(),
         };
-        let id = cleanup::global().add_cgroup(cgroup.clone());
+        let id = cleanup::global().add_change(cleanup::Stage::Cgroup, Box::new(cgroup.clone()));
         // From here on, dropping the guard removes the cgroup (also if a
         // step below fails).
         let guard = BlkioGuard {
@@ -528,7 +528,7 @@ mod tests {
         fs::remove_file(dir.join("blkio.throttle.write_bps_device")).expect("rm rule");
         // What the Ctrl-C handler does while the guard is alive elsewhere.
         let mut registry = cleanup::Registry::new();
-        registry.add_cgroup(guard.cgroup.clone());
+        registry.add_change(cleanup::Stage::Cgroup, Box::new(guard.cgroup.clone()));
         assert!(registry.undo_all().is_empty());
         assert!(!dir.exists());
         drop(guard); // already gone: nothing to do, no error

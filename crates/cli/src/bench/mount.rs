@@ -2,7 +2,7 @@
 //! waited for until the kernel shows the mount, stopped with SIGTERM (which
 //! writes back all dirty data before the child exits).
 
-use super::cleanup::{global, ChildGuard};
+use super::cleanup::{global, ChildGuard, Snapshot, Stage};
 use super::BenchError;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -33,6 +33,16 @@ pub fn is_mounted(path: &Path) -> bool {
     info.lines()
         .filter_map(|l| l.split(' ').nth(4))
         .any(|m| m.replace("\\040", " ") == want)
+}
+
+/// A mount to detach on Ctrl-C (the cleanup registry's [`Stage::Mount`]),
+/// left by a `wb mount` child killed before it could unmount.
+struct Detach(PathBuf);
+
+impl Snapshot for Detach {
+    fn restore(&self) -> Result<(), String> {
+        detach(&self.0)
+    }
 }
 
 /// Lazily unmounts `mountpoint` if it is still mounted (a killed server
@@ -79,7 +89,7 @@ impl Mount {
             cmd.arg("--set").arg(format!("{knob}={value}"));
         }
         cmd.stdin(Stdio::null()).stdout(log_file).stderr(log_err);
-        let registry_id = global().add_mount(mountpoint.clone());
+        let registry_id = global().add_change(Stage::Mount, Box::new(Detach(mountpoint.clone())));
         let child =
             ChildGuard::spawn(&mut cmd).map_err(|e| BenchError::failed("starting wb mount", e))?;
         let mut mount = Mount {

@@ -158,7 +158,8 @@ impl cleanup::RestoreGuard<SchedulerSnapshot> {
     /// Switches `queue` to `scheduler` ("kyber", "bfq", ...).
     pub fn apply(queue: &Queue, scheduler: &str) -> Result<SchedulerGuard, String> {
         let snapshot = SchedulerSnapshot::take(queue)?;
-        let id = cleanup::global().add_scheduler(snapshot.clone());
+        let id =
+            cleanup::global().add_change(cleanup::Stage::Scheduler, Box::new(snapshot.clone()));
         // From here on, dropping the guard restores (also if the switch fails).
         let guard = cleanup::RestoreGuard::new(id, snapshot);
         let path = queue.scheduler_file();
@@ -261,7 +262,10 @@ mod tests {
         assert_eq!(now(), before);
         // What the Ctrl-C handler does while a guard is alive elsewhere.
         let mut registry = cleanup::Registry::new();
-        registry.add_scheduler(SchedulerSnapshot::take(&queue).expect("snapshot"));
+        registry.add_change(
+            cleanup::Stage::Scheduler,
+            Box::new(SchedulerSnapshot::take(&queue).expect("snapshot")),
+        );
         fs::write(queue.scheduler_file(), other).expect("switch by hand");
         assert!(registry.undo_all().is_empty());
         assert_eq!(now(), before);

@@ -167,7 +167,7 @@ impl cleanup::RestoreGuard<DirtySnapshot> {
     ) -> Result<DirtyLimitsGuard, String> {
         let snapshot = DirtySnapshot::read(root)
             .map_err(|e| format!("reading the dirty limits in {}: {e}", root.display()))?;
-        let id = cleanup::global().add_sysctls(snapshot.clone());
+        let id = cleanup::global().add_change(cleanup::Stage::Sysctl, Box::new(snapshot.clone()));
         // From here on, dropping the guard restores (also if a write below fails).
         let guard = cleanup::RestoreGuard::new(id, snapshot);
         for (name, value) in [(DIRTY_BYTES, dirty_bytes), (BG_BYTES, background_bytes)] {
@@ -254,7 +254,7 @@ mod tests {
         let vm = FakeVm::new("ctrlc", [0, 20, 0, 10]);
         let mut registry = cleanup::Registry::new();
         let snapshot = DirtySnapshot::read(&vm.0).expect("snapshot");
-        registry.add_sysctls(snapshot);
+        registry.add_change(cleanup::Stage::Sysctl, Box::new(snapshot));
         write_knob(&vm.0, DIRTY_BYTES, 7 << 20).expect("write");
         assert!(registry.undo_all().is_empty());
         assert_eq!(vm.get(DIRTY_BYTES), 0);
