@@ -25,7 +25,7 @@
 //! - `durability`: after a power cut (with `all`, one a run, at a time
 //!   drawn in its last three quarters, or at its end), every version of a
 //!   page that an Ok fsync or sync acknowledged is on the media, or a newer
-//!   one (durability.rs: device write caches, flushes, torn writes);
+//!   one (oracle.rs: device write caches, flushes, torn writes);
 //! - `stall_bounds`: no sleep the engine imposes is longer than its
 //!   reason's bound (`StallReason::max_sleep_ns`: a throttle pause at most
 //!   200 ms, a wait for an event re-checked after 100 ms), and the task is

@@ -1,10 +1,10 @@
 //! `wb-sim`: the writeback engine on virtual time against device models.
 
 pub mod device;
-pub mod durability;
 pub mod faults;
 pub mod job;
 pub mod layout;
+pub mod oracle;
 pub mod report;
 pub mod rng;
 pub mod runner;

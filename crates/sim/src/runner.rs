@@ -4,10 +4,10 @@
 //! [`crate::job`], shared with `wb run`.
 
 use crate::device::{self, DevRequest, DeviceModel};
-use crate::durability::DataModel;
 use crate::faults::{FaultPlan, FaultProfile, Oracle};
 use crate::job::{self, JobRun};
 use crate::layout::Layout;
+use crate::oracle::DataModel;
 use crate::report::{DeviceFacts, EngineReport, RunReport};
 use crate::rng::Rng;
 use crate::workload::{Next, Op, Workload};
@@ -911,19 +911,19 @@ impl Sim {
         let (lost, checked) = chaos.data.crash(|id| failing.contains_key(&id));
         *chaos.oracle.checks.entry("restart").or_insert(0) += checked;
         let what = lost.map(|lost| match lost {
-            crate::durability::Lost::Page(file, page, acked, found) => {
+            crate::oracle::Lost::Page(file, page, acked, found) => {
                 let (job, idx) = self.file_owner[file];
                 format!("crash at {now} ns: job {job}'s file {idx}, page {page}: a sync acknowledged version {acked}, the device has {found}")
             }
-            crate::durability::Lost::Size(file, synced, kept) => {
+            crate::oracle::Lost::Size(file, synced, kept) => {
                 let (job, idx) = self.file_owner[file];
                 format!("crash at {now} ns: job {job}'s file {idx} was {synced} bytes at a sync, {kept} survived")
             }
-            crate::durability::Lost::Longer(file, len, longest) => {
+            crate::oracle::Lost::Longer(file, len, longest) => {
                 let (job, idx) = self.file_owner[file];
                 format!("crash at {now} ns: job {job}'s file {idx} is {len} bytes on the device, longer than it ever was ({longest})")
             }
-            crate::durability::Lost::Hole(file, page) => {
+            crate::oracle::Lost::Hole(file, page) => {
                 let (job, idx) = self.file_owner[file];
                 format!("crash at {now} ns: job {job}'s file {idx}, page {page}: below the backing file's length, never written back and never a hole of the file")
             }

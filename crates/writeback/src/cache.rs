@@ -153,7 +153,7 @@ impl CacheBuilder {
         // Backing files kept open at most: the engine chooses which go.
         let max_files = self
             .max_files
-            .unwrap_or_else(crate::runtime::evict::backing_files_max);
+            .unwrap_or_else(crate::runtime::open_files::backing_files_max);
         engine.set_max_files(Some(max_files));
         let memory_bytes = engine.frame_pages() * wb_engine::PAGE_SIZE;
         let shared = Shared::new(engine, backend, self.writeout).map_err(|e| {
@@ -593,7 +593,7 @@ impl Cache {
         // Adding a file may have let idle ones go (their flushes first).
         let out = core.drain(None);
         drop(core);
-        self.shared.dispatch(out);
+        self.shared.carry_out(out);
         Ok(File::new(
             Arc::clone(&self.shared),
             file,
@@ -681,7 +681,7 @@ impl Cache {
         let out = core.drain(None);
         drop(core);
         // Its flush, if it needs one, then the eviction itself.
-        self.shared.dispatch(out);
+        self.shared.carry_out(out);
         let core = self.shared.lock();
         if core.by_inode.contains_key(&key) && core.engine.file_unsynced(file) {
             return Err(Error::Internal(
@@ -793,7 +793,7 @@ fn register_space(
     }
     core.device_dirs[d.index()] = dir.to_path_buf();
     // The device was just added: it exists.
-    let _ = match crate::runtime::space::free_bytes(dir) {
+    let _ = match crate::runtime::statfs::free_bytes(dir) {
         Ok(bytes) => core.engine.set_free_space(now, d, bytes),
         Err(_) => core.engine.space_unknown(d),
     };

@@ -233,7 +233,7 @@ impl File {
     }
 
     /// The fast path for data that is all cached: the pages are found in
-    /// the page index and copied one by one, without the engine's lock;
+    /// the page map and copied one by one, without the engine's lock;
     /// the engine hears of the read later, in a batch. None if a page is
     /// missing (some bytes may have been copied; the slow path redoes them).
     fn read_cached(&self, buf: &mut [u8], offset: u64) -> Result<Option<usize>, Error> {

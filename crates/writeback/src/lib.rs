@@ -26,10 +26,10 @@
 
 mod cache;
 mod error;
+mod fallocate;
 mod file;
 pub mod io;
 mod runtime;
-mod space;
 
 pub use cache::{
     Cache, CacheBuilder, Domain, OpenOptions, Writeout, CALIBRATION_BUDGET,

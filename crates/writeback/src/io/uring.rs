@@ -259,7 +259,7 @@ struct RingThread {
     closed: bool,
 }
 
-enum Step {
+enum Next {
     /// The op needs another SQE (remainder, or retry after EAGAIN).
     Resubmit,
     /// The op is finished with this result.
@@ -561,39 +561,39 @@ impl RingThread {
             let errno = -res;
             if matches!(errno, libc::EAGAIN | libc::EINTR) && fl.retries < MAX_RETRIES {
                 fl.retries += 1;
-                Step::Resubmit
+                Next::Resubmit
             } else {
-                Step::Finish(Err(io::Error::from_raw_os_error(errno)))
+                Next::Finish(Err(io::Error::from_raw_os_error(errno)))
             }
         } else {
             let n = res as usize;
             fl.done += n;
             if fl.done >= total {
-                Step::Finish(Ok(total))
+                Next::Finish(Ok(total))
             } else if fl.op.write {
                 if n == 0 {
-                    Step::Finish(Err(io::Error::new(
+                    Next::Finish(Err(io::Error::new(
                         io::ErrorKind::WriteZero,
                         "write returned 0 bytes",
                     )))
                 } else {
-                    Step::Resubmit
+                    Next::Resubmit
                 }
             } else if n == 0 {
-                Step::Finish(Ok(fl.done)) // at or past end of file
+                Next::Finish(Ok(fl.done)) // at or past end of file
             } else {
                 // Short read: EOF unless the file extends further (with
                 // O_DIRECT an unaligned continuation would fail, so check).
                 match at_eof(&fl.op.file, fl.op.offset + fl.done as u64) {
-                    Ok(true) => Step::Finish(Ok(fl.done)),
-                    Ok(false) => Step::Resubmit,
-                    Err(e) => Step::Finish(Err(e)),
+                    Ok(true) => Next::Finish(Ok(fl.done)),
+                    Ok(false) => Next::Resubmit,
+                    Err(e) => Next::Finish(Err(e)),
                 }
             }
         };
         match step {
-            Step::Resubmit => self.submit_remainder(id),
-            Step::Finish(result) => self.finish(id, result),
+            Next::Resubmit => self.submit_remainder(id),
+            Next::Finish(result) => self.finish(id, result),
         }
     }
 

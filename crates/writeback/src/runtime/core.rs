@@ -4,7 +4,7 @@
 //! is released.
 
 use super::frames::Frames;
-use super::page_index::PageIndex;
+use super::page_map::PageMap;
 use crate::io::{BufPool, IoBuf, IoDone, IoOp};
 use crate::Writeout;
 use std::collections::BTreeMap;
@@ -42,8 +42,8 @@ pub(crate) struct Core {
     /// The engine's count of freed frames when the last sweep began.
     swept_at_freed: Option<u64>,
     /// The cached pages whose frames hold their data, for reads that do
-    /// not take this lock (page_index.rs).
-    pub index: Arc<PageIndex>,
+    /// not take this lock (page_map.rs).
+    pub index: Arc<PageMap>,
     /// Backing file of each engine file, by FileId; None once evicted.
     backing: Vec<Option<Arc<StdFile>>>,
     /// (st_dev, st_ino) of each engine file, by FileId.
@@ -201,7 +201,7 @@ impl WriteData<'_> {
     /// Copies the bytes of `c` into their frames and indexes their pages.
     /// Holding the lock or not: the pages are the writer's until the
     /// engine hears it is done (`Engine::write_end`), when deferred.
-    pub fn copy_in(&self, frames: &Frames, index: &PageIndex, c: CopyIn) {
+    pub fn copy_in(&self, frames: &Frames, index: &PageMap, c: CopyIn) {
         let from = (c.pos - self.offset) as usize;
         let data = &self.data[from..from + c.len as usize];
         let mut done = 0;
@@ -238,7 +238,7 @@ impl Core {
     pub fn new(
         engine: Engine,
         frames: Arc<Frames>,
-        index: Arc<PageIndex>,
+        index: Arc<PageMap>,
         writeout: Writeout,
     ) -> Core {
         Core {
@@ -310,7 +310,7 @@ impl Core {
         self.release_below > 0
     }
 
-    /// Puts the cached pages `first..end` of `file` in the page index (their
+    /// Puts the cached pages `first..end` of `file` in the page map (their
     /// frames hold their data: the engine has finished reading them).
     pub fn index_pages(&mut self, file: FileId, first: Page, end: Page) {
         for page in first..end {
@@ -330,7 +330,7 @@ impl Core {
     }
 
     /// Carries out the engine's actions in the order it emitted them:
-    /// pages that left the cache leave the page index before any frame is
+    /// pages that left the cache leave the page map before any frame is
     /// written; fresh frames are zeroed and the caller's bytes (`write`)
     /// copied in before any request is built from them; requests become
     /// backend ops (handed to the backend once the lock is released);

@@ -19,7 +19,7 @@
 //! mark is cleared under the frame's lock before a request copies it).
 //! Readers take the read locks of the frames they need either while
 //! holding the engine's lock (a cache miss) or while holding the shard of
-//! the page index that maps the page (a hit; see page_index.rs), then let
+//! the page map that maps the page (a hit; see page_map.rs), then let
 //! that lock go and copy: the frames cannot be reused under them.
 //! Populating frames (populate.rs, and a read's frames before its copy)
 //! and giving their memory back (`release`) hold `populating`, taken

@@ -43,7 +43,7 @@ pub(crate) fn follow_loop(shared: &Shared) {
                 core.engine.note_memory_sample(now, &sample);
                 let out = core.drain(None);
                 drop(core);
-                shared.dispatch(out);
+                shared.carry_out(out);
                 if trigger.as_ref().is_none_or(|(path, _)| *path != psi_file) {
                     let fd = psi_trigger(&psi_file);
                     trigger = Some((psi_file, fd));

@@ -4,7 +4,7 @@
 use super::clock::Clock;
 use super::core::{CopyIn, Core, Flush, LengthSet, Out, Release, WriteData};
 use super::length_lock::cut_if_longer;
-use super::page_index::PageIndex;
+use super::page_map::PageMap;
 use crate::error::{from_engine, Error};
 use crate::io::{IoBackend, IoDone};
 use crate::Writeout;
@@ -28,7 +28,7 @@ const RELEASE_EVERY: Duration = Duration::from_millis(250);
 
 static NEXT_CACHE_ID: AtomicUsize = AtomicUsize::new(1);
 
-/// Cached reads served from the page index that a thread notes before
+/// Cached reads served from the page map that a thread notes before
 /// telling the engine in one go (see `note_hit`).
 const HITS_BATCH: usize = 32;
 
@@ -58,8 +58,8 @@ pub(crate) struct Shared {
     pub core: Mutex<Core>,
     /// The cache's memory; see `frames.rs` for the lock order.
     pub frames: std::sync::Arc<super::frames::Frames>,
-    /// Cached pages, for reads without the engine's lock (page_index.rs).
-    pub index: Arc<PageIndex>,
+    /// Cached pages, for reads without the engine's lock (page_map.rs).
+    pub index: Arc<PageMap>,
     /// Set when the cache closes; read without the engine's lock.
     pub closed: AtomicBool,
     /// Frames below this are backed with memory, by use or by the
@@ -91,7 +91,7 @@ impl Shared {
         let backend_name = backend.name();
         let frames = Arc::new(super::frames::Frames::new(engine.frame_pages())?);
         let (release_tx, release_rx) = std::sync::mpsc::channel();
-        let index = Arc::new(PageIndex::new());
+        let index = Arc::new(PageMap::new());
         Ok(Shared {
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             core: Mutex::new(Core::new(
@@ -144,7 +144,7 @@ impl Shared {
         })
     }
 
-    /// Notes a cached read served from the page index; every HITS_BATCH
+    /// Notes a cached read served from the page map; every HITS_BATCH
     /// reads the thread tells the engine (pages referenced for reclaim, the
     /// readahead position), as Linux batches folio references per CPU.
     /// Notes of another cache the thread used before are dropped: they are
@@ -193,7 +193,7 @@ impl Shared {
     /// Carries out what an engine call left (lock released): hands ops to
     /// the backend, performs flushes and reports them to the engine, and
     /// wakes sleepers.
-    pub fn dispatch(&self, out: Out) {
+    pub fn carry_out(&self, out: Out) {
         if !out.ops.is_empty() {
             let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
             if let Some(backend) = backend.as_ref() {
@@ -217,10 +217,10 @@ impl Shared {
                 .io_complete(now, id, Err(wb_engine::IoErrorKind::Io));
             let more = core.drain(None);
             drop(core);
-            self.dispatch(more);
+            self.carry_out(more);
         }
         for (device, dir) in out.statfs {
-            let free = super::space::free_bytes(&dir);
+            let free = super::statfs::free_bytes(&dir);
             let mut core = self.lock();
             let now = self.clock.now();
             // The device is the engine's own (registered with its directory).
@@ -230,7 +230,7 @@ impl Shared {
             };
             let more = core.drain(None);
             drop(core);
-            self.dispatch(more);
+            self.carry_out(more);
         }
         for release in out.releases {
             let tx = self.release_tx.lock().unwrap_or_else(|p| p.into_inner());
@@ -262,7 +262,7 @@ impl Shared {
             core.engine.length_set(now, set.id, result);
             let more = core.drain(None);
             drop(core);
-            self.dispatch(more);
+            self.carry_out(more);
         }
         for flush in out.flushes {
             let result = self
@@ -274,7 +274,7 @@ impl Shared {
             // Reporting a flush only wakes its sync.
             let more = core.drain(None);
             drop(core);
-            self.dispatch(more);
+            self.carry_out(more);
         }
     }
 
@@ -284,11 +284,11 @@ impl Shared {
     /// does them itself and reports the completions, instead of handing
     /// them to the backend's thread and being woken by the completion
     /// thread (IoBackend::read_on_caller, writes_on_caller).
-    fn dispatch_while_waiting(&self, task: TaskId, reason: StallReason, mut out: Out) {
+    fn carry_out_while_waiting(&self, task: TaskId, reason: StallReason, mut out: Out) {
         let read = matches!(out.ops.as_slice(), [op] if !op.write);
         let commit = reason == StallReason::Sync && is_commit(&out.ops);
         if !read && !commit {
-            return self.dispatch(out);
+            return self.carry_out(out);
         }
         let ops = std::mem::take(&mut out.ops);
         let done = {
@@ -315,7 +315,7 @@ impl Shared {
                 }
             }
         };
-        self.dispatch(out);
+        self.carry_out(out);
         if done.is_empty() {
             return;
         }
@@ -329,7 +329,7 @@ impl Shared {
         // The caller is awake (its flag is set, `wait` looks at it
         // first): only others need unparking.
         more.woken.retain(|&(t, _)| t != task);
-        self.dispatch(more);
+        self.carry_out(more);
     }
 
     /// The release thread: carries out the release steps of unlinked
@@ -378,7 +378,7 @@ impl Shared {
         core.engine.release_done(now, release.id, result);
         let more = core.drain(None);
         drop(core);
-        self.dispatch(more);
+        self.carry_out(more);
     }
 
     /// Carries out a release step of an unlinked file: cut its backing
@@ -475,12 +475,12 @@ impl Shared {
                 Ok(Step::Sleep(stall)) => stall,
                 Ok(Step::Done) => {
                     drop(core);
-                    self.dispatch(out);
+                    self.carry_out(out);
                     return Ok(());
                 }
                 Err(e) => {
                     drop(core);
-                    self.dispatch(out);
+                    self.carry_out(out);
                     return Err(from_engine(e));
                 }
             };
@@ -489,7 +489,7 @@ impl Shared {
                 trace.slept(task.index(), &stall, planned_ns, || track_name(task));
             }
             drop(core);
-            self.dispatch_while_waiting(task, stall.reason, out);
+            self.carry_out_while_waiting(task, stall.reason, out);
             core = self.wait(task, self.clock.at(stall.until), stall.wakeable);
             if let Some(trace) = core.trace.as_mut() {
                 trace.woke(task.index());
@@ -541,7 +541,7 @@ impl Shared {
     /// Carries out a deferred write's copies without the lock: copies the
     /// caller's bytes into the frames the engine locked for them, then
     /// retakes the lock and tells the engine (`write_end`), before the
-    /// caller's operation goes on, dispatches what its engine calls left
+    /// caller's operation goes on, carries out what its engine calls left
     /// (flushes among them) or waits: pages stay locked for one copy.
     fn copy_unlocked<'a>(
         &'a self,
@@ -606,7 +606,7 @@ impl Shared {
             }
             let out = core.drain(None);
             drop(core);
-            self.dispatch(out);
+            self.carry_out(out);
         }
     }
 
@@ -676,7 +676,7 @@ impl Shared {
                 core.engine.handle_timeout(now);
                 let out = core.drain(None);
                 drop(core);
-                self.dispatch(out);
+                self.carry_out(out);
                 core = self.lock();
                 continue;
             }

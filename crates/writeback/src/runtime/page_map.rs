@@ -53,7 +53,7 @@ impl Hasher for PageHasher {
 
 type Shard = HashMap<(u32, Page), u32, BuildHasherDefault<PageHasher>>;
 
-pub(crate) struct PageIndex {
+pub(crate) struct PageMap {
     shards: Vec<RwLock<Shard>>,
 }
 
@@ -63,9 +63,9 @@ fn shard(file: FileId, page: Page) -> usize {
     (mixed % SHARDS as u64) as usize
 }
 
-impl PageIndex {
-    pub fn new() -> PageIndex {
-        PageIndex {
+impl PageMap {
+    pub fn new() -> PageMap {
+        PageMap {
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
         }
     }
@@ -127,7 +127,7 @@ mod tests {
     #[test]
     fn pages_come_and_go() {
         let frames = Frames::new(4).unwrap();
-        let index = PageIndex::new();
+        let index = PageMap::new();
         assert!(index.read(&frames, FileId(0), 0).is_none());
         frames.write(2).bytes().fill(7);
         index.insert(FileId(0), 5, 2);
