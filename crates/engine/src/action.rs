@@ -1,9 +1,12 @@
-//! What the engine asks of its runtime, and what a caller is told to do.
+//! What the engine asks of its runtime, and what a caller is told to do:
+//! the vocabulary every other file of the engine speaks (with ids.rs,
+//! time.rs and error.rs). It imports no policy: why writeback started
+//! (`WbReason`), the class a write is admitted under (`WbtClass`), a
+//! release's steps (`ReleaseStep`) and the bounds on one sleep live here,
+//! and the policies that decide them import them.
 
-use crate::flusher::WbReason;
 use crate::ids::{DeviceId, FileId, IoId, PageIndex, TaskId};
 use crate::time::Instant;
-use crate::wbt::WbtClass;
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +98,7 @@ pub enum Action {
     Release {
         id: u64,
         file: FileId,
-        step: crate::backlog::ReleaseStep,
+        step: ReleaseStep,
     },
     /// Report the free space of `device`'s filesystem
     /// (`Engine::set_free_space`, or `space_unknown` if it cannot be had).
@@ -144,8 +147,8 @@ impl StallReason {
     /// every wait for an event re-checks after `EVENT_WAIT_MAX_NS`.
     pub fn max_sleep_ns(self) -> u64 {
         match self {
-            StallReason::DirtyThrottle => crate::balance_dirty::MAX_PAUSE_NS,
-            _ => crate::task::EVENT_WAIT_MAX_NS,
+            StallReason::DirtyThrottle => MAX_PAUSE_NS,
+            _ => EVENT_WAIT_MAX_NS,
         }
     }
 
@@ -243,4 +246,76 @@ impl fmt::Display for IoErrorKind {
             IoErrorKind::NoSpace => f.write_str("no space left on device (ENOSPC)"),
         }
     }
+}
+
+/// Linux's MAX_PAUSE: no single throttle pause is longer (balance_dirty.rs).
+pub const MAX_PAUSE_NS: u64 = 200 * crate::time::NS_PER_MS;
+
+/// A caller waiting for an event is woken at the latest after this long
+/// and re-checks (a lost or late event can never strand it).
+pub const EVENT_WAIT_MAX_NS: u64 = 100 * crate::time::NS_PER_MS;
+
+/// Why writeback was started (Linux's enum wb_reason).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WbReason {
+    Background,
+    Vmscan,
+    Sync,
+    Periodic,
+    /// A writer throttled by the 2007-style global limit writing its own device.
+    BalanceDirty,
+    /// Uncached writes: a kick of the flusher, or the writer's own
+    /// submission (Linux's WB_REASON_DONTCACHE).
+    Dontcache,
+}
+
+impl WbReason {
+    pub const ALL: [WbReason; 6] = [
+        WbReason::Background,
+        WbReason::Vmscan,
+        WbReason::Sync,
+        WbReason::Periodic,
+        WbReason::BalanceDirty,
+        WbReason::Dontcache,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WbReason::Background => "background",
+            WbReason::Vmscan => "vmscan",
+            WbReason::Sync => "sync",
+            WbReason::Periodic => "periodic",
+            WbReason::BalanceDirty => "balance_dirty",
+            WbReason::Dontcache => "dontcache",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Which limit a write is admitted under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WbtClass {
+    /// Flusher background and periodic writeback (REQ_BACKGROUND).
+    Background,
+    /// Other buffered writeback (reclaim-driven, for example).
+    Normal,
+    /// Data integrity writeback (fsync, sync) and boosted writes.
+    Sync,
+}
+
+/// How the backing file is released, one step at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseStep {
+    /// The file's release starts: nothing to do to the backing file;
+    /// report it done from where release steps are carried out, and the
+    /// engine drops the file's cached pages in that call (not in the
+    /// unlinking caller's: a large cached file takes milliseconds).
+    Start,
+    /// Cut the backing file to `len` bytes (frees the blocks past it).
+    Truncate { len: u64 },
+    /// Remove the backing file (what is left of it).
+    Remove,
 }

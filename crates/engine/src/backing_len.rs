@@ -136,7 +136,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use crate::flusher::WbReason;
+    use crate::action::WbReason;
     use crate::*;
 
     const NOW: Instant = Instant(1_000_000);

@@ -53,6 +53,7 @@
 //! items waits until every item queued before it is done (flush_work):
 //! however long that is.
 
+use crate::action::ReleaseStep;
 use crate::action::{Action, IoErrorKind, StallReason, Step};
 use crate::config::BacklogThrottle;
 use crate::engine::Engine;
@@ -77,20 +78,6 @@ const INITIAL_EST_MIB_NS: u64 = 1_000_000;
 /// A removal step measures the per-file cost when it frees less than this.
 const SMALL_REMOVE_BYTES: u64 = 1 << 20;
 const MIB: u64 = 1 << 20;
-
-/// How the backing file is released, one step at a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReleaseStep {
-    /// The file's release starts: nothing to do to the backing file;
-    /// report it done from where release steps are carried out, and the
-    /// engine drops the file's cached pages in that call (not in the
-    /// unlinking caller's: a large cached file takes milliseconds).
-    Start,
-    /// Cut the backing file to `len` bytes (frees the blocks past it).
-    Truncate { len: u64 },
-    /// Remove the backing file (what is left of it).
-    Remove,
-}
 
 /// What an item does to its file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,8 +24,7 @@ use crate::position_ratio::{wb_position_ratio, Dtc};
 use crate::task::Op;
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 
-/// Linux's MAX_PAUSE: no single throttle pause is longer.
-pub const MAX_PAUSE_NS: u64 = 200 * NS_PER_MS;
+use crate::action::MAX_PAUSE_NS;
 /// Linux's DIRTY_POLL_THRESH (128 KiB): the smallest useful batch of pages between checks.
 pub const DIRTY_POLL_THRESH: u64 = 32;
 /// Pages a new task may dirty before its first check.

@@ -10,9 +10,10 @@
 //!   that holds most of the dirty memory: the bug the per-device limits of
 //!   balance_dirty.rs fixed.
 
+use crate::action::WbReason;
 use crate::action::{Stall, StallReason, Step};
 use crate::engine::Engine;
-use crate::flusher::{WbReason, Work};
+use crate::flusher::Work;
 use crate::ids::{FileId, TaskId};
 use crate::task::{Op, WaitKey};
 use crate::time::{Instant, NS_PER_MS};

@@ -4,13 +4,13 @@
 //! waiting reads first, then integrity (sync) writes, then flusher writes
 //! in round robin over the device's writeback contexts.
 
+use crate::action::WbReason;
+use crate::action::WbtClass;
 use crate::action::{Action, IoDir, IoRequest};
 use crate::engine::Engine;
-use crate::flusher::WbReason;
 use crate::ids::{DeviceId, FileId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_WRITEBACK};
 use crate::time::Instant;
-use crate::wbt::WbtClass;
 use std::collections::BTreeMap;
 
 /// A request handed to the runtime and not yet completed.

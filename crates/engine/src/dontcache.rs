@@ -48,10 +48,11 @@
 //! a runtime noted a read of their frames only by clearing the mark (the
 //! page stays, as an accessed page would).
 
+use crate::action::WbReason;
 use crate::action::{Stall, StallReason, Step};
 use crate::config::{DontcacheCounter, DontcacheFlush};
 use crate::engine::Engine;
-use crate::flusher::{WbReason, Work};
+use crate::flusher::Work;
 use crate::ids::{FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::{PageCounts, PG_DROPBEHIND};
 use crate::task::{Op, WaitKey};

@@ -149,7 +149,7 @@ impl Engine {
             }
             let wb = &mut self.wbs[w];
             wb.flusher.queue(crate::flusher::Work {
-                reason: crate::flusher::WbReason::Vmscan,
+                reason: crate::action::WbReason::Vmscan,
                 nr_pages,
                 for_background: false,
                 older_than: None,

@@ -19,6 +19,7 @@
 //!   runs it whenever the device can take a write.
 
 use crate::action::IoRequest;
+use crate::action::WbReason;
 use crate::bandwidth::INIT_BW_PAGES_S;
 use crate::dispatch::class_of;
 use crate::engine::Engine;
@@ -34,46 +35,6 @@ pub const MIN_WRITEBACK_PAGES: u64 = 1024;
 pub const DIRTY_SCOPE: u64 = 8;
 /// Queued works per context; a full queue coalesces into the start-all bit.
 pub const MAX_QUEUED_WORKS: usize = 64;
-
-/// Why writeback was started (Linux's enum wb_reason).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum WbReason {
-    Background,
-    Vmscan,
-    Sync,
-    Periodic,
-    /// A writer throttled by the 2007-style global limit writing its own device.
-    BalanceDirty,
-    /// Uncached writes: a kick of the flusher, or the writer's own
-    /// submission (Linux's WB_REASON_DONTCACHE).
-    Dontcache,
-}
-
-impl WbReason {
-    pub const ALL: [WbReason; 6] = [
-        WbReason::Background,
-        WbReason::Vmscan,
-        WbReason::Sync,
-        WbReason::Periodic,
-        WbReason::BalanceDirty,
-        WbReason::Dontcache,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            WbReason::Background => "background",
-            WbReason::Vmscan => "vmscan",
-            WbReason::Sync => "sync",
-            WbReason::Periodic => "periodic",
-            WbReason::BalanceDirty => "balance_dirty",
-            WbReason::Dontcache => "dontcache",
-        }
-    }
-
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
 
 impl fmt::Display for WbReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -154,9 +154,11 @@ mod workingset;
 mod write_latency;
 mod write_path;
 
-pub use action::{Action, IoDir, IoErrorKind, IoRequest, Stall, StallReason, Step, ThrottleDetail};
-pub use backlog::{BacklogStats, ReleaseStep, FLUSH_ALL_MAX_ITEMS, RELEASE_STEP_BYTES};
-pub use balance_dirty::MAX_PAUSE_NS;
+pub use action::{
+    Action, IoDir, IoErrorKind, IoRequest, ReleaseStep, Stall, StallReason, Step, ThrottleDetail,
+    WbReason, WbtClass, EVENT_WAIT_MAX_NS, MAX_PAUSE_NS,
+};
+pub use backlog::{BacklogStats, FLUSH_ALL_MAX_ITEMS, RELEASE_STEP_BYTES};
 pub use config::{
     BacklogThrottle, Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush,
     KnobError, Lru, StableWrites, DEFAULT_MEMORY_MIN_BYTES, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
@@ -166,7 +168,6 @@ pub use dontcache::{DontcacheStats, WRITTEN_RATE_SLOT_NS};
 pub use drive::{NextEvent, VirtualRuntime};
 pub use engine::Engine;
 pub use error::EngineError;
-pub use flusher::WbReason;
 pub use ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
 pub use memory_budget::{
     limit_cap_bytes, start_budget, BudgetReason, MemoryBudgetStats, StartBudget, StartSource,
@@ -180,8 +181,7 @@ pub use memory_pressure::{
     PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
 };
 pub use stats::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
-pub use task::EVENT_WAIT_MAX_NS;
 pub use time::Instant;
-pub use wbt::{auto_target_ns, WbtClass, COMMIT_WRITE_MAX_PAGES};
+pub use wbt::{auto_target_ns, COMMIT_WRITE_MAX_PAGES};
 pub use wbt_pace::MAX_PACE_STEP;
 pub use write_path::WriteFlags;

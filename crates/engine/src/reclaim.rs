@@ -18,9 +18,9 @@
 //! - A run is reclaimed as Linux reclaims a large folio.
 
 use crate::action::Action;
+use crate::action::WbReason;
 use crate::config::Lru;
 use crate::engine::Engine;
-use crate::flusher::WbReason;
 use crate::ids::{FileId, PageIndex};
 use crate::lru::SHRINK_ACTIVE_BATCH;
 use crate::page_cache::{

@@ -31,10 +31,10 @@
 //! Devices whose runtime never reports free space (the simulator's) are
 //! not limited.
 
+use crate::action::WbReason;
 use crate::action::{Action, StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::flusher::WbReason;
 use crate::ids::{DeviceId, FileId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_RESERVED, PG_WRITEBACK};
 use crate::task::WaitKey;

@@ -2,8 +2,8 @@
 //! peaks of dirty and writeback memory, writeback by reason, wbt activity.
 
 use crate::action::StallReason;
+use crate::action::WbReason;
 use crate::config::StableWrites;
-use crate::flusher::WbReason;
 use crate::time::Instant;
 
 /// Log2 buckets of a stall histogram: bucket 0 counts stalls under 1 µs,

@@ -3,10 +3,10 @@
 //! cannot livelock us), then wait for every write of those files issued up
 //! to the point our own writing finished, and report write-back errors.
 
+use crate::action::WbReason;
 use crate::action::{StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::flusher::WbReason;
 use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
 use crate::page_cache::{CachedFile, PG_DIRTY, PG_LOCKED, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};

@@ -11,9 +11,7 @@ use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, WbId};
 use crate::time::Instant;
 
-/// A caller waiting for an event is woken at the latest after this long
-/// and re-checks (a lost or late event can never strand it).
-pub const EVENT_WAIT_MAX_NS: u64 = 100 * crate::time::NS_PER_MS;
+use crate::action::EVENT_WAIT_MAX_NS;
 
 /// Most tasks (callers) one engine serves (the table is dense).
 pub const MAX_TASKS: usize = 1 << 16;

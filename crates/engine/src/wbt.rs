@@ -37,6 +37,7 @@
 //!   proportion to how long the last one took, so they use 2/3, 1/2, then
 //!   2/5 of the device's time while commits compete.
 
+use crate::action::WbtClass;
 use crate::ids::IoId;
 use crate::rq_depth::RqDepth;
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
@@ -104,17 +105,6 @@ pub const AUTO_TARGET_IDLE_DEN: u64 = 3;
 pub fn auto_target_ns(idle_read_latency_ns: u64) -> u64 {
     (idle_read_latency_ns.saturating_mul(AUTO_TARGET_IDLE_NUM) / AUTO_TARGET_IDLE_DEN)
         .clamp(AUTO_TARGET_MIN_NS, AUTO_TARGET_MAX_NS)
-}
-
-/// Which limit a write is admitted under.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum WbtClass {
-    /// Flusher background and periodic writeback (REQ_BACKGROUND).
-    Background,
-    /// Other buffered writeback (reclaim-driven, for example).
-    Normal,
-    /// Data integrity writeback (fsync, sync) and boosted writes.
-    Sync,
 }
 
 /// Classification of one window, as `latency_exceeded()`.
