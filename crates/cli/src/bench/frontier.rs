@@ -9,8 +9,8 @@
 //! reader alone) as a dashed line across. Rows without a writer figure
 //! (the floor) are not points.
 
+use super::configs::{Config, ConfigSummary};
 use super::fio::ReaderResult;
-use super::interference::{Config, ConfigSummary};
 use wb_report::plot::{run_css_color, LabelledPoint, PointGroup, Scatter};
 use wb_report::{Figure, ReportError};
 

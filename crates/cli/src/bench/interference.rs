@@ -31,6 +31,7 @@
 //! kernel configuration at each figure (`best_kernel` in JSON).
 
 use super::cleanup::TempFile;
+use super::configs::{row_name, Config, ConfigSummary};
 use super::doc::Doc;
 use super::fio::{self, Fio, ReaderResult};
 use super::frontier;
@@ -198,98 +199,9 @@ fn parse_config(text: &str) -> Result<Config, String> {
         })
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Config {
-    Floor,
-    Kernel,
-    KernelDontcache,
-    KernelKyber,
-    KernelBfq,
-    KernelBfqIdle,
-    KernelDirty64m,
-    KernelNocache,
-    KernelDirect,
-    KernelBlkio,
-    EngineWbtOff,
-    Engine,
-    EngineDontcache,
-    MountFloor,
-    Mount,
-}
-
-impl Config {
-    pub const ALL: [Config; 15] = [
-        Config::Floor,
-        Config::Kernel,
-        Config::KernelDontcache,
-        Config::KernelKyber,
-        Config::KernelBfq,
-        Config::KernelBfqIdle,
-        Config::KernelDirty64m,
-        Config::KernelNocache,
-        Config::KernelDirect,
-        Config::KernelBlkio,
-        Config::EngineWbtOff,
-        Config::Engine,
-        Config::EngineDontcache,
-        Config::MountFloor,
-        Config::Mount,
-    ];
-    /// The configurations of `--fuse`.
-    const FUSE: [Config; 5] = [
-        Config::Floor,
-        Config::MountFloor,
-        Config::Kernel,
-        Config::KernelBfq,
-        Config::Mount,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Config::Floor => "floor",
-            Config::Kernel => "kernel",
-            Config::KernelDontcache => "kernel-dontcache",
-            Config::KernelKyber => "kernel-kyber",
-            Config::KernelBfq => "kernel-bfq",
-            Config::KernelBfqIdle => "kernel-bfq-idle",
-            Config::KernelDirty64m => "kernel-dirty64m",
-            Config::KernelNocache => "kernel-nocache",
-            Config::KernelDirect => "kernel-direct",
-            Config::KernelBlkio => "kernel-blkio",
-            Config::EngineWbtOff => "engine-wbt-off",
-            Config::Engine => "engine",
-            Config::EngineDontcache => "engine-dontcache",
-            Config::MountFloor => "mount-floor",
-            Config::Mount => "mount",
-        }
-    }
-
-    /// The kernel's own writeback: the candidates for the best kernel.
-    pub fn is_kernel(self) -> bool {
-        matches!(
-            self,
-            Config::Kernel
-                | Config::KernelDontcache
-                | Config::KernelKyber
-                | Config::KernelBfq
-                | Config::KernelBfqIdle
-                | Config::KernelDirty64m
-                | Config::KernelNocache
-                | Config::KernelDirect
-                | Config::KernelBlkio
-        )
-    }
-
-    /// The block scheduler the configuration switches to.
-    fn scheduler(self) -> Option<&'static str> {
-        kernel_configs::tweaks(self).scheduler
-    }
-
-    /// May be left out (with a note) when the machine cannot run it:
-    /// every kernel configuration but `kernel` itself.
-    fn optional(self) -> bool {
-        self.is_kernel() && self != Config::Kernel
-    }
+/// The block scheduler `config` switches to.
+fn scheduler(config: Config) -> Option<&'static str> {
+    kernel_configs::tweaks(config).scheduler
 }
 
 /// A row of the report: a configuration, or the swept one (engine, or
@@ -306,36 +218,12 @@ impl Row {
     }
 }
 
-/// A row's name: `kernel`, `engine[wbt_lat_usec=2000]`.
-fn row_name(config: Config, point: Option<&SweepPoint>) -> String {
-    match point {
-        Some(p) => p.row_name(config.name()),
-        None => config.name().to_string(),
-    }
-}
-
 /// One run of one configuration.
 #[derive(Clone, Copy, Debug)]
 struct RunResult {
     reader: ReaderResult,
     /// Writer MiB/s; None for the floor.
     writer_mib_s: Option<f64>,
-}
-
-/// Medians over the runs of one row.
-pub struct ConfigSummary {
-    pub config: Config,
-    /// The --sweep knob's value the row ran with.
-    pub point: Option<SweepPoint>,
-    pub reader: ReaderResult,
-    pub writer_mib_s: Option<f64>,
-}
-
-impl ConfigSummary {
-    /// The row's name: `kernel`, `engine[wbt_lat_usec=2000]`.
-    pub fn name(&self) -> String {
-        row_name(self.config, self.point.as_ref())
-    }
 }
 
 /// Everything a run needs.
@@ -555,7 +443,7 @@ fn choose_rows(
         }
     }
     if let Some(q) = machine.queue() {
-        if rows.iter().any(|r| r.config.scheduler().is_some()) {
+        if rows.iter().any(|r| scheduler(r.config).is_some()) {
             progress!(
                 "block scheduler of {} ({}): {}",
                 q.device,
@@ -1456,7 +1344,7 @@ mod tests {
             assert_eq!(parse_config(name).map(Config::name), Ok(name));
         }
         assert!(parse_config("kernel-cfq").is_err());
-        assert_eq!(Config::KernelBfq.scheduler(), Some("bfq"));
+        assert_eq!(scheduler(Config::KernelBfq), Some("bfq"));
         assert!(Config::KernelKyber.is_kernel() && !Config::Engine.is_kernel());
     }
 
@@ -1478,7 +1366,7 @@ mod tests {
             assert!(config.is_kernel() && config.optional(), "{name}");
         }
         assert!(!Config::Kernel.optional() && !Config::Engine.optional());
-        assert_eq!(Config::KernelBfqIdle.scheduler(), Some("bfq"));
+        assert_eq!(scheduler(Config::KernelBfqIdle), Some("bfq"));
         let err = parse_config("kernel-nocach").expect_err("unknown");
         assert!(err.contains("kernel-blkio"), "{err}");
     }

@@ -23,8 +23,8 @@
 //! run and dropping an [`Applied`] on an error path does too.
 
 use super::cleanup::{self, RestoreGuard};
+use super::configs::Config;
 use super::human_bytes;
-use super::interference::Config;
 use super::scheduler::{self, Queue, SchedulerGuard};
 use super::sysctl::{self, DirtyLimitsGuard};
 use std::fs;

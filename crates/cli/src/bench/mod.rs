@@ -36,6 +36,7 @@
 
 pub mod cached;
 pub mod cleanup;
+pub mod configs;
 pub mod cpu;
 pub mod db_copy;
 pub mod doc;
