@@ -86,6 +86,11 @@ pub fn parse_duration_ns(text: &str) -> Result<u64, UnitError> {
     Ok(ns.round() as u64)
 }
 
+/// Pages as MiB (for reports and plots).
+pub fn pages_mib(pages: u64) -> f64 {
+    (pages * crate::ids::PAGE_SIZE) as f64 / (1024.0 * 1024.0)
+}
+
 /// Formats bytes with a binary unit, for people.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -5,7 +5,8 @@
 use crate::timeline::{EngineSample, LatencySlot};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use wb_engine::{DomainStats, StallReason, StallStats, Stats, WbReason, PAGE_SIZE};
+use wb_engine::units::pages_mib as mib;
+use wb_engine::{DomainStats, StallReason, StallStats, Stats, WbReason};
 
 /// Latencies are recorded in nanoseconds, up to an hour, 3 significant digits.
 pub const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
@@ -299,11 +300,6 @@ pub struct RunReport {
     /// The cache and devices over the run (timeline.rs).
     #[serde(default)]
     pub timeline: Vec<EngineSample>,
-}
-
-/// Pages as MiB.
-pub(crate) fn mib(pages: u64) -> f64 {
-    (pages * PAGE_SIZE) as f64 / (1024.0 * 1024.0)
 }
 
 fn ms(ns: u64) -> f64 {

@@ -12,8 +12,8 @@
 //! Both `wb sim` (virtual time) and `wb run` (a sampling thread on real
 //! time) fill the same structures; nothing here reads a clock.
 
-use crate::report::mib;
 use serde::{Deserialize, Serialize};
+use wb_engine::units::pages_mib as mib;
 use wb_engine::{Gauges, StallReason};
 
 /// Most points a timeline keeps (engine samples, or a job's latency slots).
