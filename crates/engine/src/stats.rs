@@ -62,7 +62,6 @@ mod tests {
     }
 }
 
-/// One writeback context: a (device, domain) pair.
 /// What a timeline samples (`Engine::gauges`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Gauges {
@@ -86,6 +85,7 @@ pub struct DeviceGauges {
     pub wbt_max_depth: u32,
 }
 
+/// One writeback context: a (device, domain) pair.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DomainStats {
     pub device: String,
@@ -240,6 +240,11 @@ impl crate::engine::Engine {
         self.files.iter().map(|f| f.nr_runs() as u64).sum()
     }
 
+    /// The writeback contexts of device `i`.
+    fn device_wbs(&self, i: usize) -> impl Iterator<Item = &crate::wb::Wb> {
+        self.wbs.iter().filter(move |w| w.device.index() == i)
+    }
+
     /// The few counters a timeline samples, without the copies `stats`
     /// makes (names, histograms): cheap enough to take a thousand times a
     /// run.
@@ -257,12 +262,7 @@ impl crate::engine::Engine {
                 .map(|(i, d)| DeviceGauges {
                     pages_read: d.stats.pages_read,
                     pages_written: d.stats.pages_written,
-                    dirty_pages: self
-                        .wbs
-                        .iter()
-                        .filter(|w| w.device.index() == i)
-                        .map(|w| w.dirty)
-                        .sum(),
+                    dirty_pages: self.device_wbs(i).map(|w| w.dirty).sum(),
                     wbt_max_depth: d.wbt.rq_depth.max_depth,
                 })
                 .collect(),
@@ -309,8 +309,7 @@ impl crate::engine::Engine {
                 ds.backlog = d.backlog.stats(self.config.backlog_wait_ms);
                 ds.space_reserved_pages = d.space.reserved;
                 ds.space_free_pages = d.space.free_pages.unwrap_or(0);
-                let wbs = self.wbs.iter().filter(|w| w.device.index() == i);
-                for w in wbs {
+                for w in self.device_wbs(i) {
                     ds.dirty_pages += w.dirty;
                     ds.writeback_pages += w.writeback;
                     ds.write_bw_pages_s += w.bw.avg_write_bw;

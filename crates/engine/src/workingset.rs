@@ -108,9 +108,8 @@ impl Workingset {
         for (start, shadow) in found {
             if start < first {
                 // Its head, before `first`, stays.
-                if let Some(kept) = self.shadows.get_mut(&(file, start)) {
-                    kept.end = first;
-                }
+                let kept = self.shadows.get_mut(&(file, start)).expect("shadow found");
+                kept.end = first;
             } else {
                 self.shadows.remove(&(file, start));
             }

@@ -8,11 +8,15 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 use writeback::{Cache, OpenOptions};
 
 const PAGE: usize = 4096;
 const SYNCED_PAGES: usize = 256;
 const UNSYNCED_PAGES: usize = 1024;
+/// How long the parent waits for the child's reports (a second or so on
+/// an idle machine).
+const CHILD_PATIENCE: Duration = Duration::from_secs(60);
 
 fn page_pattern(generation: u8, page: usize) -> Vec<u8> {
     let mut p = vec![generation; PAGE];
@@ -90,11 +94,33 @@ fn synced_and_written_back_data_survive_sigkill() {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    // The first line follows libtest's "test crash_child ... ".
-    let mut says = |what: &str| lines.any(|l| l.is_ok_and(|l| l.ends_with(what)));
-    assert!(says("synced"), "the child reported its sync");
-    assert!(says("written back"), "the child reported its write-back");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Whether the child says `what` within CHILD_PATIENCE (its stdout
+    // closing or the time running out is a no). The first line follows
+    // libtest's "test crash_child ... ".
+    let deadline = Instant::now() + CHILD_PATIENCE;
+    let says = |what: &str| loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.ends_with(what) => break true,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    let (synced, written_back) = (says("synced"), says("written back"));
+    if !(synced && written_back) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(synced, "the child reported its sync");
+    assert!(written_back, "the child reported its write-back");
     // Killed hard while it overwrites (and its flusher writes back).
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();

@@ -211,22 +211,16 @@ impl CachedFile {
     /// The first uncached page in `first..last`, if any.
     pub fn first_hole(&self, first: PageIndex, last: PageIndex) -> Option<PageIndex> {
         let known = self.filled.get();
-        if known.from <= first && first <= known.to {
-            if known.hole || known.to >= last {
-                return (known.to < last).then_some(known.to);
-            }
-            let p = self.cached_until(known.to, last);
-            self.filled.set(Filled {
-                to: p,
-                hole: p < last,
-                ..known
-            });
-            return (p < last).then_some(p);
+        // Pages `known.from..known.to` are cached: look on from their end.
+        let extends = known.from <= first && first <= known.to;
+        if extends && (known.hole || known.to >= last) {
+            return (known.to < last).then_some(known.to);
         }
-        let p = self.cached_until(first, last);
-        if p > first {
+        let from = if extends { known.to } else { first };
+        let p = self.cached_until(from, last);
+        if extends || p > first {
             self.filled.set(Filled {
-                from: first,
+                from: if extends { known.from } else { first },
                 to: p,
                 hole: p < last,
             });

@@ -52,6 +52,16 @@ impl std::fmt::Debug for State {
     }
 }
 
+/// What becomes of a write through the seam.
+enum Fate {
+    /// Submitted to the real backend.
+    Pass(IoOp),
+    /// Completed at once with this errno, never reaching the file.
+    Fail(IoOp, i32),
+    /// Kept until `Faults::release_held`.
+    Held,
+}
+
 /// Write errors and holds to inject; clones share them.
 #[derive(Clone, Debug, Default)]
 pub struct Faults(Arc<Mutex<State>>);
@@ -135,15 +145,15 @@ impl Faults {
         self.state().rules.iter().map(|r| u64::from(r.left)).sum()
     }
 
-    /// What to do with write `op`: fail it (an errno, counted), hold it
-    /// (None, kept here) or pass it on (`Some(Ok(op))`).
-    fn take_write(&self, op: IoOp) -> Option<Result<IoOp, (IoOp, i32)>> {
+    /// What becomes of write `op` (a failure is counted; a held write is
+    /// kept here).
+    fn take_write(&self, op: IoOp) -> Fate {
         let mut state = self.state();
         if state.rules.is_empty() && state.holds.is_empty() {
-            return Some(Ok(op));
+            return Fate::Pass(op);
         }
         let Ok(meta) = op.file.metadata() else {
-            return Some(Ok(op));
+            return Fate::Pass(op);
         };
         let key = (meta.dev(), meta.ino());
         if let Some(at) = state.rules.iter().position(|r| r.key == key) {
@@ -152,13 +162,13 @@ impl Faults {
             if state.rules[at].left == 0 {
                 state.rules.swap_remove(at);
             }
-            return Some(Err((op, errno)));
+            return Fate::Fail(op, errno);
         }
         if state.holds.contains(&key) && state.held.len() < MAX_HELD {
             state.held.push(op);
-            return None;
+            return Fate::Held;
         }
-        Some(Ok(op))
+        Fate::Pass(op)
     }
 }
 
@@ -188,8 +198,8 @@ impl IoBackend for FaultyBackend {
             return self.inner.submit(op);
         }
         match self.faults.take_write(op) {
-            Some(Ok(op)) => self.inner.submit(op),
-            Some(Err((op, errno))) => {
+            Fate::Pass(op) => self.inner.submit(op),
+            Fate::Fail(op, errno) => {
                 // Exactly one completion per op, as the real backends; the
                 // receiver gone means the cache is closing.
                 let _ = self.completions.send(IoDone {
@@ -198,8 +208,8 @@ impl IoBackend for FaultyBackend {
                     result: Err(io::Error::from_raw_os_error(errno)),
                 });
             }
-            // Held: `release_held` submits it.
-            None => {}
+            // `release_held` submits it.
+            Fate::Held => {}
         }
     }
 
