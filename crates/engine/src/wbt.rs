@@ -17,7 +17,7 @@
 //! - Ours: on a device that serves one request at a time, in order
 //!   (`serial`: a buffered loop device), while reads compete, writes other
 //!   than integrity writes go one at a time, and the size cap may go
-//!   lower ([`MIN_CAPPED_WRITE_PAGES_SERIAL`]): a read there waits for
+//!   lower (`wbt_write_cap.rs`): a read there waits for
 //!   every write queued before it, whole.
 //! - Ours: the write of a small fsync (at most
 //!   [`COMMIT_WRITE_MAX_PAGES`] in all) is someone's commit waiting, as a read
@@ -41,85 +41,25 @@ use crate::action::WbtClass;
 use crate::ids::IoId;
 use crate::rq_depth::RqDepth;
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
+pub use crate::wbt_auto_target::auto_target_ns;
 use crate::wbt_pace::Pace;
 use crate::wbt_slice::{Slice, SLICE_DEPTH};
+use crate::wbt_write_cap::capped_write_pages;
 
 /// Linux's RWB_WINDOW_NSEC: the monitoring window at scale step 0 or below.
 pub const RWB_WINDOW_NS: u64 = 100 * NS_PER_MS;
-/// Linux's RWB_MIN_WRITE_SAMPLES: a window needs this many write completions to count.
-pub const RWB_MIN_WRITE_SAMPLES: u32 = 3;
 /// Linux's RWB_UNKNOWN_BUMP: windows without samples before drifting to step 0.
 pub const RWB_UNKNOWN_BUMP: u32 = 5;
 /// Reads this recent (issue or completion) make writes use the background limit.
 pub const CLOSE_IO_NS: u64 = NS_PER_SEC / 10;
-/// The smallest write cap while reads compete (256 KiB; see
-/// [`Wbt::write_pages_cap`]): below it, per-request costs and a greedy
-/// reader's larger share eat the writer (a sata-ssd's writers took 1.87×
-/// as long as without throttling at 64 KiB, 1.39× at 256 KiB, while its
-/// reader still waited far less than without).
-pub const MIN_CAPPED_WRITE_PAGES: u64 = 64;
-/// The smallest write cap on a device that serves one request at a time
-/// (64 KiB; `DeviceConfig::serial`): there a read waits for the whole
-/// write in service, so the size the target allows is what bounds it,
-/// and a request costs little besides its bytes. On the reference loop
-/// device (XFS on a buffered loop, a reader beside an uncached writer)
-/// the reader's p99 was 6.7 ms with 256 KiB writes, 1.3 ms with 128 KiB
-/// and 0.50 ms with 64 KiB, the writer 285, 245 and 226 MiB/s.
-pub const MIN_CAPPED_WRITE_PAGES_SERIAL: u64 = 16;
 /// An fsync that tagged at most this many pages in all (32 KiB) is a
 /// commit: its writes are watched as reads (see the header) and never held.
 /// A sync of bulk data is not, however small its requests (random pages).
 pub const COMMIT_WRITE_MAX_PAGES: u32 = 8;
-/// Commits a window needs before their mean counts.
-pub const COMMIT_MEAN_MIN_SAMPLES: u32 = 4;
-/// Commits whose mean latency (call to flush done) is over this many
-/// targets are slow.
-pub const COMMIT_MEAN_TARGETS: u64 = 2;
 /// A dirty-throttle sleep this recent boosts writes to `max_depth`.
 pub const RECENT_WAIT_NS: u64 = NS_PER_SEC;
-/// Bounds for the automatic latency target (see [`auto_target_ns`]). The
-/// floor keeps a read that waited behind even one write from counting as
-/// slow on the fastest devices.
-pub const AUTO_TARGET_MIN_NS: u64 = 100 * crate::time::NS_PER_US;
-pub const AUTO_TARGET_MAX_NS: u64 = 75 * NS_PER_MS;
-/// The automatic target is the device's idle read latency times this
-/// fraction (4/3).
-pub const AUTO_TARGET_IDLE_NUM: u64 = 4;
-pub const AUTO_TARGET_IDLE_DEN: u64 = 3;
-
-/// The automatic latency target (`wbt_lat_usec = -1`).
-///
-/// Linux picks 2 ms for "non-rotational" and 75 ms for "rotational" devices,
-/// from a flag that virtual and networked disks often get wrong. We use what
-/// the device actually does: four thirds of its idle 4 KiB read latency
-/// (median), kept within [100 µs, 75 ms]. When even the fastest read of a
-/// window took a third again its idle time, reads are queueing behind
-/// writes. (With four times, an NVMe reading in 84 µs let reads take
-/// 0.5 ms behind writes, and its reader's p99 was worse than with no
-/// throttling at all; with a 1 ms floor, a disk answering in 25 µs kept its
-/// readers' p99 at that floor. With one and a half times, the NVMe's
-/// 128 KiB readahead reads, 122 µs when idle, passed a 126 µs target
-/// unless they waited behind a whole write, so they often did: reader p99
-/// 248 µs against 130 µs unthrottled. At 4/3 every other scenario's
-/// figures are unchanged: BENCHMARKS.md.)
-pub fn auto_target_ns(idle_read_latency_ns: u64) -> u64 {
-    (idle_read_latency_ns.saturating_mul(AUTO_TARGET_IDLE_NUM) / AUTO_TARGET_IDLE_DEN)
-        .clamp(AUTO_TARGET_MIN_NS, AUTO_TARGET_MAX_NS)
-}
-
-/// Classification of one window, as `latency_exceeded()`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WindowStatus {
-    Ok,
-    Exceeded,
-    /// Reads are fine but commits are slow (ours): as Exceeded, and at
-    /// depth 1 the writes are paced.
-    CommitsExceeded,
-    /// Reads are fine but commits are not fast: keep the depth (ours).
-    Hold,
-    UnknownWrites,
-    Unknown,
-}
+use crate::wbt_window::Window;
+pub use crate::wbt_window::WindowStatus;
 
 #[derive(Clone, Debug)]
 pub struct Wbt {
@@ -135,15 +75,10 @@ pub struct Wbt {
     pub cur_win_ns: u64,
     /// End of the current window; None when the timer is not armed.
     pub window_end: Option<Instant>,
-    read_min_ns: u64,
-    /// Samples of the window. They saturate: they are counted while no
-    /// window is armed too (a device only read from, or other processes'
-    /// reads, up to u32::MAX a report), and only `arm_timer` resets them.
-    read_samples: u32,
-    /// Commits completed in the window, and their summed latency.
-    commit_samples: u32,
-    commit_sum_ns: u64,
-    write_samples: u32,
+    /// The window's samples. They are counted while no window is armed
+    /// too (a device only read from, or other processes' reads), and only
+    /// `arm_timer` resets them.
+    window: Window,
     pub unknown_cnt: u32,
     last_issue: Option<Instant>,
     last_comp: Option<Instant>,
@@ -179,11 +114,7 @@ impl Wbt {
             sleeping: false,
             cur_win_ns: RWB_WINDOW_NS,
             window_end: None,
-            read_min_ns: u64::MAX,
-            read_samples: 0,
-            commit_samples: 0,
-            commit_sum_ns: 0,
-            write_samples: 0,
+            window: Window::default(),
             unknown_cnt: 0,
             last_issue: None,
             last_comp: None,
@@ -304,7 +235,8 @@ impl Wbt {
 
     /// The largest flusher write, in pages, while reads compete (ours,
     /// not Linux's): what the device writes in the latency target at its
-    /// measured write bandwidth, at least [`MIN_CAPPED_WRITE_PAGES`]. On a
+    /// measured write bandwidth, at least
+    /// [`MIN_CAPPED_WRITE_PAGES`](crate::wbt_write_cap::MIN_CAPPED_WRITE_PAGES). On a
     /// device that serves one request at a time (a loop device, many
     /// virtual disks) a read that arrives behind a write waits for all of
     /// it, however shallow the queue; a write that takes longer than the
@@ -314,17 +246,13 @@ impl Wbt {
     /// gets 256 KiB writes (the floor). The bandwidth is the device's best
     /// measured (`write_bw_peak`), not the throttled one, so the cap does
     /// not shrink as it slows the writers. On a `serial` device the floor
-    /// is lower ([`MIN_CAPPED_WRITE_PAGES_SERIAL`]).
+    /// is lower
+    /// ([`MIN_CAPPED_WRITE_PAGES_SERIAL`](crate::wbt_write_cap::MIN_CAPPED_WRITE_PAGES_SERIAL)).
     pub fn write_pages_cap(&self, now: Instant, write_bw_pages_s: u64) -> u64 {
         if !self.enabled() || !self.close_io(now) || self.slice.on() {
             return u64::MAX;
         }
-        let pages = write_bw_pages_s as u128 * self.min_lat_ns as u128 / NS_PER_SEC as u128;
-        let floor = match self.serial {
-            true => MIN_CAPPED_WRITE_PAGES_SERIAL,
-            false => MIN_CAPPED_WRITE_PAGES,
-        };
-        (pages.min(u64::MAX as u128) as u64).max(floor)
+        capped_write_pages(self.min_lat_ns, write_bw_pages_s, self.serial)
     }
 
     /// Whether a write of `class` may be issued now.
@@ -388,7 +316,7 @@ impl Wbt {
         if class != Some(WbtClass::Sync) {
             self.pace.on_write_done(now, latency_ns);
         }
-        self.write_samples = self.write_samples.saturating_add(1);
+        self.window.write();
         let limit = self.wb_normal;
         if self.sleeping {
             let room = limit.saturating_sub(self.inflight);
@@ -407,8 +335,7 @@ impl Wbt {
 
     pub fn on_read_done(&mut self, now: Instant, io: IoId, latency_ns: u64) {
         self.last_comp = Some(now);
-        self.read_min_ns = self.read_min_ns.min(latency_ns);
-        self.read_samples = self.read_samples.saturating_add(1);
+        self.window.reads(1, latency_ns);
         if self.sync_issue.is_some_and(|(id, _)| id == io) {
             self.sync_issue = None;
         }
@@ -424,8 +351,7 @@ impl Wbt {
     /// read's (the window's fastest).
     pub fn on_commit_write_done(&mut self, now: Instant, latency_ns: u64) {
         self.last_comp = Some(now);
-        self.read_min_ns = self.read_min_ns.min(latency_ns);
-        self.read_samples = self.read_samples.saturating_add(1);
+        self.window.reads(1, latency_ns);
     }
 
     /// A whole commit (its fsync, from the call to its flush done) took
@@ -439,8 +365,7 @@ impl Wbt {
     /// 157 us, and the database 0.6-0.67x its quiet rate.
     pub fn on_commit_done(&mut self, now: Instant, latency_ns: u64) {
         self.last_comp = Some(now);
-        self.commit_samples = self.commit_samples.saturating_add(1);
-        self.commit_sum_ns = self.commit_sum_ns.saturating_add(latency_ns);
+        self.window.commit(latency_ns);
     }
 
     /// Reads the engine did not issue but the device served (other
@@ -453,9 +378,7 @@ impl Wbt {
             return;
         }
         self.last_comp = Some(now);
-        self.read_min_ns = self.read_min_ns.min(avg_latency_ns);
-        let reads = reads.min(u32::MAX as u64) as u32;
-        self.read_samples = self.read_samples.saturating_add(reads);
+        self.window.reads(reads, avg_latency_ns);
     }
 
     fn arm_timer(&mut self, now: Instant) {
@@ -467,47 +390,14 @@ impl Wbt {
             RWB_WINDOW_NS
         };
         self.window_end = Some(now + self.cur_win_ns);
-        self.read_min_ns = u64::MAX;
-        self.read_samples = 0;
-        self.commit_samples = 0;
-        self.commit_sum_ns = 0;
-        self.write_samples = 0;
+        self.window = Window::default();
     }
 
     fn latency_exceeded(&self, now: Instant, recent_dirty_sleep: bool) -> WindowStatus {
-        // A read that has been outstanding for longer than a window, or
-        // longer than the target while no read completed: exceeded.
-        if let Some((_, issued)) = self.sync_issue {
-            let lat = now.since_ns(issued);
-            if lat > self.cur_win_ns || (lat > self.min_lat_ns && self.read_samples == 0) {
-                return WindowStatus::Exceeded;
-            }
-        }
-        if self.read_samples == 0 || self.write_samples < RWB_MIN_WRITE_SAMPLES {
-            if self.write_samples > 0 || recent_dirty_sleep || self.inflight > 0 {
-                return WindowStatus::UnknownWrites;
-            }
-            return WindowStatus::Unknown;
-        }
-        if self.read_min_ns > self.min_lat_ns {
-            return WindowStatus::Exceeded;
-        }
-        // Ours: commits wait one after another (a database's, or FUSE's
-        // fsync, which holds the file's lock), so their mean, not only the
-        // fastest, is what their writers get. A device that takes writes
-        // into a cache serves a few commits fast among many slow ones.
-        // Between one and COMMIT_MEAN_TARGETS targets they hold the depth:
-        // scaling up at once would only bring the slow commits back.
-        if self.commit_samples >= COMMIT_MEAN_MIN_SAMPLES {
-            let mean_ns = self.commit_sum_ns / self.commit_samples as u64;
-            if mean_ns > self.min_lat_ns.saturating_mul(COMMIT_MEAN_TARGETS) {
-                return WindowStatus::CommitsExceeded;
-            }
-            if mean_ns > self.min_lat_ns {
-                return WindowStatus::Hold;
-            }
-        }
-        WindowStatus::Ok
+        let oldest_read_ns = self.sync_issue.map(|(_, issued)| now.since_ns(issued));
+        let writing = recent_dirty_sleep || self.inflight > 0;
+        self.window
+            .status(self.min_lat_ns, self.cur_win_ns, oldest_read_ns, writing)
     }
 
     fn scale_up(&mut self) {
@@ -540,8 +430,8 @@ impl Wbt {
     pub fn on_timer(&mut self, now: Instant, recent_dirty_sleep: bool) -> WindowStatus {
         assert!(self.enabled());
         let status = self.latency_exceeded(now, recent_dirty_sleep);
-        if self.commit_samples >= COMMIT_MEAN_MIN_SAMPLES {
-            self.last_commit_mean_ns = self.commit_sum_ns / self.commit_samples as u64;
+        if let Some(mean_ns) = self.window.commit_mean_ns() {
+            self.last_commit_mean_ns = mean_ns;
         }
         match status {
             WindowStatus::Exceeded => self.scale_down(true, false),
@@ -756,11 +646,11 @@ mod tests {
             wbt.on_commit_write_done(T0, 5 * NS_PER_MS);
             wbt.on_commit_done(T0, u64::MAX);
         }
-        assert_eq!(wbt.read_samples, u32::MAX);
+        assert_eq!(wbt.window.read_samples, u32::MAX);
         // The first write arms a window, which counts from zero: its
         // fast reads are what it judges.
         wbt.on_write_issue(T0);
-        assert_eq!((wbt.read_samples, wbt.commit_samples), (0, 0));
+        assert_eq!((wbt.window.read_samples, wbt.window.commit_samples), (0, 0));
         for _ in 0..3 {
             wbt.on_write_issue(T0);
             wbt.on_write_done(T0, 0, Some(WbtClass::Background));
@@ -986,13 +876,5 @@ mod tests {
         let mut off = Wbt::new(32, 0);
         off.on_read_issue(T0, IoId(1));
         assert_eq!(off.write_pages_cap(T0, bw), u64::MAX);
-    }
-
-    #[test]
-    fn auto_target() {
-        assert_eq!(auto_target_ns(10_000), 100_000, "floor");
-        assert_eq!(auto_target_ns(150_000), 200_000);
-        assert_eq!(auto_target_ns(9 * NS_PER_MS), 12 * NS_PER_MS);
-        assert_eq!(auto_target_ns(NS_PER_SEC), 75 * NS_PER_MS);
     }
 }
