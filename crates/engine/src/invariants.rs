@@ -28,21 +28,40 @@ impl Engine {
             dirty_total <= limit,
             "dirty {dirty_total} over hard limit + slack {limit}"
         );
-        let (mut dirty, mut writeback, mut cached, mut active) = (0u64, 0u64, 0u64, 0u64);
-        let mut wb_dirty = vec![0u64; self.wbs.len()];
-        let mut wb_writeback = vec![0u64; self.wbs.len()];
-        let mut wb_dontcache = vec![0u64; self.wbs.len()];
-        let mut wb_unclean = vec![0u64; self.wbs.len()];
+        let totals = self.check_files();
+        self.check_totals(&totals);
+        // The queue's coverage costs a sort; the simulator checks after
+        // every event, so it is checked on every 64th call.
+        let checks = self.invariant_checks.get();
+        self.invariant_checks.set(checks + 1);
+        if checks.is_multiple_of(RECLAIM_QUEUE_CHECK_EVERY) {
+            self.check_reclaim_queue();
+        }
+        assert_eq!(
+            self.eviction.live,
+            self.files.iter().filter(|f| !f.evicted).count(),
+            "live file count"
+        );
+        assert!(
+            self.syncs
+                .ops
+                .values()
+                .all(|op| !(op.issue_only && op.barrier.is_some())),
+            "a finished submission op stayed behind"
+        );
+        self.check_devices_in_flight();
+    }
+
+    /// Checks every file alone and sums its pages by state, wb and device.
+    fn check_files(&self) -> PageTotals {
+        let mut t = PageTotals::new(self.wbs.len(), self.devices.len());
         let mut open_handles = vec![0u32; self.files.len()];
         for h in self.handles.iter().flatten() {
             open_handles[h.file.index()] += 1;
         }
-        let mut frames_used = 0u64;
-        let mut dev_reserved = vec![0u64; self.devices.len()];
         for (idx, f) in self.files.iter().enumerate() {
             f.check();
             let counts = f.counts();
-            dev_reserved[f.device.index()] += counts.reserved;
             assert_eq!(f.open_handles, open_handles[idx], "open handle count");
             assert!(
                 !f.evicted || (counts.cached == 0 && f.open_handles == 0),
@@ -58,80 +77,70 @@ impl Engine {
                     .dirty_files
                     .contains(&(when, crate::ids::FileId(idx as u32))));
             }
-            for (start, run) in f.all_runs() {
-                assert!(
-                    !run.reclaimable() || run.flags & PG_IN_LRU != 0,
-                    "file {idx}: clean pages at {start} that reclaim cannot find"
-                );
-                assert!(
-                    run.flags & PG_RESERVED == 0 || run.flags & (PG_DIRTY | PG_WRITEBACK) != 0,
-                    "file {idx}: pages at {start} hold a space reservation but are clean"
-                );
-                if run.flags & PG_LOCKED != 0 {
-                    self.check_locked_run(crate::ids::FileId(idx as u32), start, run.len);
-                }
-            }
-            frames_used += f.all_runs().map(|(_, r)| r.len).sum::<u64>();
-            cached += counts.cached;
-            active += counts.active;
-            dirty += counts.dirty;
-            writeback += counts.writeback;
-            wb_dirty[f.wb.index()] += counts.dirty;
-            wb_writeback[f.wb.index()] += counts.writeback;
-            wb_dontcache[f.wb.index()] += counts.dontcache_dirty;
-            wb_unclean[f.wb.index()] += counts.dontcache_unclean;
+            self.check_runs(idx, f);
+            t.frames_used += f.all_runs().map(|(_, r)| r.len).sum::<u64>();
+            t.add(f.wb.index(), f.device.index(), &counts);
         }
+        t
+    }
+
+    /// A file's runs: clean pages are queued for reclaim, reservations
+    /// belong to unclean pages, locked pages have their lock.
+    fn check_runs(&self, idx: usize, f: &crate::page_cache::CachedFile) {
+        for (start, run) in f.all_runs() {
+            assert!(
+                !run.reclaimable() || run.flags & PG_IN_LRU != 0,
+                "file {idx}: clean pages at {start} that reclaim cannot find"
+            );
+            assert!(
+                run.flags & PG_RESERVED == 0 || run.flags & (PG_DIRTY | PG_WRITEBACK) != 0,
+                "file {idx}: pages at {start} hold a space reservation but are clean"
+            );
+            if run.flags & PG_LOCKED != 0 {
+                self.check_locked_run(crate::ids::FileId(idx as u32), start, run.len);
+            }
+        }
+    }
+
+    /// The counters kept by hand equal the files' sums.
+    fn check_totals(&self, t: &PageTotals) {
         for (d, dev) in self.devices.iter().enumerate() {
             assert_eq!(
-                dev.space.reserved, dev_reserved[d],
+                dev.space.reserved, t.dev_reserved[d],
                 "device {d}: reserved space is what its pages hold"
             );
         }
         assert_eq!(
-            frames_used + self.nr_snapshot + self.frames.free_frames(),
+            t.frames_used + self.nr_snapshot + self.frames.free_frames(),
             self.frame_pages,
             "every frame is free or holds one cached page"
         );
-        // The queue's coverage costs a sort; the simulator checks after
-        // every event, so it is checked on every 64th call.
-        let checks = self.invariant_checks.get();
-        self.invariant_checks.set(checks + 1);
-        if checks.is_multiple_of(RECLAIM_QUEUE_CHECK_EVERY) {
-            self.check_reclaim_queue();
-        }
-        assert_eq!(
-            self.eviction.live,
-            self.files.iter().filter(|f| !f.evicted).count(),
-            "live file count"
-        );
-        assert_eq!(cached, self.nr_cached, "cached count");
-        assert_eq!(active, self.nr_active, "active count");
-        assert_eq!(dirty, self.nr_dirty, "dirty count");
-        assert_eq!(writeback, self.nr_writeback, "writeback count");
+        assert_eq!(t.cached, self.nr_cached, "cached count");
+        assert_eq!(t.active, self.nr_active, "active count");
+        assert_eq!(t.dirty, self.nr_dirty, "dirty count");
+        assert_eq!(t.writeback, self.nr_writeback, "writeback count");
         for (i, wb) in self.wbs.iter().enumerate() {
-            assert_eq!(wb.dirty, wb_dirty[i], "wb {i} dirty count");
-            assert_eq!(wb.writeback, wb_writeback[i], "wb {i} writeback count");
+            assert_eq!(wb.dirty, t.wb_dirty[i], "wb {i} dirty count");
+            assert_eq!(wb.writeback, t.wb_writeback[i], "wb {i} writeback count");
             assert_eq!(
-                wb.nr_dontcache_dirty, wb_dontcache[i],
+                wb.nr_dontcache_dirty, t.wb_dontcache[i],
                 "wb {i} dontcache dirty count"
             );
             assert_eq!(
-                wb.nr_dontcache_unclean, wb_unclean[i],
+                wb.nr_dontcache_unclean, t.wb_unclean[i],
                 "wb {i} dontcache unclean count"
             );
         }
         assert_eq!(
             self.nr_dontcache_dirty,
-            wb_dontcache.iter().sum::<u64>(),
+            t.wb_dontcache.iter().sum::<u64>(),
             "dontcache dirty count"
         );
-        assert!(
-            self.syncs
-                .ops
-                .values()
-                .all(|op| !(op.issue_only && op.barrier.is_some())),
-            "a finished submission op stayed behind"
-        );
+    }
+
+    /// Tags and wbt's count match the requests in flight; whatever wbt
+    /// holds has a time to go.
+    fn check_devices_in_flight(&self) {
         let mut tracked = vec![0u32; self.devices.len()];
         let mut tags = vec![0u32; self.devices.len()];
         for io in self.io.inflight.values() {
@@ -213,5 +222,48 @@ impl Engine {
                 );
             }
         }
+    }
+}
+
+/// Pages summed over the files, by state, by wb and by device.
+struct PageTotals {
+    dirty: u64,
+    writeback: u64,
+    cached: u64,
+    active: u64,
+    frames_used: u64,
+    wb_dirty: Vec<u64>,
+    wb_writeback: Vec<u64>,
+    wb_dontcache: Vec<u64>,
+    wb_unclean: Vec<u64>,
+    dev_reserved: Vec<u64>,
+}
+
+impl PageTotals {
+    fn new(wbs: usize, devices: usize) -> PageTotals {
+        PageTotals {
+            dirty: 0,
+            writeback: 0,
+            cached: 0,
+            active: 0,
+            frames_used: 0,
+            wb_dirty: vec![0; wbs],
+            wb_writeback: vec![0; wbs],
+            wb_dontcache: vec![0; wbs],
+            wb_unclean: vec![0; wbs],
+            dev_reserved: vec![0; devices],
+        }
+    }
+
+    fn add(&mut self, wb: usize, device: usize, counts: &crate::page_cache::PageCounts) {
+        self.dev_reserved[device] += counts.reserved;
+        self.cached += counts.cached;
+        self.active += counts.active;
+        self.dirty += counts.dirty;
+        self.writeback += counts.writeback;
+        self.wb_dirty[wb] += counts.dirty;
+        self.wb_writeback[wb] += counts.writeback;
+        self.wb_dontcache[wb] += counts.dontcache_dirty;
+        self.wb_unclean[wb] += counts.dontcache_unclean;
     }
 }

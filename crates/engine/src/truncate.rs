@@ -83,36 +83,9 @@ impl Engine {
             return Ok(self.wait_for_cut(now, task, file));
         }
         let first_gone = len.div_ceil(PAGE_SIZE);
-        self.discard_dirty(file, first_gone);
-        let mut busy = false;
-        let runs: Vec<_> = self.files[file.index()]
-            .runs_over(first_gone, MAX_FILE_PAGES)
-            .collect();
-        for (start, run) in runs {
-            if run.flags & (PG_WRITEBACK | PG_READING | PG_LOCKED) != 0 {
-                busy = true;
-            } else {
-                // A run that starts before the new end loses only its tail.
-                self.remove_pages(file, start.max(first_gone), start + run.len);
-            }
-        }
-        // A now partial last page under writeback: its tail is zeroed once
-        // this returns (by the runtime, in the page's frame, which a write
-        // in flight may be reading), and its write must not land after
-        // the backing file is cut. Wait for it too.
-        if len % PAGE_SIZE != 0 {
-            busy |= self.files[file.index()]
-                .run_at(len / PAGE_SIZE)
-                .is_some_and(|(_, run)| run.flags & (PG_WRITEBACK | PG_LOCKED) != 0);
-        }
-        if busy {
+        if let Some(reason) = self.drop_past_end(file, len) {
             // I/O in flight past the new end, or a copy into a page there:
             // wait for it, then drop the pages.
-            let reason = if self.any_locked(file, len / PAGE_SIZE, MAX_FILE_PAGES) {
-                StallReason::PageLocked
-            } else {
-                StallReason::Sync
-            };
             return Ok(self.wait_for(now, task, reason, WaitKey::FileIo(file)));
         }
         let old_size = self.files[file.index()].size;
@@ -154,6 +127,43 @@ impl Engine {
             return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
         }
         self.finish(task, Ok(Step::Done))
+    }
+
+    /// Drops `file`'s pages past a new length of `len` bytes that no
+    /// I/O or copy holds; the stall to wait in while some remain (then
+    /// the truncation waits and comes back).
+    fn drop_past_end(&mut self, file: FileId, len: u64) -> Option<StallReason> {
+        let first_gone = len.div_ceil(PAGE_SIZE);
+        self.discard_dirty(file, first_gone);
+        let mut busy = false;
+        let runs: Vec<_> = self.files[file.index()]
+            .runs_over(first_gone, MAX_FILE_PAGES)
+            .collect();
+        for (start, run) in runs {
+            if run.flags & (PG_WRITEBACK | PG_READING | PG_LOCKED) != 0 {
+                busy = true;
+            } else {
+                // A run that starts before the new end loses only its tail.
+                self.remove_pages(file, start.max(first_gone), start + run.len);
+            }
+        }
+        // A now partial last page under writeback: its tail is zeroed once
+        // this returns (by the runtime, in the page's frame, which a write
+        // in flight may be reading), and its write must not land after
+        // the backing file is cut. Wait for it too.
+        if !len.is_multiple_of(PAGE_SIZE) {
+            busy |= self.files[file.index()]
+                .run_at(len / PAGE_SIZE)
+                .is_some_and(|(_, run)| run.flags & (PG_WRITEBACK | PG_LOCKED) != 0);
+        }
+        if !busy {
+            return None;
+        }
+        Some(if self.any_locked(file, len / PAGE_SIZE, MAX_FILE_PAGES) {
+            StallReason::PageLocked
+        } else {
+            StallReason::Sync
+        })
     }
 
     /// Whether a cut of `file`'s backing file is queued on its device's

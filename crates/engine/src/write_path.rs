@@ -103,37 +103,21 @@ impl Engine {
             flush_op,
             throttle_again,
             wait_2007,
-            mut space_flushed,
+            space_flushed,
         } = self.tasks[task.index()].op.clone()
         else {
             unreachable!("continue_write on a task that is not writing");
         };
         let file = self.handle(handle)?.file;
-        // Room on the backing filesystem for what the write adds, checked
-        // before any of it is in the cache (space.rs).
         if pos == start {
-            let checked = self.check_space(now, task, file, (start, end), &mut space_flushed);
-            if let Op::Write {
-                space_flushed: f, ..
-            } = &mut self.tasks[task.index()].op
-            {
-                *f = space_flushed;
-            }
-            match checked {
-                None => {}
-                Some(Ok(step)) => return Ok(step),
-                Some(Err(e)) => return self.finish(task, Err(e)),
+            if let Some(stop) = self.write_space(now, task, file, (start, end), space_flushed) {
+                return stop;
             }
         }
-        if wait_2007.is_some() {
-            if let Some(step) = self.throttle_2007(now, task, file) {
-                return Ok(step);
-            }
-        }
-        if throttle_again {
-            if let Some(step) = self.balance_dirty_pages(now, task, file) {
-                return Ok(step);
-            }
+        if let Some(step) =
+            self.write_throttles_again(now, task, file, wait_2007.is_some(), throttle_again)
+        {
+            return Ok(step);
         }
         while pos < end {
             // The backing file still holds old data past the end: a queued
@@ -146,39 +130,10 @@ impl Engine {
                     return Ok(step);
                 }
             }
-            let page = pos / PAGE_SIZE;
-            let whole = pos % PAGE_SIZE == 0 && end - pos >= PAGE_SIZE;
-            // Dirty no more new pages than the task may before its next
-            // throttle check: the checks fall where a page-at-a-time loop
-            // would make them.
-            let want_end = if whole {
-                page + ((end - pos) / PAGE_SIZE).min(self.pages_before_throttle_check(task, file))
-            } else {
-                page + 1
-            };
-            let stretch = Stretch {
-                file,
-                first: page,
-                want_end,
-                whole,
-                flags,
-            };
-            let ready_end = match self.prepare_pages(now, task, stretch) {
-                Ok(ready_end) => ready_end,
+            pos = match self.write_stretch(now, task, file, (pos, end), flags) {
+                Ok(pos) => pos,
                 Err(step) => return Ok(step),
             };
-            self.dirty_pages(now, task, file, page, ready_end, flags);
-            let copied = pos;
-            pos = end.min(ready_end * PAGE_SIZE);
-            self.copy_in(task, file, copied, pos);
-            if flags.deferred_copy && !flags.dontcache {
-                self.lock_pages(task, file, page, ready_end);
-            }
-            let f = &mut self.files[file.index()];
-            f.size = f.size.max(pos);
-            if let Op::Write { pos: p, .. } = &mut self.tasks[task.index()].op {
-                *p = pos;
-            }
             if let Some(step) = self.maybe_throttle(now, task, file) {
                 return Ok(step);
             }
@@ -189,6 +144,95 @@ impl Engine {
             }
         }
         self.finish(task, Ok(Step::Done))
+    }
+
+    /// Room on the backing filesystem for what the write adds, checked
+    /// before any of it is in the cache (space.rs): Some(what to return)
+    /// when the write waits or fails here.
+    fn write_space(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        range: (u64, u64),
+        mut space_flushed: bool,
+    ) -> Option<Result<Step, EngineError>> {
+        let checked = self.check_space(now, task, file, range, &mut space_flushed);
+        if let Op::Write {
+            space_flushed: f, ..
+        } = &mut self.tasks[task.index()].op
+        {
+            *f = space_flushed;
+        }
+        match checked {
+            None => None,
+            Some(Ok(step)) => Some(Ok(step)),
+            Some(Err(e)) => Some(self.finish(task, Err(e))),
+        }
+    }
+
+    /// A write that woke from a dirty throttle checks it again.
+    fn write_throttles_again(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        wait_2007: bool,
+        throttle_again: bool,
+    ) -> Option<Step> {
+        if wait_2007 {
+            if let Some(step) = self.throttle_2007(now, task, file) {
+                return Some(step);
+            }
+        }
+        if throttle_again {
+            return self.balance_dirty_pages(now, task, file);
+        }
+        None
+    }
+
+    /// Copies one stretch of the write at `pos` (of `pos..end`) into the
+    /// cache and dirties it: the write's new position, or the step it
+    /// waits in for its pages.
+    fn write_stretch(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        (mut pos, end): (u64, u64),
+        flags: WriteFlags,
+    ) -> Result<u64, Step> {
+        let page = pos / PAGE_SIZE;
+        let whole = pos % PAGE_SIZE == 0 && end - pos >= PAGE_SIZE;
+        // Dirty no more new pages than the task may before its next
+        // throttle check: the checks fall where a page-at-a-time loop
+        // would make them.
+        let want_end = if whole {
+            page + ((end - pos) / PAGE_SIZE).min(self.pages_before_throttle_check(task, file))
+        } else {
+            page + 1
+        };
+        let stretch = Stretch {
+            file,
+            first: page,
+            want_end,
+            whole,
+            flags,
+        };
+        let ready_end = self.prepare_pages(now, task, stretch)?;
+        self.dirty_pages(now, task, file, page, ready_end, flags);
+        let copied = pos;
+        pos = end.min(ready_end * PAGE_SIZE);
+        self.copy_in(task, file, copied, pos);
+        if flags.deferred_copy && !flags.dontcache {
+            self.lock_pages(task, file, page, ready_end);
+        }
+        let f = &mut self.files[file.index()];
+        f.size = f.size.max(pos);
+        if let Op::Write { pos: p, .. } = &mut self.tasks[task.index()].op {
+            *p = pos;
+        }
+        Ok(pos)
     }
 
     /// Makes the stretch's pages from `first` (up to `want_end`) cached

@@ -83,3 +83,22 @@ pub(super) fn parse_bool(knob: &str, value: &str) -> Result<bool, KnobError> {
         _ => Err(invalid(knob, value, "expected 0/1, true/false or on/off")),
     }
 }
+
+/// One of `modes`, by its name.
+pub(super) fn parse_mode<T: Copy>(
+    knob: &str,
+    value: &str,
+    modes: &[T],
+    name: fn(T) -> &'static str,
+) -> Result<T, KnobError> {
+    if let Some(&mode) = modes.iter().find(|&&m| name(m) == value.trim()) {
+        return Ok(mode);
+    }
+    let names: Vec<String> = modes.iter().map(|&m| format!("'{}'", name(m))).collect();
+    let expected = match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    Err(invalid(knob, value, format!("expected {expected}")))
+}

@@ -19,7 +19,7 @@ pub use modes::{
 };
 
 use crate::units::{parse_bytes, UnitError};
-use knob_error::{invalid, parse_int, parse_size};
+use knob_error::{invalid, parse_int, parse_mode, parse_size};
 
 /// Linux's default `dirty_ratio`, percent of the cache budget.
 pub const DEFAULT_DIRTY_RATIO: u32 = 20;
@@ -145,55 +145,25 @@ impl Config {
                 self.dirty_writeback_centisecs = parse_int(knob, value, 0, 8_640_000)?
             }
             "dirty_throttle" => {
-                self.dirty_throttle = match value.trim() {
-                    "io-less" => DirtyThrottle::IoLess,
-                    "global-2007" => DirtyThrottle::Global2007,
-                    _ => return Err(invalid(knob, value, "expected 'io-less' or 'global-2007'")),
-                }
+                self.dirty_throttle =
+                    parse_mode(knob, value, &DirtyThrottle::ALL, DirtyThrottle::name)?
             }
             "dontcache_flush" => {
-                self.dontcache_flush = match value.trim() {
-                    "kick" => DontcacheFlush::Kick,
-                    "inline" => DontcacheFlush::Inline,
-                    _ => return Err(invalid(knob, value, "expected 'kick' or 'inline'")),
-                }
+                self.dontcache_flush =
+                    parse_mode(knob, value, &DontcacheFlush::ALL, DontcacheFlush::name)?
             }
             "dontcache_counter" => {
-                self.dontcache_counter = match value.trim() {
-                    "per-domain" => DontcacheCounter::PerDomain,
-                    "global-split" => DontcacheCounter::GlobalSplit,
-                    _ => {
-                        return Err(invalid(
-                            knob,
-                            value,
-                            "expected 'per-domain' or 'global-split'",
-                        ))
-                    }
-                }
+                self.dontcache_counter =
+                    parse_mode(knob, value, &DontcacheCounter::ALL, DontcacheCounter::name)?
             }
             "backlog_throttle" => {
-                self.backlog_throttle = match value.trim() {
-                    "watermarks" => BacklogThrottle::Watermarks,
-                    "flush-all" => BacklogThrottle::FlushAll,
-                    _ => return Err(invalid(knob, value, "expected 'watermarks' or 'flush-all'")),
-                }
+                self.backlog_throttle =
+                    parse_mode(knob, value, &BacklogThrottle::ALL, BacklogThrottle::name)?
             }
             "backlog_wait_ms" => {
                 self.backlog_wait_ms = parse_int(knob, value, 1, MAX_BACKLOG_WAIT_MS)?
             }
-            "lru" => {
-                self.lru = match value.trim() {
-                    "active-inactive" => Lru::ActiveInactive,
-                    "clock" => Lru::Clock,
-                    _ => {
-                        return Err(invalid(
-                            knob,
-                            value,
-                            "expected 'active-inactive' or 'clock'",
-                        ))
-                    }
-                }
-            }
+            "lru" => self.lru = parse_mode(knob, value, &Lru::ALL, Lru::name)?,
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -234,6 +204,13 @@ mod tests {
     fn bad_values_change_nothing() {
         let mut config = Config::default();
         assert!(config.set("dirty_ratio", "150").is_err());
+        assert_eq!(
+            config.set("lru", "lfu").map_err(|e| e.to_string()),
+            Err("invalid value 'lfu' for lru: expected 'active-inactive' or 'clock'".into())
+        );
+        assert_eq!(config.set("dirty_throttle", " global-2007 "), Ok(()));
+        assert_eq!(config.dirty_throttle, DirtyThrottle::Global2007);
+        config.dirty_throttle = DirtyThrottle::IoLess;
         assert!(config.set("dirty_ratio", "x").is_err());
         assert!(config.set("memory", "1KiB").is_err());
         assert!(config.set("memory_min", "1MiB").is_err());

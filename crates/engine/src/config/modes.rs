@@ -12,6 +12,9 @@ pub enum DirtyThrottle {
 }
 
 impl DirtyThrottle {
+    /// Every mode, in the order an error message lists them.
+    pub const ALL: [DirtyThrottle; 2] = [DirtyThrottle::IoLess, DirtyThrottle::Global2007];
+
     pub fn name(self) -> &'static str {
         match self {
             DirtyThrottle::IoLess => "io-less",
@@ -32,6 +35,9 @@ pub enum DontcacheFlush {
 }
 
 impl DontcacheFlush {
+    /// Every mode, in the order an error message lists them.
+    pub const ALL: [DontcacheFlush; 2] = [DontcacheFlush::Kick, DontcacheFlush::Inline];
+
     pub fn name(self) -> &'static str {
         match self {
             DontcacheFlush::Kick => "kick",
@@ -53,6 +59,10 @@ pub enum DontcacheCounter {
 }
 
 impl DontcacheCounter {
+    /// Every mode, in the order an error message lists them.
+    pub const ALL: [DontcacheCounter; 2] =
+        [DontcacheCounter::PerDomain, DontcacheCounter::GlobalSplit];
+
     pub fn name(self) -> &'static str {
         match self {
             DontcacheCounter::PerDomain => "per-domain",
@@ -77,6 +87,9 @@ pub enum Lru {
 }
 
 impl Lru {
+    /// Every mode, in the order an error message lists them.
+    pub const ALL: [Lru; 2] = [Lru::ActiveInactive, Lru::Clock];
+
     pub fn name(self) -> &'static str {
         match self {
             Lru::ActiveInactive => "active-inactive",
@@ -100,6 +113,9 @@ pub enum BacklogThrottle {
 }
 
 impl BacklogThrottle {
+    /// Every mode, in the order an error message lists them.
+    pub const ALL: [BacklogThrottle; 2] = [BacklogThrottle::Watermarks, BacklogThrottle::FlushAll];
+
     pub fn name(self) -> &'static str {
         match self {
             BacklogThrottle::Watermarks => "watermarks",
