@@ -3,7 +3,7 @@
 use crate::error::{Located, Res, Span};
 use crate::fields::{Field, TableView};
 use crate::model::{min_ratio_excess, DeviceSpec};
-use crate::parse::{optional, table_list, valid_name, ModelValidator, Unique};
+use crate::section::{optional, table_list, valid_name, ModelValidator, Unique};
 use std::collections::BTreeMap;
 use wb_engine::DeviceConfig;
 

@@ -3,7 +3,7 @@
 use crate::error::{Located, Res};
 use crate::fields::{Field, TableView};
 use crate::model::{DeviceSpec, JobKind, JobSpec, WriteMode};
-use crate::parse::{optional, table_list, valid_name, Unique};
+use crate::section::{optional, table_list, valid_name, Unique};
 
 /// Enough for any experiment we have in mind; bounds the simulator's work.
 const MAX_JOBS: usize = 1024;

@@ -12,11 +12,13 @@ mod job;
 mod model;
 mod overrides;
 mod parse;
+mod section;
 
 pub use error::{ScenarioError, SetError};
 pub use model::{DeviceSpec, JobKind, JobSpec, Scenario, WriteMode};
 pub use overrides::apply_set;
-pub use parse::{load, parse, ModelValidator};
+pub use parse::{load, parse};
+pub use section::ModelValidator;
 
 /// A small valid scenario: two devices, a writer flooding the slow one,
 /// an fsync loop and a rate-limited background reader.
