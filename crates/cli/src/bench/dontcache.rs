@@ -28,9 +28,8 @@
 
 use super::cleanup::TempFile;
 use super::doc::Doc;
-use super::interference::engine_dirty_limits;
 use super::kernel_write::{self, Mode};
-use super::sysctl::{self, DirtyLimitsGuard};
+use super::sysctl::{self, engine_dirty_limits, DirtyLimitsGuard};
 use super::table::{self, Table};
 use super::{
     free_bytes, human_bytes, median, parse_repeat, parse_size, prepare_dir, progress, BenchError,

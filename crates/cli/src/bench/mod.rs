@@ -36,22 +36,19 @@
 
 pub mod cached;
 pub mod cleanup;
-pub mod configs;
 pub mod cpu;
 pub mod db_copy;
 pub mod doc;
 pub mod dontcache;
 pub mod fio;
-pub mod frontier;
+pub mod harness;
 pub mod interference;
-pub mod kernel_configs;
 pub mod kernel_write;
 pub mod mount;
 pub mod replace;
 pub mod scheduler;
 pub mod sim_speed;
 pub mod stable;
-pub mod sweep;
 pub mod sysctl;
 pub mod table;
 pub mod throughput;
