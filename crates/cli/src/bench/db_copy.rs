@@ -19,8 +19,8 @@
 
 use super::cleanup::TempFile;
 use super::doc::Doc;
-use super::dontcache::resident_bytes;
 use super::mount::Mount;
+use super::pagecache::resident_bytes;
 use super::table::{self, Table};
 use super::{
     free_bytes, human_bytes, parse_seconds, parse_size, prepare_dir, progress, quiesce, BenchError,

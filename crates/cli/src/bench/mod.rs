@@ -45,6 +45,7 @@ pub mod harness;
 pub mod interference;
 pub mod kernel_write;
 pub mod mount;
+pub mod pagecache;
 pub mod replace;
 pub mod scheduler;
 pub mod sim_speed;
