@@ -97,9 +97,11 @@ pub trait Experiment {
 }
 
 /// A configuration and its runs, in the order they ran.
-pub struct Measured<S, R> {
-    pub setup: S,
-    pub runs: Vec<R>,
+pub struct Measured<E: Experiment + ?Sized> {
+    pub setup: E::Setup,
+    pub runs: Vec<E::Run>,
+    /// Left out after its first run failed ([`Experiment::optional`]).
+    left_out: bool,
 }
 
 /// Runs every configuration of `setups` once per round, `rounds` rounds,
@@ -110,23 +112,19 @@ pub fn run<E: Experiment>(
     setups: Vec<E::Setup>,
     rounds: usize,
     notes: &mut Notes,
-) -> Result<Vec<Measured<E::Setup, E::Run>>, BenchError> {
+) -> Result<Vec<Measured<E>>, BenchError> {
     let count = setups.len();
-    let mut rows: Vec<(Measured<E::Setup, E::Run>, bool)> = setups
+    let mut rows: Vec<Measured<E>> = setups
         .into_iter()
-        .map(|setup| {
-            (
-                Measured {
-                    setup,
-                    runs: Vec::new(),
-                },
-                false,
-            )
+        .map(|setup| Measured {
+            setup,
+            runs: Vec::new(),
+            left_out: false,
         })
         .collect();
     for round in 1..=rounds {
-        for (index, (row, left_out)) in rows.iter_mut().enumerate() {
-            if *left_out {
+        for (index, row) in rows.iter_mut().enumerate() {
+            if row.left_out {
                 continue;
             }
             let turn = Turn {
@@ -141,17 +139,13 @@ pub fn run<E: Experiment>(
                     // It could be set up, but its run failed for real:
                     // leave the configuration out.
                     notes.push(format!("{}: left out: {e}", exp.name(&row.setup)));
-                    *left_out = true;
+                    row.left_out = true;
                 }
                 Err(Failed::Run(e) | Failed::Around(e)) => return Err(e),
             }
         }
     }
-    Ok(rows
-        .into_iter()
-        .filter(|(_, left_out)| !left_out)
-        .map(|(row, _)| row)
-        .collect())
+    Ok(rows.into_iter().filter(|row| !row.left_out).collect())
 }
 
 /// Why a turn failed: its run, or what comes around it.
@@ -207,6 +201,7 @@ impl Notes {
         }
     }
 
+    #[cfg(test)]
     pub fn lines(&self) -> &[String] {
         &self.lines
     }
