@@ -113,6 +113,11 @@ pub fn run<E: Experiment>(
     rounds: usize,
     notes: &mut Notes,
 ) -> Result<Vec<Measured<E>>, BenchError> {
+    // --repeat is 1..=100 (parse_repeat); the benches without it run once.
+    assert!(
+        (1..=100).contains(&rounds),
+        "{rounds} rounds: a bench runs 1 to 100"
+    );
     let count = setups.len();
     let mut rows: Vec<Measured<E>> = setups
         .into_iter()
