@@ -29,29 +29,33 @@
 //!   on every scenario, alternating with another build's, and whether
 //!   both computed the same reports.
 //!
+//! Every bench runs on one harness ([`harness`]): a bench is an
+//! [`harness::Experiment`] (its configurations, how to prepare, run once
+//! and restore), and the harness runs the configurations round by round,
+//! says how each run went, takes the medians and prints the report.
 //! Human progress goes to standard error; results (a table, or one JSON
-//! object with `--json`) to standard output. Files the benchmarks create are
-//! removed at the end, also on errors and on Ctrl-C, and every sysctl they
-//! change is restored (see [`cleanup`]).
+//! object with `--json`) to standard output; `--html` writes the same
+//! report as a page. Files the benchmarks create are removed at the end,
+//! also on errors and on Ctrl-C, and every sysctl they change is restored
+//! (see [`cleanup`]).
 
 pub mod cached;
 pub mod cleanup;
-pub mod configs;
 pub mod cpu;
 pub mod db_copy;
 pub mod doc;
 pub mod dontcache;
 pub mod fio;
-pub mod frontier;
+pub mod harness;
 pub mod interference;
-pub mod kernel_configs;
 pub mod kernel_write;
 pub mod mount;
+pub mod mountinfo;
+pub mod pagecache;
 pub mod replace;
 pub mod scheduler;
 pub mod sim_speed;
 pub mod stable;
-pub mod sweep;
 pub mod sysctl;
 pub mod table;
 pub mod throughput;
@@ -161,16 +165,6 @@ pub fn run(args: BenchArgs) -> ExitCode {
             e.exit_code()
         }
     }
-}
-
-/// Writes `doc` as an HTML page titled `title` when `--html` asked for one.
-pub fn write_html(html: Option<HtmlFile>, title: &str, doc: &doc::Doc) -> Result<(), BenchError> {
-    let Some(out) = html else {
-        return Ok(());
-    };
-    let page = wb_report::document(title, doc.blocks())
-        .map_err(|e| BenchError::failed("the HTML report", e))?;
-    out.write_page(&page).map_err(BenchError::Failed)
 }
 
 /// A progress line on standard error.

@@ -17,6 +17,7 @@
 
 use super::cleanup::TempFile;
 use super::doc::Doc;
+use super::harness::{self, Experiment, Notes, Output, Report, Turn};
 use super::mount::Mount;
 use super::table::{ms, ratio, Table};
 use super::{parse_size, prepare_dir, progress, BenchError, SplitMix64};
@@ -95,6 +96,55 @@ impl Idiom {
     }
 }
 
+/// The configurations, one after the other, each on files of its own.
+struct Replace<'a> {
+    args: &'a ReplaceArgs,
+    dir: PathBuf,
+}
+
+impl Experiment for Replace<'_> {
+    /// "kernel" or "mount".
+    type Setup = &'static str;
+    /// The rename idiom's latencies, and the close idiom's.
+    type Run = (Idiom, Idiom);
+
+    fn name(&self, config: &&'static str) -> String {
+        config.to_string()
+    }
+
+    /// One run each: the name alone.
+    fn label(&self, config: &&'static str, _: Turn) -> String {
+        config.to_string()
+    }
+
+    fn run_once(
+        &mut self,
+        &config: &&'static str,
+        _: &str,
+        _: &mut Notes,
+    ) -> Result<(Idiom, Idiom), BenchError> {
+        let name = format!("wb-replace-{config}");
+        let files = TempFile::new(self.dir.join(&name));
+        let _ = std::fs::remove_dir_all(files.path());
+        if config == "mount" {
+            let mount = Mount::start(&self.dir, &[])?;
+            let result = replace_all(&mount.path().join(&name), self.args);
+            mount.stop()?;
+            result
+        } else {
+            replace_all(files.path(), self.args)
+        }
+    }
+
+    fn describe(&self, label: &str, (rename, close): &(Idiom, Idiom)) -> Vec<String> {
+        vec![format!(
+            "{label}: rename p99 {:.0} us, close p99 {:.0} us",
+            rename.call.value_at_quantile(0.99),
+            close.call.value_at_quantile(0.99)
+        )]
+    }
+}
+
 pub fn run(args: ReplaceArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     if args.dirty_bytes > MAX_BYTES {
         return Err(BenchError::BadInput(format!(
@@ -109,33 +159,14 @@ pub fn run(args: ReplaceArgs, html: Option<HtmlFile>) -> Result<(), BenchError> 
         wb_engine::units::format_bytes(args.dirty_bytes),
         dir.display()
     );
-    let mut results = Vec::new();
-    for config in ["kernel", "mount"] {
-        let name = format!("wb-replace-{config}");
-        let files = TempFile::new(dir.join(&name));
-        let _ = std::fs::remove_dir_all(files.path());
-        let (rename, close) = if config == "mount" {
-            let mount = Mount::start(&dir, &[])?;
-            let result = replace_all(&mount.path().join(&name), &args);
-            mount.stop()?;
-            result?
-        } else {
-            replace_all(files.path(), &args)?
-        };
-        progress!(
-            "{config}: rename p99 {:.0} us, close p99 {:.0} us",
-            rename.call.value_at_quantile(0.99),
-            close.call.value_at_quantile(0.99)
-        );
-        results.push((config, rename, close));
-    }
-    let doc = render(&results);
-    if args.json {
-        println!("{}", to_json(&results));
-    } else {
-        print!("{doc}");
-    }
-    super::write_html(html, "wb bench replace", &doc)
+    let mut exp = Replace { args: &args, dir };
+    let measured = harness::run(&mut exp, vec!["kernel", "mount"], 1, &mut Notes::new())?;
+    let results: Vec<(&str, Idiom, Idiom)> = measured
+        .into_iter()
+        .flat_map(|m| m.runs.into_iter().map(move |(r, c)| (m.setup, r, c)))
+        .collect();
+    let report = Report::new(render(&results), to_json(&results));
+    Output::new("wb bench replace", args.json, html).publish(report)
 }
 
 /// Makes the files (durable), then replaces each by rename, then each by

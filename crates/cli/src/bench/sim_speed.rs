@@ -11,8 +11,9 @@
 //! simulator faster must not change what it computes.
 
 use super::doc::Doc;
+use super::harness::{self, Experiment, Notes, Output, Report, Turn};
 use super::table::{ratio, Table};
-use super::{median, parse_repeat, progress, BenchError};
+use super::{median, parse_repeat, BenchError};
 use crate::html_file::HtmlFile;
 use clap::Args;
 use serde_json::{json, Value};
@@ -88,6 +89,59 @@ impl Scenario {
     }
 }
 
+/// The scenarios, each run --repeat times by both builds in turn.
+struct SimSpeed<'a> {
+    args: &'a SimSpeedArgs,
+    /// This build.
+    this: PathBuf,
+}
+
+impl Experiment for SimSpeed<'_> {
+    /// A scenario file.
+    type Setup = PathBuf;
+    type Run = Scenario;
+
+    fn name(&self, path: &PathBuf) -> String {
+        path.file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+    }
+
+    fn label(&self, path: &PathBuf, turn: Turn) -> String {
+        format!("[{}/{}] {}", turn.index + 1, turn.count, self.name(path))
+    }
+
+    fn announce(&self, _: &PathBuf, label: &str) -> Option<String> {
+        Some(label.to_string())
+    }
+
+    /// Both builds take turns, run by run, so both meet the same machine.
+    fn run_once(&mut self, path: &PathBuf, _: &str, _: &mut Notes) -> Result<Scenario, BenchError> {
+        let name = self.name(path);
+        let mut new = Runs::default();
+        let mut base = self.args.baseline.as_ref().map(|_| Runs::default());
+        let mut sim_time_s = 0.0;
+        for _ in 0..self.args.repeat {
+            sim_time_s = run_once(&self.this, path, &mut new);
+            if let (Some(b), Some(runs)) = (&self.args.baseline, base.as_mut()) {
+                run_once(b, path, runs);
+            }
+        }
+        if let Some(e) = &new.error {
+            return Err(BenchError::Failed(format!("{name}: this build: {e}")));
+        }
+        Ok(Scenario {
+            name,
+            sim_time_s,
+            new,
+            base,
+        })
+    }
+
+    fn describe(&self, _: &str, _: &Scenario) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 pub fn run(args: SimSpeedArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     let this = std::env::current_exe()
         .map_err(|e| BenchError::failed("finding this program's path", e))?;
@@ -100,38 +154,14 @@ pub fn run(args: SimSpeedArgs, html: Option<HtmlFile>) -> Result<(), BenchError>
         }
     }
     let files = scenario_files(&args.scenarios, args.only.as_deref())?;
-    let mut results = Vec::new();
-    for (i, path) in files.iter().enumerate() {
-        let name = path
-            .file_stem()
-            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-        progress!("[{}/{}] {name}", i + 1, files.len());
-        let mut new = Runs::default();
-        let mut base = args.baseline.as_ref().map(|_| Runs::default());
-        let mut sim_time_s = 0.0;
-        for _ in 0..args.repeat {
-            sim_time_s = run_once(&this, path, &mut new);
-            if let (Some(b), Some(runs)) = (&args.baseline, base.as_mut()) {
-                run_once(b, path, runs);
-            }
-        }
-        if let Some(e) = &new.error {
-            return Err(BenchError::Failed(format!("{name}: this build: {e}")));
-        }
-        results.push(Scenario {
-            name,
-            sim_time_s,
-            new,
-            base,
-        });
-    }
-    let doc = render(&results, args.baseline.as_deref());
-    if args.json {
-        println!("{}", to_json(&results));
-    } else {
-        print!("{doc}");
-    }
-    super::write_html(html, "wb bench sim-speed", &doc)
+    let mut exp = SimSpeed { args: &args, this };
+    let measured = harness::run(&mut exp, files, 1, &mut Notes::new())?;
+    let results: Vec<Scenario> = measured.into_iter().flat_map(|m| m.runs).collect();
+    let report = Report::new(
+        render(&results, args.baseline.as_deref()),
+        to_json(&results),
+    );
+    Output::new("wb bench sim-speed", args.json, html).publish(report)
 }
 
 /// The *.toml files of `dir` whose names contain `only`, by name.

@@ -178,6 +178,22 @@ impl cleanup::RestoreGuard<DirtySnapshot> {
     }
 }
 
+/// The engine's dirty limits for `memory`, in bytes (dirty, background),
+/// as the engine computes them: what the benches set the kernel's to, so
+/// both write under the same limits.
+pub fn engine_dirty_limits(memory: u64) -> Result<(u64, u64), super::BenchError> {
+    use super::BenchError;
+    let cache = writeback::Cache::builder()
+        .knob("memory", &memory.to_string())
+        .map_err(|e| BenchError::BadInput(format!("--memory: {e}")))?
+        .calibrate(false)
+        .build()
+        .map_err(|e| BenchError::failed("starting the cache", e))?;
+    let stats = cache.stats();
+    let page = wb_engine::PAGE_SIZE;
+    Ok((stats.thresh_pages * page, stats.bg_thresh_pages * page))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,11 +11,12 @@
 use super::cleanup::TempFile;
 use super::doc::Doc;
 use super::fio::{self, Fio};
+use super::harness::{self, median_of, Experiment, Notes, Output, Report, Turn};
 use super::mount::Mount;
 use super::table::{self, Table};
 use super::{
-    drop_caches, free_bytes, human_bytes, median, parse_repeat, parse_seconds, parse_size,
-    prepare_dir, progress, BenchError, MIB,
+    drop_caches, free_bytes, human_bytes, parse_repeat, parse_seconds, parse_size, prepare_dir,
+    progress, BenchError, MIB,
 };
 use crate::html_file::HtmlFile;
 use clap::Args;
@@ -89,12 +90,65 @@ fn name(side: Side, kind: Kind) -> String {
     format!("{side}-{kind}")
 }
 
-struct Setup {
+/// Everything a run needs; the file of the side under way.
+struct Throughput {
     fio: Fio,
     dir: PathBuf,
     size: u64,
     seconds: u64,
     memory: u64,
+    /// Written by a side's seq-write, read by its reads, removed after them.
+    file: Option<TempFile>,
+}
+
+impl Experiment for Throughput {
+    type Setup = (Side, Kind);
+    type Run = f64;
+
+    fn name(&self, &(side, kind): &(Side, Kind)) -> String {
+        name(side, kind)
+    }
+
+    fn prepare(
+        &mut self,
+        &(side, kind): &(Side, Kind),
+        _: Turn,
+        _: &mut Notes,
+    ) -> Result<(), BenchError> {
+        if kind == Kind::SeqWrite {
+            self.file = None;
+            let path = self
+                .dir
+                .join(format!("wb-throughput-{}.dat", name(side, Kind::SeqWrite)));
+            self.file = Some(TempFile::new(path));
+        }
+        Ok(())
+    }
+
+    fn run_once(
+        &mut self,
+        &(side, kind): &(Side, Kind),
+        _: &str,
+        _: &mut Notes,
+    ) -> Result<f64, BenchError> {
+        let file = self
+            .file
+            .as_ref()
+            .map(|f| f.path().to_path_buf())
+            .ok_or_else(|| BenchError::Failed("a read ran before its side's write".into()))?;
+        run_one(self, side, kind, &file)
+    }
+
+    fn restore(&mut self, &(_, kind): &(Side, Kind)) -> Result<(), BenchError> {
+        if kind == Kind::RandRead {
+            self.file = None;
+        }
+        Ok(())
+    }
+
+    fn describe(&self, label: &str, mib_s: &f64) -> Vec<String> {
+        vec![format!("{label}: {} MiB/s", table::rate(*mib_s))]
+    }
 }
 
 pub fn run(args: ThroughputArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
@@ -117,48 +171,34 @@ pub fn run(args: ThroughputArgs, html: Option<HtmlFile>) -> Result<(), BenchErro
         )));
     }
     progress!("{}; files in {}", fio.version, dir.display());
-    let setup = Setup {
+    let mut exp = Throughput {
         fio,
         dir,
         size: args.size,
         seconds: args.seconds,
         memory: args.memory,
+        file: None,
     };
-    let mut runs: Vec<(String, Vec<f64>)> = Vec::new();
-    for repeat in 1..=args.repeat {
-        for side in [Side::Kernel, Side::Mount] {
-            let file = TempFile::new(
-                setup
-                    .dir
-                    .join(format!("wb-throughput-{}.dat", name(side, Kind::SeqWrite))),
-            );
-            for kind in KINDS {
-                let label = format!("{} ({repeat}/{})", name(side, kind), args.repeat);
-                let mib_s = run_one(&setup, side, kind, file.path())?;
-                progress!("{label}: {} MiB/s", table::rate(mib_s));
-                match runs.iter_mut().find(|(n, _)| *n == name(side, kind)) {
-                    Some((_, v)) => v.push(mib_s),
-                    None => runs.push((name(side, kind), vec![mib_s])),
-                }
-            }
-        }
-    }
-    let medians: Vec<(String, f64)> = runs.into_iter().map(|(n, v)| (n, median(&v))).collect();
-    let doc = render(&medians, &setup, args.repeat);
-    if args.json {
-        let results: Vec<_> = medians
-            .iter()
-            .map(|(n, v)| json!({ "name": n, "mib_s": v }))
-            .collect();
-        println!("{}", json!({ "results": results }));
-    } else {
-        print!("{doc}");
-    }
-    super::write_html(html, "wb bench throughput", &doc)
+    let runs: Vec<(Side, Kind)> = [Side::Kernel, Side::Mount]
+        .into_iter()
+        .flat_map(|side| KINDS.map(|kind| (side, kind)))
+        .collect();
+    let measured = harness::run(&mut exp, runs, args.repeat, &mut Notes::new())?;
+    let medians: Vec<(String, f64)> = measured
+        .iter()
+        .map(|m| (name(m.setup.0, m.setup.1), median_of(&m.runs, |&x| x)))
+        .collect();
+    let doc = render(&medians, &exp, args.repeat);
+    let results: Vec<_> = medians
+        .iter()
+        .map(|(n, v)| json!({ "name": n, "mib_s": v }))
+        .collect();
+    let report = Report::new(doc, json!({ "results": results }));
+    Output::new("wb bench throughput", args.json, html).publish(report)
 }
 
 /// One measurement; returns MiB/s.
-fn run_one(setup: &Setup, side: Side, kind: Kind, file: &Path) -> Result<f64, BenchError> {
+fn run_one(exp: &Throughput, side: Side, kind: Kind, file: &Path) -> Result<f64, BenchError> {
     if kind == Kind::SeqWrite {
         let _ = std::fs::remove_file(file);
     }
@@ -172,8 +212,8 @@ fn run_one(setup: &Setup, side: Side, kind: Kind, file: &Path) -> Result<f64, Be
     }
     let mount = match side {
         Side::Mount => Some(Mount::start(
-            &setup.dir,
-            &[("memory".to_string(), setup.memory.to_string())],
+            &exp.dir,
+            &[("memory".to_string(), exp.memory.to_string())],
         )?),
         Side::Kernel => None,
     };
@@ -182,11 +222,11 @@ fn run_one(setup: &Setup, side: Side, kind: Kind, file: &Path) -> Result<f64, Be
         None => file.to_path_buf(),
     };
     let args = match kind {
-        Kind::SeqWrite => fio::writer_args(&target, setup.size),
+        Kind::SeqWrite => fio::writer_args(&target, exp.size),
         Kind::SeqRead => fio::seq_reader_args(&target),
-        Kind::RandRead => fio::buffered_random_reader_args(&target, setup.seconds),
+        Kind::RandRead => fio::buffered_random_reader_args(&target, exp.seconds),
     };
-    let report = setup.fio.spawn(&setup.dir, "throughput", &args)?.finish()?;
+    let report = exp.fio.spawn(&exp.dir, "throughput", &args)?.finish()?;
     let bytes_s = match kind {
         Kind::SeqWrite => fio::parse_writer(&report).map(|w| w.bw_bytes_s),
         Kind::SeqRead | Kind::RandRead => fio::parse_read_bw(&report),
@@ -198,13 +238,13 @@ fn run_one(setup: &Setup, side: Side, kind: Kind, file: &Path) -> Result<f64, Be
     Ok(bytes_s / MIB)
 }
 
-fn render(medians: &[(String, f64)], setup: &Setup, repeat: usize) -> Doc {
+fn render(medians: &[(String, f64)], exp: &Throughput, repeat: usize) -> Doc {
     let mut out = Doc::from(format!(
         "fio, 1 MiB sequential writes and reads of {}, 4 KiB random reads for {} s; \
          mount memory {}; medians of {repeat} run{}.\n\n",
-        human_bytes(setup.size),
-        setup.seconds,
-        human_bytes(setup.memory),
+        human_bytes(exp.size),
+        exp.seconds,
+        human_bytes(exp.memory),
         if repeat == 1 { "" } else { "s" },
     ));
     let get = |n: String| medians.iter().find(|(m, _)| *m == n).map(|(_, v)| *v);

@@ -94,7 +94,7 @@ pub fn parse_sweep(text: &str) -> Result<Sweep, String> {
             return Err(format!("'{text}': {value} is listed twice"));
         }
         seen.push(value);
-        super::parse_engine_set(&format!("{knob}={value}"))?;
+        crate::bench::parse_engine_set(&format!("{knob}={value}"))?;
     }
     Ok(Sweep {
         knob: knob.to_string(),

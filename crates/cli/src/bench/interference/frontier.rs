@@ -9,8 +9,8 @@
 //! reader alone) as a dashed line across. Rows without a writer figure
 //! (the floor) are not points.
 
-use super::configs::{Config, ConfigSummary};
-use super::fio::ReaderResult;
+use super::configs::{BenchConfig, ConfigSummary};
+use crate::bench::fio::ReaderResult;
 use wb_report::plot::{run_css_color, LabelledPoint, PointGroup, Scatter};
 use wb_report::{Figure, ReportError};
 
@@ -59,15 +59,17 @@ pub fn figures(summaries: &[ConfigSummary]) -> Result<Vec<Figure>, ReportError> 
 }
 
 /// The configuration a --sweep varies, whose default row is ringed.
-fn swept(summaries: &[ConfigSummary]) -> Config {
+fn swept(summaries: &[ConfigSummary]) -> BenchConfig {
     summaries
         .iter()
         .find_map(|s| s.point.as_ref().map(|_| s.config))
-        .unwrap_or(if summaries.iter().any(|s| s.config == Config::Mount) {
-            Config::Mount
-        } else {
-            Config::Engine
-        })
+        .unwrap_or(
+            if summaries.iter().any(|s| s.config == BenchConfig::Mount) {
+                BenchConfig::Mount
+            } else {
+                BenchConfig::Engine
+            },
+        )
 }
 
 fn caption(summaries: &[ConfigSummary]) -> String {
@@ -110,7 +112,7 @@ fn scatter(summaries: &[ConfigSummary], latency: Latency) -> Scatter {
         .collect();
     let engine: Vec<LabelledPoint> = summaries
         .iter()
-        .filter(|s| !s.config.is_kernel() && s.config != Config::Floor && s.point.is_none())
+        .filter(|s| !s.config.is_kernel() && s.config != BenchConfig::Floor && s.point.is_none())
         .filter_map(|s| point(s, s.name(), s.config == swept))
         .collect();
     let sweep: Vec<LabelledPoint> = summaries
@@ -119,7 +121,7 @@ fn scatter(summaries: &[ConfigSummary], latency: Latency) -> Scatter {
         .collect();
     let references = summaries
         .iter()
-        .filter(|s| matches!(s.config, Config::Floor | Config::MountFloor))
+        .filter(|s| matches!(s.config, BenchConfig::Floor | BenchConfig::MountFloor))
         .map(|s| (s.name(), latency.ms(&s.reader)))
         .filter(|(_, y)| y.is_finite() && *y > 0.0)
         .collect();
@@ -150,7 +152,7 @@ mod tests {
     use super::*;
 
     fn summary(
-        config: Config,
+        config: BenchConfig,
         value: Option<&str>,
         p50_ms: f64,
         p99_ms: f64,
@@ -176,17 +178,17 @@ mod tests {
     /// A run with a sweep whose writer speeds are not in knob order.
     fn sample() -> Vec<ConfigSummary> {
         vec![
-            summary(Config::Floor, None, 0.1, 0.2, None),
-            summary(Config::Kernel, None, 1.0, 90.0, Some(600.0)),
-            summary(Config::KernelBfq, None, 2.0, 40.0, Some(400.0)),
-            summary(Config::KernelDirty64m, None, 0.5, 20.0, Some(350.0)),
+            summary(BenchConfig::Floor, None, 0.1, 0.2, None),
+            summary(BenchConfig::Kernel, None, 1.0, 90.0, Some(600.0)),
+            summary(BenchConfig::KernelBfq, None, 2.0, 40.0, Some(400.0)),
+            summary(BenchConfig::KernelDirty64m, None, 0.5, 20.0, Some(350.0)),
             // No writer figure: not a point.
-            summary(Config::KernelDirect, None, 0.5, 20.0, None),
-            summary(Config::EngineWbtOff, None, 1.0, 50.0, Some(700.0)),
-            summary(Config::Engine, None, 0.3, 5.0, Some(500.0)),
-            summary(Config::Engine, Some("500"), 0.2, 2.0, Some(300.0)),
-            summary(Config::Engine, Some("1000"), 0.2, 3.0, Some(100.0)),
-            summary(Config::Engine, Some("2000"), 0.25, 4.0, Some(200.0)),
+            summary(BenchConfig::KernelDirect, None, 0.5, 20.0, None),
+            summary(BenchConfig::EngineWbtOff, None, 1.0, 50.0, Some(700.0)),
+            summary(BenchConfig::Engine, None, 0.3, 5.0, Some(500.0)),
+            summary(BenchConfig::Engine, Some("500"), 0.2, 2.0, Some(300.0)),
+            summary(BenchConfig::Engine, Some("1000"), 0.2, 3.0, Some(100.0)),
+            summary(BenchConfig::Engine, Some("2000"), 0.25, 4.0, Some(200.0)),
         ]
     }
 
@@ -315,10 +317,10 @@ mod tests {
     #[test]
     fn with_fuse_the_mount_is_the_ringed_default() {
         let rows = vec![
-            summary(Config::Floor, None, 0.1, 0.2, None),
-            summary(Config::Kernel, None, 1.0, 90.0, Some(600.0)),
-            summary(Config::Mount, None, 0.3, 5.0, Some(500.0)),
-            summary(Config::Mount, Some("4000"), 0.3, 6.0, Some(550.0)),
+            summary(BenchConfig::Floor, None, 0.1, 0.2, None),
+            summary(BenchConfig::Kernel, None, 1.0, 90.0, Some(600.0)),
+            summary(BenchConfig::Mount, None, 0.3, 5.0, Some(500.0)),
+            summary(BenchConfig::Mount, Some("4000"), 0.3, 6.0, Some(550.0)),
         ];
         let plot = scatter(&rows, Latency::P99);
         let mount = &plot.groups[1].points;
