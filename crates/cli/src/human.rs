@@ -1,7 +1,7 @@
 //! The report for people: fio-style per job, then the engine.
 
 use std::fmt::Write;
-use wb_sim::report::{JobReport, LatencySummary, RunReport};
+use wb_sim::report::{DeviceReport, EngineReport, JobReport, LatencySummary, RunReport};
 
 fn lat_line(label: &str, l: &LatencySummary) -> String {
     // Microseconds below 10 ms, milliseconds above, as fio does.
@@ -77,24 +77,7 @@ fn job(out: &mut String, j: &JobReport) {
 /// The report of a simulated run (`real` false) or a real one.
 pub fn render(r: &RunReport, real: bool) -> String {
     let mut out = String::new();
-    if real {
-        let _ = writeln!(
-            out,
-            "scenario {} (seed {}): jobs ran for {:.2}s ({:.2}s with set-up)\n",
-            r.scenario, r.seed, r.sim_time_s, r.wall_time_s
-        );
-    } else {
-        let speed = if r.wall_time_s > 0.0 {
-            r.sim_time_s / r.wall_time_s
-        } else {
-            0.0
-        };
-        let _ = writeln!(
-            out,
-            "scenario {} (seed {}): {:.2}s simulated in {:.2}s of wall time ({:.0}x real time)\n",
-            r.scenario, r.seed, r.sim_time_s, r.wall_time_s, speed
-        );
-    }
+    header(&mut out, r, real);
     for j in &r.jobs {
         job(&mut out, j);
     }
@@ -113,6 +96,46 @@ pub fn render(r: &RunReport, real: bool) -> String {
         "  peaks: dirty {:.1}MiB, writeback {:.1}MiB, cached {:.1}MiB; dirtied {:.1}MiB, written {:.1}MiB",
         e.dirty_peak_mib, e.writeback_peak_mib, e.cached_peak_mib, e.dirtied_mib, e.written_mib
     );
+    stalls(&mut out, e);
+    written_by_reason(&mut out, e);
+    for d in &e.devices {
+        device(&mut out, d);
+    }
+    let _ = writeln!(
+        out,
+        "  cached at the end: {:.1}MiB ({:.1}MiB active); activated {:.1}MiB, of which {:.1}MiB on refault",
+        e.cached_end_mib, e.active_end_mib, e.activated_mib, e.workingset_activate_mib
+    );
+    domains(&mut out, e);
+    out
+}
+
+/// The first line: the scenario, its seed, and how long the run took (a
+/// simulated run: how much faster than real time it went).
+fn header(out: &mut String, r: &RunReport, real: bool) {
+    if real {
+        let _ = writeln!(
+            out,
+            "scenario {} (seed {}): jobs ran for {:.2}s ({:.2}s with set-up)\n",
+            r.scenario, r.seed, r.sim_time_s, r.wall_time_s
+        );
+    } else {
+        let speed = if r.wall_time_s > 0.0 {
+            r.sim_time_s / r.wall_time_s
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "scenario {} (seed {}): {:.2}s simulated in {:.2}s of wall time ({:.0}x real time)\n",
+            r.scenario, r.seed, r.sim_time_s, r.wall_time_s, speed
+        );
+    }
+}
+
+/// The reasons writers stalled for, with how often and how long ("none"
+/// if they never did).
+fn stalls(out: &mut String, e: &EngineReport) {
     let stalls: Vec<String> = e
         .stalls
         .iter()
@@ -133,6 +156,10 @@ pub fn render(r: &RunReport, real: bool) -> String {
             stalls.join("; ")
         }
     );
+}
+
+/// What was written back, by reason (those that wrote anything).
+fn written_by_reason(out: &mut String, e: &EngineReport) {
     let reasons: Vec<String> = e
         .written_by_reason_mib
         .iter()
@@ -140,62 +167,67 @@ pub fn render(r: &RunReport, real: bool) -> String {
         .map(|(r, m)| format!("{r} {m:.1}MiB"))
         .collect();
     let _ = writeln!(out, "  written by reason: {}", reasons.join(", "));
-    for d in &e.devices {
-        let wbt = if d.wbt_enabled {
-            format!(
-                "wbt target {:.2}ms, max depth {}..{} ({} down, {} up)",
-                d.wbt_target_us / 1000.0,
-                d.wbt_max_depth_min,
-                d.wbt_max_depth_max,
-                d.wbt_scale_downs,
-                d.wbt_scale_ups
-            )
-        } else {
-            "wbt off".to_string()
-        };
-        let _ = writeln!(
-            out,
-            "  device {} ({}): util {}, {} reads ({:.1}MiB), {} writes ({:.1}MiB), in flight peak {}, {}",
-            d.name,
-            d.model,
-            d.utilization.map_or("n/a".to_string(), |u| format!("{:.1}%", u * 100.0)),
-            d.reads,
-            d.read_mib,
-            d.writes,
-            d.written_mib,
-            d.inflight_peak,
-            wbt
-        );
-        let _ = writeln!(
-            out,
-            "    writers throttled: {} pauses, total {:.1}ms, max {:.1}ms",
-            d.throttle_pauses, d.throttle_total_ms, d.throttle_max_ms
-        );
-        let b = &d.backlog;
-        if b.items_done > 0 || b.max_items > 0 {
-            let _ = writeln!(
-                out,
-                "    backlog: {} files released in {} steps, {} throttles, peak {} items / {:.1}ms of work and {} large files parked (watermarks {:.0}/{:.0}ms), estimates {:.1}us a file + {:.1}us a MiB, {} errors",
-                b.items_done,
-                b.steps_done,
-                b.throttles,
-                b.max_items,
-                b.max_level_ms,
-                b.max_parked,
-                b.high_ms,
-                b.low_ms,
-                b.est_file_us,
-                b.est_mib_us,
-                b.errors
-            );
-        }
-    }
+}
+
+/// One device: its I/O and wbt, its throttled writers, and its backlog of
+/// releases if it had one.
+fn device(out: &mut String, d: &DeviceReport) {
     let _ = writeln!(
         out,
-        "  cached at the end: {:.1}MiB ({:.1}MiB active); activated {:.1}MiB, of which {:.1}MiB on refault",
-        e.cached_end_mib, e.active_end_mib, e.activated_mib, e.workingset_activate_mib
+        "  device {} ({}): util {}, {} reads ({:.1}MiB), {} writes ({:.1}MiB), in flight peak {}, {}",
+        d.name,
+        d.model,
+        d.utilization.map_or("n/a".to_string(), |u| format!("{:.1}%", u * 100.0)),
+        d.reads,
+        d.read_mib,
+        d.writes,
+        d.written_mib,
+        d.inflight_peak,
+        wbt(d)
     );
-    // Per writeback domain, when there is more than one or any wrote uncached.
+    let _ = writeln!(
+        out,
+        "    writers throttled: {} pauses, total {:.1}ms, max {:.1}ms",
+        d.throttle_pauses, d.throttle_total_ms, d.throttle_max_ms
+    );
+    let b = &d.backlog;
+    if b.items_done > 0 || b.max_items > 0 {
+        let _ = writeln!(
+            out,
+            "    backlog: {} files released in {} steps, {} throttles, peak {} items / {:.1}ms of work and {} large files parked (watermarks {:.0}/{:.0}ms), estimates {:.1}us a file + {:.1}us a MiB, {} errors",
+            b.items_done,
+            b.steps_done,
+            b.throttles,
+            b.max_items,
+            b.max_level_ms,
+            b.max_parked,
+            b.high_ms,
+            b.low_ms,
+            b.est_file_us,
+            b.est_mib_us,
+            b.errors
+        );
+    }
+}
+
+/// A device's wbt: its target and the range its depth moved in, or off.
+fn wbt(d: &DeviceReport) -> String {
+    if d.wbt_enabled {
+        format!(
+            "wbt target {:.2}ms, max depth {}..{} ({} down, {} up)",
+            d.wbt_target_us / 1000.0,
+            d.wbt_max_depth_min,
+            d.wbt_max_depth_max,
+            d.wbt_scale_downs,
+            d.wbt_scale_ups
+        )
+    } else {
+        "wbt off".to_string()
+    }
+}
+
+/// Per writeback domain, when there is more than one or any wrote uncached.
+fn domains(out: &mut String, e: &EngineReport) {
     let show_domains = e.domains.len() > 1
         || e.domains
             .iter()
@@ -219,5 +251,4 @@ pub fn render(r: &RunReport, real: bool) -> String {
             d.dropped_behind_mib
         );
     }
-    out
 }

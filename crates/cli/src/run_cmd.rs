@@ -374,30 +374,13 @@ fn execute(
     trace_events: Option<usize>,
 ) -> Result<(RunReport, Option<writeback::Trace>), String> {
     let wall = StdInstant::now();
-    for dir in dirs {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        if !writeback::io::supports_direct(dir) {
-            return Err(format!(
-                "{}: the filesystem does not support O_DIRECT; pick another --dir",
-                dir.display()
-            ));
-        }
-    }
+    prepare_dirs(dirs)?;
     let cache = Cache::builder()
         .config(scenario.cache.clone())
         .calibrate(calibrate)
         .build()
         .map_err(|e| e.to_string())?;
-    let mut names: BTreeMap<String, String> = BTreeMap::new();
-    for (spec, dir) in scenario.devices.iter().zip(dirs) {
-        let added = cache
-            .add_device(dir, &spec.name, spec.config.clone())
-            .map_err(|e| e.to_string())?;
-        if !added {
-            eprintln!("wb run: device '{}' is on a filesystem already in use; it shares that device's knobs", spec.name);
-        }
-        names.insert(spec.name.clone(), format!("dir {}", dir.display()));
-    }
+    let names = add_devices(&cache, scenario, dirs)?;
     let files: Vec<JobFiles> = (0..scenario.jobs.len())
         .map(|j| open_job_files(&cache, scenario, dirs, j))
         .collect::<Result<_, _>>()?;
@@ -406,63 +389,14 @@ fn execute(
         cache.start_trace(events);
     }
     let run_start = StdInstant::now();
-    let seed_rng = Rng::new(scenario.seed);
-    let cache_ref = &cache;
-    let jobs_done = AtomicBool::new(false);
-    let (results, timeline) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| sample_engine(cache_ref, run_start, &jobs_done));
-        let handles: Vec<_> = scenario
-            .jobs
-            .iter()
-            .enumerate()
-            .map(|(j, spec)| {
-                let workload =
-                    wb_sim::workload::for_job(&spec.kind, seed_rng.fork(1000 + j as u64));
-                let block = block_size(&spec.kind);
-                let job = JobRun::for_job(scenario, j);
-                let (files, left) = (&files[j], &foreground_left);
-                let clock = RunClock {
-                    start: run_start,
-                    duration_ns: scenario.duration_ns,
-                };
-                // Named after the job: its track in a trace.
-                std::thread::Builder::new()
-                    .name(spec.name.clone())
-                    .spawn_scoped(s, move || {
-                        job_thread(cache_ref, files, workload, block, job, clock, left)
-                    })
-            })
-            .collect();
-        let results = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().map_err(|_| "a job thread panicked".to_string()),
-                Err(e) => Err(format!("cannot start a job thread: {e}")),
-            })
-            .collect::<Result<Vec<JobRun>, String>>();
-        jobs_done.store(true, Ordering::Release);
-        let timeline = sampler
-            .join()
-            .map_err(|_| "the sampling thread panicked".to_string());
-        Ok::<_, String>((results?, timeline?))
-    })?;
+    let (results, timeline) = run_jobs(&cache, scenario, &files, run_start, &foreground_left)?;
     let trace = cache.stop_trace();
     let end = since(run_start);
     let sim_time_s = run_start.elapsed().as_secs_f64();
     drop(files);
     let stats = cache.stats();
     let gauges = cache.gauges();
-    let facts: Vec<DeviceFacts> = stats
-        .devices
-        .iter()
-        .map(|d| DeviceFacts {
-            model: names
-                .get(&d.name)
-                .cloned()
-                .unwrap_or_else(|| "dir".to_string()),
-            utilization: None,
-        })
-        .collect();
+    let facts = device_facts(&stats, &names);
     let jobs = results.iter().map(|r| r.report(end)).collect();
     let engine = EngineReport::new(&stats, &facts);
     let io_backend = Some(cache.io_backend().to_string());
@@ -478,4 +412,106 @@ fn execute(
         timeline: timeline.finish(end.as_ns(), &gauges),
     };
     Ok((report, trace))
+}
+
+/// Makes the devices' directories; each must be on a filesystem that
+/// supports O_DIRECT.
+fn prepare_dirs(dirs: &[PathBuf]) -> Result<(), String> {
+    for dir in dirs {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !writeback::io::supports_direct(dir) {
+            return Err(format!(
+                "{}: the filesystem does not support O_DIRECT; pick another --dir",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Adds the scenario's devices to the cache, each at its directory; what
+/// the report calls each device (`dir PATH`), by name.
+fn add_devices(
+    cache: &Cache,
+    scenario: &Scenario,
+    dirs: &[PathBuf],
+) -> Result<BTreeMap<String, String>, String> {
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    for (spec, dir) in scenario.devices.iter().zip(dirs) {
+        let added = cache
+            .add_device(dir, &spec.name, spec.config.clone())
+            .map_err(|e| e.to_string())?;
+        if !added {
+            eprintln!("wb run: device '{}' is on a filesystem already in use; it shares that device's knobs", spec.name);
+        }
+        names.insert(spec.name.clone(), format!("dir {}", dir.display()));
+    }
+    Ok(names)
+}
+
+/// Runs every job on its own thread, with the sampler of the report's
+/// plots beside them, until all are done; what each job did, and the
+/// cache over time.
+fn run_jobs(
+    cache: &Cache,
+    scenario: &Scenario,
+    files: &[JobFiles],
+    run_start: StdInstant,
+    foreground_left: &AtomicUsize,
+) -> Result<(Vec<JobRun>, EngineTimeline), String> {
+    let seed_rng = Rng::new(scenario.seed);
+    let jobs_done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| sample_engine(cache, run_start, &jobs_done));
+        let handles: Vec<_> = scenario
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(j, spec)| {
+                let workload =
+                    wb_sim::workload::for_job(&spec.kind, seed_rng.fork(1000 + j as u64));
+                let block = block_size(&spec.kind);
+                let job = JobRun::for_job(scenario, j);
+                let (files, left) = (&files[j], foreground_left);
+                let clock = RunClock {
+                    start: run_start,
+                    duration_ns: scenario.duration_ns,
+                };
+                // Named after the job: its track in a trace.
+                std::thread::Builder::new()
+                    .name(spec.name.clone())
+                    .spawn_scoped(s, move || {
+                        job_thread(cache, files, workload, block, job, clock, left)
+                    })
+            })
+            .collect();
+        let results = handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().map_err(|_| "a job thread panicked".to_string()),
+                Err(e) => Err(format!("cannot start a job thread: {e}")),
+            })
+            .collect::<Result<Vec<JobRun>, String>>();
+        jobs_done.store(true, Ordering::Release);
+        let timeline = sampler
+            .join()
+            .map_err(|_| "the sampling thread panicked".to_string());
+        Ok::<_, String>((results?, timeline?))
+    })
+}
+
+/// What the report says of each device the cache has: the directory it
+/// was given (`names`), or just "dir"; its utilization is not known.
+fn device_facts(stats: &writeback::Stats, names: &BTreeMap<String, String>) -> Vec<DeviceFacts> {
+    stats
+        .devices
+        .iter()
+        .map(|d| DeviceFacts {
+            model: names
+                .get(&d.name)
+                .cloned()
+                .unwrap_or_else(|| "dir".to_string()),
+            utilization: None,
+        })
+        .collect()
 }

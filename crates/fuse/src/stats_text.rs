@@ -6,9 +6,28 @@ use std::fmt::Write;
 use wb_engine::{StallReason, Stats, WbReason, PAGE_SIZE};
 
 /// Renders the statistics: cache-wide lines first, then each device's
-/// lines prefixed with `<device>.`.
+/// lines prefixed with `<device>.`, then each writeback domain's.
 pub(crate) fn render(stats: &Stats, oldest_dirty_age: Option<std::time::Duration>) -> String {
     let mut out = String::new();
+    page_lines(&mut out, stats);
+    // How old the oldest dirty data is: at most what a crash of the mount
+    // would lose (0 with nothing dirty).
+    let age_ms = oldest_dirty_age.map_or(0, |a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX));
+    line(&mut out, "dirty_oldest_age_ms", age_ms);
+    memory_lines(&mut out, &stats.memory);
+    pause_lines(&mut out, stats);
+    written_by_reason_lines(&mut out, stats);
+    for d in &stats.devices {
+        device_lines(&mut out, d);
+    }
+    for d in &stats.domains {
+        domain_lines(&mut out, d);
+    }
+    out
+}
+
+/// The cache-wide page counts, in bytes.
+fn page_lines(out: &mut String, stats: &Stats) {
     let clean = stats
         .cached_pages
         .saturating_sub(stats.dirty_pages + stats.writeback_pages);
@@ -33,145 +52,147 @@ pub(crate) fn render(stats: &Stats, oldest_dirty_age: Option<std::time::Duration
         ("dontcache_dirty_bytes", stats.dontcache_dirty_pages),
     ];
     for (name, n) in pages {
-        line(&mut out, name, n * PAGE_SIZE);
+        line(out, name, n * PAGE_SIZE);
     }
-    // How old the oldest dirty data is: at most what a crash of the mount
-    // would lose (0 with nothing dirty).
-    let age_ms = oldest_dirty_age.map_or(0, |a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX));
-    line(&mut out, "dirty_oldest_age_ms", age_ms);
-    memory_lines(&mut out, &stats.memory);
+}
+
+/// The cache-wide pauses, per reason: how many, how long in all, the
+/// longest.
+fn pause_lines(out: &mut String, stats: &Stats) {
     for reason in StallReason::ALL {
         let s = stats.stall(reason);
-        line(&mut out, &format!("pause_{reason}_count"), s.count);
-        line(
-            &mut out,
-            &format!("pause_{reason}_total_us"),
-            s.total_ns / 1000,
-        );
-        line(&mut out, &format!("pause_{reason}_max_us"), s.max_ns / 1000);
+        line(out, &format!("pause_{reason}_count"), s.count);
+        line(out, &format!("pause_{reason}_total_us"), s.total_ns / 1000);
+        line(out, &format!("pause_{reason}_max_us"), s.max_ns / 1000);
     }
+}
+
+/// The bytes written back, per reason.
+fn written_by_reason_lines(out: &mut String, stats: &Stats) {
     for (i, reason) in WbReason::ALL.iter().enumerate() {
         let bytes = stats.written_by_reason[i] * PAGE_SIZE;
-        line(&mut out, &format!("written_{}_bytes", reason.name()), bytes);
+        line(out, &format!("written_{}_bytes", reason.name()), bytes);
     }
-    for d in &stats.devices {
-        let name = &d.name;
-        line(
-            &mut out,
-            &format!("{name}.dirty_bytes"),
-            d.dirty_pages * PAGE_SIZE,
-        );
-        line(
-            &mut out,
-            &format!("{name}.writeback_bytes"),
-            d.writeback_pages * PAGE_SIZE,
-        );
-        line(
-            &mut out,
-            &format!("{name}.written_bytes"),
-            d.pages_written * PAGE_SIZE,
-        );
-        line(
-            &mut out,
-            &format!("{name}.read_bytes"),
-            d.pages_read * PAGE_SIZE,
-        );
-        line(&mut out, &format!("{name}.write_errors"), d.write_errors);
-        // Space reserved at write time for dirty data (the engine's space.rs).
-        line(
-            &mut out,
-            &format!("{name}.space_free_bytes"),
-            d.space_free_pages * PAGE_SIZE,
-        );
-        line(
-            &mut out,
-            &format!("{name}.space_reserved_bytes"),
-            d.space_reserved_pages * PAGE_SIZE,
-        );
-        line(&mut out, &format!("{name}.space_flushes"), d.space_flushes);
-        line(&mut out, &format!("{name}.enospc_writes"), d.enospc_writes);
-        // What writers do with pages under writeback, one flag per mode
-        // (values stay integers), and whether the device decided (auto).
-        for mode in ["none", "wait", "snapshot"] {
-            let on = d.stable_writes.split(' ').next() == Some(mode);
-            line(&mut out, &format!("{name}.stable_writes_{mode}"), on as u64);
-        }
-        let auto = d.stable_writes.ends_with("(auto)");
-        line(&mut out, &format!("{name}.stable_writes_auto"), auto as u64);
-        line(
-            &mut out,
-            &format!("{name}.snapshot_bytes"),
-            d.snapshot_pages * PAGE_SIZE,
-        );
-        line(
-            &mut out,
-            &format!("{name}.write_bandwidth_bytes_s"),
-            d.write_bw_pages_s * PAGE_SIZE,
-        );
-        line(
-            &mut out,
-            &format!("{name}.wbt_target_us"),
-            d.wbt_target_ns / 1000,
-        );
-        // Signed: below 0 wbt allows more than its default depth.
-        let _ = writeln!(out, "{name}.wbt_scale_step {}", d.wbt_scale_step);
-        line(
-            &mut out,
-            &format!("{name}.wbt_pace_step"),
-            d.wbt_pace_step as u64,
-        );
-        line(
-            &mut out,
-            &format!("{name}.wbt_pace_holds"),
-            d.wbt_pace_holds,
-        );
-        line(
-            &mut out,
-            &format!("{name}.wbt_slice_cycles"),
-            d.wbt_slice_cycles,
-        );
-        line(
-            &mut out,
-            &format!("{name}.wbt_slice_holds"),
-            d.wbt_slice_holds,
-        );
-        line(
-            &mut out,
-            &format!("{name}.wbt_slice_read_holds"),
-            d.wbt_slice_read_holds,
-        );
-        line(
-            &mut out,
-            &format!("{name}.wbt_slice_read_hold_ms"),
-            d.wbt_slice_read_hold_ns / 1_000_000,
-        );
-        // What slow commits are judged by (against twice the target).
-        line(
-            &mut out,
-            &format!("{name}.wbt_commit_mean_us"),
-            d.wbt_commit_mean_ns / 1000,
-        );
-        line(
-            &mut out,
-            &format!("{name}.pause_dirty_throttle_count"),
-            d.throttle.count,
-        );
-        line(
-            &mut out,
-            &format!("{name}.pause_dirty_throttle_total_us"),
-            d.throttle.total_ns / 1000,
-        );
-        line(
-            &mut out,
-            &format!("{name}.pause_dirty_throttle_max_us"),
-            d.throttle.max_ns / 1000,
-        );
-        backlog_lines(&mut out, name, &d.backlog);
+}
+
+/// One device's lines, prefixed `<device>.`.
+fn device_lines(out: &mut String, d: &wb_engine::DeviceStats) {
+    let name = &d.name;
+    device_io_lines(out, d);
+    stable_writes_lines(out, d);
+    wbt_lines(out, d);
+    line(
+        out,
+        &format!("{name}.pause_dirty_throttle_count"),
+        d.throttle.count,
+    );
+    line(
+        out,
+        &format!("{name}.pause_dirty_throttle_total_us"),
+        d.throttle.total_ns / 1000,
+    );
+    line(
+        out,
+        &format!("{name}.pause_dirty_throttle_max_us"),
+        d.throttle.max_ns / 1000,
+    );
+    backlog_lines(out, name, &d.backlog);
+}
+
+/// A device's data (dirty, under writeback, written, read), its write
+/// errors, and the space reserved for its dirty data.
+fn device_io_lines(out: &mut String, d: &wb_engine::DeviceStats) {
+    let name = &d.name;
+    line(
+        out,
+        &format!("{name}.dirty_bytes"),
+        d.dirty_pages * PAGE_SIZE,
+    );
+    line(
+        out,
+        &format!("{name}.writeback_bytes"),
+        d.writeback_pages * PAGE_SIZE,
+    );
+    line(
+        out,
+        &format!("{name}.written_bytes"),
+        d.pages_written * PAGE_SIZE,
+    );
+    line(out, &format!("{name}.read_bytes"), d.pages_read * PAGE_SIZE);
+    line(out, &format!("{name}.write_errors"), d.write_errors);
+    // Space reserved at write time for dirty data (the engine's space.rs).
+    line(
+        out,
+        &format!("{name}.space_free_bytes"),
+        d.space_free_pages * PAGE_SIZE,
+    );
+    line(
+        out,
+        &format!("{name}.space_reserved_bytes"),
+        d.space_reserved_pages * PAGE_SIZE,
+    );
+    line(out, &format!("{name}.space_flushes"), d.space_flushes);
+    line(out, &format!("{name}.enospc_writes"), d.enospc_writes);
+}
+
+/// What writers do with a device's pages under writeback, one flag per
+/// mode (values stay integers), whether the device decided (auto), and
+/// the bytes held in copies (snapshot).
+fn stable_writes_lines(out: &mut String, d: &wb_engine::DeviceStats) {
+    let name = &d.name;
+    for mode in ["none", "wait", "snapshot"] {
+        let on = d.stable_writes.split(' ').next() == Some(mode);
+        line(out, &format!("{name}.stable_writes_{mode}"), on as u64);
     }
-    for d in &stats.domains {
-        domain_lines(&mut out, d);
-    }
-    out
+    let auto = d.stable_writes.ends_with("(auto)");
+    line(out, &format!("{name}.stable_writes_auto"), auto as u64);
+    line(
+        out,
+        &format!("{name}.snapshot_bytes"),
+        d.snapshot_pages * PAGE_SIZE,
+    );
+}
+
+/// A device's write bandwidth and its writeback throttling (wbt): the
+/// target, the depth's scale step, pacing and slices, commit latency.
+fn wbt_lines(out: &mut String, d: &wb_engine::DeviceStats) {
+    let name = &d.name;
+    line(
+        out,
+        &format!("{name}.write_bandwidth_bytes_s"),
+        d.write_bw_pages_s * PAGE_SIZE,
+    );
+    line(
+        out,
+        &format!("{name}.wbt_target_us"),
+        d.wbt_target_ns / 1000,
+    );
+    // Signed: below 0 wbt allows more than its default depth.
+    let _ = writeln!(out, "{name}.wbt_scale_step {}", d.wbt_scale_step);
+    line(
+        out,
+        &format!("{name}.wbt_pace_step"),
+        d.wbt_pace_step as u64,
+    );
+    line(out, &format!("{name}.wbt_pace_holds"), d.wbt_pace_holds);
+    line(out, &format!("{name}.wbt_slice_cycles"), d.wbt_slice_cycles);
+    line(out, &format!("{name}.wbt_slice_holds"), d.wbt_slice_holds);
+    line(
+        out,
+        &format!("{name}.wbt_slice_read_holds"),
+        d.wbt_slice_read_holds,
+    );
+    line(
+        out,
+        &format!("{name}.wbt_slice_read_hold_ms"),
+        d.wbt_slice_read_hold_ns / 1_000_000,
+    );
+    // What slow commits are judged by (against twice the target).
+    line(
+        out,
+        &format!("{name}.wbt_commit_mean_us"),
+        d.wbt_commit_mean_ns / 1000,
+    );
 }
 
 /// The budget: where it stands (`memory_bytes` is the budget now), why

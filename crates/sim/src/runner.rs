@@ -14,8 +14,8 @@ use crate::workload::{Next, Op, Workload};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use wb_engine::{
-    Action, DeviceId, Engine, EngineError, FileId, HandleId, Instant, IoDir, IoErrorKind, IoId,
-    ReleaseStep, Step, TaskId, VirtualRuntime, WriteFlags, PAGE_SIZE,
+    Action, DeviceId, DomainId, Engine, EngineError, FileId, HandleId, Instant, IoDir, IoErrorKind,
+    IoId, ReleaseStep, Step, TaskId, VirtualRuntime, WriteFlags, PAGE_SIZE,
 };
 use wb_scenario::Scenario;
 
@@ -208,80 +208,20 @@ impl Sim {
         let now = Instant::ZERO;
         let rng = Rng::new(scenario.seed);
         let mut engine = Engine::new(scenario.cache.clone(), now);
-        let mut devices = Vec::new();
-        let mut models = Vec::new();
-        for (i, spec) in scenario.devices.iter().enumerate() {
-            let model = device::build(
-                &spec.model,
-                &spec.params,
-                rng.fork(1 + i as u64),
-                spec.config.queue_depth,
-            )
-            .map_err(|message| SimError::Device {
-                device: spec.name.clone(),
-                message,
-            })?;
-            add_engine_device(&mut engine, spec, &*model);
-            devices.push(model);
-            models.push(spec.model.clone());
-        }
-        let mut layouts = vec![Layout::default(); devices.len()];
-        let mut file_base = Vec::new();
-        let (mut file_dev, mut file_bytes) = (Vec::new(), Vec::new());
-        let mut jobs = Vec::new();
-        let mut file_owner = Vec::new();
-        for (j, spec) in scenario.jobs.iter().enumerate() {
-            let domain = engine.domain(&spec.domain).map_err(|e| SimError::Domain {
-                job: spec.name.clone(),
-                message: e.to_string(),
-            })?;
-            let workload = crate::workload::for_job(&spec.kind, rng.fork(1000 + j as u64));
-            let mut handles = Vec::new();
-            let mut files = Vec::new();
-            for (size, extent) in workload.files() {
-                let dev = &devices[spec.device];
-                let base = layouts[spec.device]
-                    .allocate(extent, dev.capacity())
-                    .ok_or_else(|| SimError::DeviceFull {
-                        device: scenario.devices[spec.device].name.clone(),
-                    })?;
-                // The scenario's device and the domain just made exist.
-                let file = engine
-                    .add_file(now, DeviceId(spec.device as u32), domain, size)
-                    .expect("the job's device and domain exist");
-                assert_eq!(file.index(), file_base.len());
-                file_base.push(base);
-                file_dev.push(spec.device);
-                file_bytes.push(size);
-                file_owner.push((j, files.len()));
-                files.push(file);
-                handles.push(engine.open(file).expect("a file just added opens"));
-            }
-            let task = engine.add_task();
-            jobs.push(Job {
-                run: JobRun::for_job(scenario, j),
-                task,
-                handles,
-                files,
-                workload,
-                write_flags: crate::job::write_flags(spec.mode),
-                direct: spec.mode == wb_scenario::WriteMode::Direct,
-                next: None,
-            });
-        }
-        let foreground_left = job::foreground_jobs(scenario);
+        let devices = build_devices(scenario, &mut engine, &rng)?;
+        let models = scenario.devices.iter().map(|d| d.model.clone()).collect();
         let releases = vec![None; devices.len()];
         let mut sim = Sim {
             engine,
             devices,
             models,
-            file_base,
-            file_dev,
-            file_bytes,
+            file_base: Vec::new(),
+            file_dev: Vec::new(),
+            file_bytes: Vec::new(),
             releases,
             releases_pending: 0,
-            jobs,
-            file_owner,
+            jobs: Vec::new(),
+            file_owner: Vec::new(),
             chaos: None,
             trace: None,
             timeline: Default::default(),
@@ -289,12 +229,86 @@ impl Sim {
             generation: 0,
             seq: 0,
             now,
-            foreground_left,
+            foreground_left: job::foreground_jobs(scenario),
         };
+        let mut layouts = vec![Layout::default(); sim.devices.len()];
+        for j in 0..scenario.jobs.len() {
+            sim.add_job(scenario, j, &mut layouts, &rng)?;
+        }
         for j in 0..sim.jobs.len() {
             sim.schedule(j, sim.jobs[j].run.start_at());
         }
         Ok(sim)
+    }
+
+    /// Adds job `j` of the scenario: its writeback domain, its files and
+    /// its engine task (`rng` gives its workload's stream).
+    fn add_job(
+        &mut self,
+        scenario: &Scenario,
+        j: usize,
+        layouts: &mut [Layout],
+        rng: &Rng,
+    ) -> Result<(), SimError> {
+        let spec = &scenario.jobs[j];
+        let domain = self
+            .engine
+            .domain(&spec.domain)
+            .map_err(|e| SimError::Domain {
+                job: spec.name.clone(),
+                message: e.to_string(),
+            })?;
+        let workload = crate::workload::for_job(&spec.kind, rng.fork(1000 + j as u64));
+        let (files, handles) =
+            self.add_job_files(scenario, j, domain, &*workload, &mut layouts[spec.device])?;
+        let task = self.engine.add_task();
+        self.jobs.push(Job {
+            run: JobRun::for_job(scenario, j),
+            task,
+            handles,
+            files,
+            workload,
+            write_flags: crate::job::write_flags(spec.mode),
+            direct: spec.mode == wb_scenario::WriteMode::Direct,
+            next: None,
+        });
+        Ok(())
+    }
+
+    /// Adds job `j`'s files to the engine, each placed on the job's device
+    /// (`layout`) and opened; the files and their handles.
+    fn add_job_files(
+        &mut self,
+        scenario: &Scenario,
+        j: usize,
+        domain: DomainId,
+        workload: &dyn Workload,
+        layout: &mut Layout,
+    ) -> Result<(Vec<FileId>, Vec<HandleId>), SimError> {
+        let spec = &scenario.jobs[j];
+        let mut handles = Vec::new();
+        let mut files = Vec::new();
+        for (size, extent) in workload.files() {
+            let capacity = self.devices[spec.device].capacity();
+            let base = layout
+                .allocate(extent, capacity)
+                .ok_or_else(|| SimError::DeviceFull {
+                    device: scenario.devices[spec.device].name.clone(),
+                })?;
+            // The scenario's device and the domain just made exist.
+            let file = self
+                .engine
+                .add_file(self.now, DeviceId(spec.device as u32), domain, size)
+                .expect("the job's device and domain exist");
+            assert_eq!(file.index(), self.file_base.len());
+            self.file_base.push(base);
+            self.file_dev.push(spec.device);
+            self.file_bytes.push(size);
+            self.file_owner.push((j, files.len()));
+            files.push(file);
+            handles.push(self.engine.open(file).expect("a file just added opens"));
+        }
+        Ok((files, handles))
     }
 
     fn schedule(&mut self, job: usize, at: Instant) {
@@ -822,6 +836,31 @@ impl Sim {
             }
         }
     }
+}
+
+/// The scenario's device models, each added to the engine as it is
+/// built (`rng` gives each its stream).
+fn build_devices(
+    scenario: &Scenario,
+    engine: &mut Engine,
+    rng: &Rng,
+) -> Result<Vec<Box<dyn DeviceModel>>, SimError> {
+    let mut devices = Vec::new();
+    for (i, spec) in scenario.devices.iter().enumerate() {
+        let model = device::build(
+            &spec.model,
+            &spec.params,
+            rng.fork(1 + i as u64),
+            spec.config.queue_depth,
+        )
+        .map_err(|message| SimError::Device {
+            device: spec.name.clone(),
+            message,
+        })?;
+        add_engine_device(engine, spec, &*model);
+        devices.push(model);
+    }
+    Ok(devices)
 }
 
 /// Adds the scenario's device `spec`, modelled by `model`, to `engine`.

@@ -21,88 +21,113 @@ pub struct SeedRun {
 /// The scenario of `seed`, as TOML (so it is checked as a user's file is,
 /// and can be printed to replay a run by hand).
 pub fn scenario_text(seed: u64) -> String {
-    let mut rng = Rng::new(seed).fork(SCENARIO_STREAM);
-    let mut pick = |values: &[&str]| values[rng.below(values.len() as u64) as usize].to_string();
-    let memory = pick(&["16MiB", "32MiB", "64MiB"]);
-    let duration = pick(&["1s", "2s", "3s"]);
-    let ratio = pick(&["10", "20", "40"]);
-    let bg = pick(&["2", "5"]);
     let mut t = String::new();
+    cache_text(&mut t, seed);
+    // Devices and jobs from a stream of their own.
+    let mut picks = Picks(Rng::new(seed).fork(SCENARIO_STREAM + 1));
+    let devices = if picks.pick(&["1", "2"]) == "1" { 1 } else { 2 };
+    for d in 0..devices {
+        device_text(&mut t, d, &mut picks);
+    }
+    let jobs = 2 + picks.pick(&["0", "1", "2"]).parse::<usize>().unwrap_or(0);
+    for j in 0..jobs {
+        job_text(&mut t, j, devices, &mut picks);
+    }
+    t
+}
+
+/// Random choices among given values, from one stream.
+struct Picks(Rng);
+
+impl Picks {
+    /// One of `values`, each as likely.
+    fn pick(&mut self, values: &[&str]) -> String {
+        values[self.0.below(values.len() as u64) as usize].to_string()
+    }
+}
+
+/// The scenario's head: its name, seed and duration, and the cache.
+fn cache_text(t: &mut String, seed: u64) {
+    let mut picks = Picks(Rng::new(seed).fork(SCENARIO_STREAM));
+    let memory = picks.pick(&["16MiB", "32MiB", "64MiB"]);
+    let duration = picks.pick(&["1s", "2s", "3s"]);
+    let ratio = picks.pick(&["10", "20", "40"]);
+    let bg = picks.pick(&["2", "5"]);
     // Writing to a String cannot fail.
     let _ = write!(
         t,
         "name = \"vopr-{seed}\"\nseed = {seed}\nduration = \"{duration}\"\n\n\
          [cache]\nmemory = \"{memory}\"\ndirty_ratio = {ratio}\ndirty_background_ratio = {bg}\n"
     );
-    let mut rng = Rng::new(seed).fork(SCENARIO_STREAM + 1);
-    let mut pick = |values: &[&str]| values[rng.below(values.len() as u64) as usize].to_string();
-    let devices = if pick(&["1", "2"]) == "1" { 1 } else { 2 };
-    for d in 0..devices {
-        let model = pick(&["hdd", "sata-ssd", "nvme"]);
-        let wbt = pick(&["-1", "0", "2000"]);
-        let depth = pick(&["1", "4", "32"]);
-        let stable = pick(&["none", "wait", "snapshot"]);
-        let _ = write!(
-            t,
-            "\n[[device]]\nname = \"d{d}\"\nmodel = \"{model}\"\nwbt_lat_usec = {wbt}\n\
-             queue_depth = {depth}\nstable_writes = \"{stable}\"\n"
-        );
-    }
-    let jobs = 2 + pick(&["0", "1", "2"]).parse::<usize>().unwrap_or(0);
-    for j in 0..jobs {
-        let device = format!(
-            "d{}",
-            pick(&["0", "1"]).parse::<usize>().unwrap_or(0) % devices
-        );
-        // The first job is a foreground writer: every run writes.
-        let kind = if j == 0 {
-            "writer".to_string()
-        } else {
-            pick(&["writer", "reader", "fsync-loop", "occasional-writer"])
-        };
-        let _ = write!(
-            t,
-            "\n[[job]]\nname = \"j{j}\"\nkind = \"{kind}\"\ndevice = \"{device}\"\n"
-        );
-        let _ = match kind.as_str() {
-            "writer" => {
-                let files = pick(&["1", "2", "3"]);
-                // Sizes and blocks that are not whole pages too: a file's
-                // last page is then partly past its end (the oracle checks
-                // the backing file is never longer than the file was).
-                let size = pick(&["4MiB", "16MiB", "48MiB", "4000001B", "1000KB"]);
-                let block = pick(&["4KiB", "64KiB", "1MiB", "3000B", "100KB"]);
-                let sync = pick(&["true", "false"]);
-                let mode = pick(&["buffered", "buffered", "dontcache"]);
-                // Blocks in a random order leave holes for a while (the
-                // oracle checks none is shown that the file never held).
-                let pattern = pick(&["sequential", "sequential", "random"]);
-                write!(
-                    t,
-                    "files = {files}\nfile_size = \"{size}\"\nblock_size = \"{block}\"\n\
-                     sync = {sync}\nmode = \"{mode}\"\npattern = \"{pattern}\"\n"
-                )
-            }
-            "reader" => {
-                let size = pick(&["4MiB", "16MiB"]);
-                let pattern = pick(&["random", "sequential"]);
-                write!(
-                    t,
-                    "file_size = \"{size}\"\nblock_size = \"4KiB\"\npattern = \"{pattern}\"\n\
-                     background = true\n"
-                )
-            }
-            _ => {
-                let interval = pick(&["5ms", "20ms", "100ms"]);
-                let count = pick(&["20", "100"]);
-                write!(
-                    t,
-                    "block_size = \"4KiB\"\ninterval = \"{interval}\"\ncount = {count}\n"
-                )
-            }
-        };
-    }
-    t
+}
+
+/// Device `d`: `d<d>`, of a random model and knobs.
+fn device_text(t: &mut String, d: usize, picks: &mut Picks) {
+    let model = picks.pick(&["hdd", "sata-ssd", "nvme"]);
+    let wbt = picks.pick(&["-1", "0", "2000"]);
+    let depth = picks.pick(&["1", "4", "32"]);
+    let stable = picks.pick(&["none", "wait", "snapshot"]);
+    let _ = write!(
+        t,
+        "\n[[device]]\nname = \"d{d}\"\nmodel = \"{model}\"\nwbt_lat_usec = {wbt}\n\
+         queue_depth = {depth}\nstable_writes = \"{stable}\"\n"
+    );
+}
+
+/// Job `j`: `j<j>` on one of the `devices`, of a random kind (the first is
+/// a writer) and the knobs of that kind.
+fn job_text(t: &mut String, j: usize, devices: usize, picks: &mut Picks) {
+    let device = format!(
+        "d{}",
+        picks.pick(&["0", "1"]).parse::<usize>().unwrap_or(0) % devices
+    );
+    // The first job is a foreground writer: every run writes.
+    let kind = if j == 0 {
+        "writer".to_string()
+    } else {
+        picks.pick(&["writer", "reader", "fsync-loop", "occasional-writer"])
+    };
+    let _ = write!(
+        t,
+        "\n[[job]]\nname = \"j{j}\"\nkind = \"{kind}\"\ndevice = \"{device}\"\n"
+    );
+    let _ = match kind.as_str() {
+        "writer" => {
+            let files = picks.pick(&["1", "2", "3"]);
+            // Sizes and blocks that are not whole pages too: a file's
+            // last page is then partly past its end (the oracle checks
+            // the backing file is never longer than the file was).
+            let size = picks.pick(&["4MiB", "16MiB", "48MiB", "4000001B", "1000KB"]);
+            let block = picks.pick(&["4KiB", "64KiB", "1MiB", "3000B", "100KB"]);
+            let sync = picks.pick(&["true", "false"]);
+            let mode = picks.pick(&["buffered", "buffered", "dontcache"]);
+            // Blocks in a random order leave holes for a while (the
+            // oracle checks none is shown that the file never held).
+            let pattern = picks.pick(&["sequential", "sequential", "random"]);
+            write!(
+                t,
+                "files = {files}\nfile_size = \"{size}\"\nblock_size = \"{block}\"\n\
+                 sync = {sync}\nmode = \"{mode}\"\npattern = \"{pattern}\"\n"
+            )
+        }
+        "reader" => {
+            let size = picks.pick(&["4MiB", "16MiB"]);
+            let pattern = picks.pick(&["random", "sequential"]);
+            write!(
+                t,
+                "file_size = \"{size}\"\nblock_size = \"4KiB\"\npattern = \"{pattern}\"\n\
+                 background = true\n"
+            )
+        }
+        _ => {
+            let interval = picks.pick(&["5ms", "20ms", "100ms"]);
+            let count = picks.pick(&["20", "100"]);
+            write!(
+                t,
+                "block_size = \"4KiB\"\ninterval = \"{interval}\"\ncount = {count}\n"
+            )
+        }
+    };
 }
 
 /// Runs `seed`'s scenario with `profile`'s faults. A panic anywhere is a

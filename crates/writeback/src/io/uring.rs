@@ -179,6 +179,50 @@ struct InFlight {
     tail: Option<File>,
 }
 
+impl InFlight {
+    /// The SQE (without its user_data) for the part of the op not yet
+    /// transferred: its partial last page through `tail`, the descriptor
+    /// without O_DIRECT (`in_tail`; the caller has opened it), else at most
+    /// MAX_CHUNK_BYTES of its `whole` pages through its own descriptor.
+    /// Lent pages go by the iovecs kept in `iovecs`, to be left untouched
+    /// until the SQE's CQE.
+    #[inline]
+    fn next_sqe(&mut self, whole: usize, in_tail: bool) -> squeue::Entry {
+        let (fd, len) = match &self.tail {
+            Some(tail) if in_tail => (tail.as_raw_fd(), self.op.len - self.done),
+            _ => (
+                self.op.file.as_raw_fd(),
+                (whole - self.done).min(MAX_CHUNK_BYTES),
+            ),
+        };
+        let offset = self.op.offset + self.done as u64;
+        let fd = types::Fd(fd);
+        match (&mut self.op.buf, self.op.write) {
+            (IoBuf::Lent(pages), _) => {
+                // Reads into lent pages were refused in `start`.
+                self.iovecs = pages.iovecs_from(self.done, len);
+                opcode::Writev::new(fd, self.iovecs.as_ptr(), self.iovecs.len() as u32)
+                    .offset(offset)
+                    .build()
+            }
+            (IoBuf::Owned(buf), write) => {
+                // `self.done < op.len <= buf.len()` here, so the pointer
+                // stays inside the block.
+                let ptr = buf.as_mut_ptr().wrapping_add(self.done);
+                if write {
+                    opcode::Write::new(fd, ptr.cast_const(), len as u32)
+                        .offset(offset)
+                        .build()
+                } else {
+                    opcode::Read::new(fd, ptr, len as u32)
+                        .offset(offset)
+                        .build()
+                }
+            }
+        }
+    }
+}
+
 /// A file's (st_dev, st_ino).
 type FileKey = (u64, u64);
 
@@ -491,39 +535,7 @@ impl RingThread {
                 }
             }
         }
-        let (fd, len) = match &fl.tail {
-            Some(tail) if in_tail => (tail.as_raw_fd(), fl.op.len - fl.done),
-            _ => (
-                fl.op.file.as_raw_fd(),
-                (whole - fl.done).min(MAX_CHUNK_BYTES),
-            ),
-        };
-        let offset = fl.op.offset + fl.done as u64;
-        let fd = types::Fd(fd);
-        let sqe = match (&mut fl.op.buf, fl.op.write) {
-            (IoBuf::Lent(pages), _) => {
-                // Reads into lent pages were refused in `start`.
-                fl.iovecs = pages.iovecs_from(fl.done, len);
-                opcode::Writev::new(fd, fl.iovecs.as_ptr(), fl.iovecs.len() as u32)
-                    .offset(offset)
-                    .build()
-            }
-            (IoBuf::Owned(buf), write) => {
-                // `fl.done < op.len <= buf.len()` here, so the pointer
-                // stays inside the block.
-                let ptr = buf.as_mut_ptr().wrapping_add(fl.done);
-                if write {
-                    opcode::Write::new(fd, ptr.cast_const(), len as u32)
-                        .offset(offset)
-                        .build()
-                } else {
-                    opcode::Read::new(fd, ptr, len as u32)
-                        .offset(offset)
-                        .build()
-                }
-            }
-        }
-        .user_data(id);
+        let sqe = fl.next_sqe(whole, in_tail).user_data(id);
         // An extending write on a filesystem that runs them synchronously
         // always ends up on an io-wq worker: skip the attempt to issue it
         // without blocking.
@@ -532,15 +544,15 @@ impl RingThread {
         } else {
             sqe
         };
-        // SAFETY: for an owned buffer, `ptr..ptr+len` lies inside the heap
-        // block of `fl.op.buf` (done + len <= op.len <= buf.len()); for lent
-        // pages, the iovecs (in `fl.iovecs`, not touched again before this
-        // SQE's CQE) point into memory the `IoPages` keeps allocated and
-        // readable (IoPages::new), and the kernel only reads it. Both are
-        // owned by the `InFlight` entry in `self.in_flight`, which is
-        // removed (and the buffer handed back) only in `finish`, called
-        // when the CQE for this SQE has been reaped or when the push below
-        // fails (then the kernel never saw the SQE). Moving the
+        // SAFETY: for an owned buffer, `ptr..ptr+len` (`InFlight::next_sqe`)
+        // lies inside the heap block of `fl.op.buf` (done + len <= op.len <=
+        // buf.len()); for lent pages, the iovecs (in `fl.iovecs`, not touched
+        // again before this SQE's CQE) point into memory the `IoPages` keeps
+        // allocated and readable (IoPages::new), and the kernel only reads
+        // it. Both are owned by the `InFlight` entry in `self.in_flight`,
+        // which is removed (and the buffer handed back) only in `finish`,
+        // called when the CQE for this SQE has been reaped or when the push
+        // below fails (then the kernel never saw the SQE). Moving the
         // `AlignedBuf` or the Vec inside the map does not move their heap
         // blocks. Nothing else touches an owned buffer meanwhile. If the
         // thread unwinds, `InFlightMap::drop` leaks the buffers instead of

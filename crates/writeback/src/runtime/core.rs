@@ -339,117 +339,168 @@ impl Core {
         let mut out = Out::default();
         let mut copied: Option<FileId> = None;
         while let Some(action) = self.engine.poll_action() {
-            match action {
-                Action::Unmapped { file, first, end } => {
-                    for page in first..end {
-                        if let Some(frame) = self.index.remove(file, page) {
-                            // Gone: later writes of the page take the engine.
-                            self.frames.write(frame).set_overwritable(false);
-                        }
-                    }
-                }
-                Action::CopyFrames { from, to, count } => {
-                    // A page under writeback goes on in a copy (stable.rs);
-                    // through a buffer, as both frames may share a lock.
-                    let mut page = [0u8; wb_engine::PAGE_SIZE as usize];
-                    for i in 0..count {
-                        page.copy_from_slice(self.frames.read_one(from + i).bytes());
-                        self.frames.write(to + i).bytes().copy_from_slice(&page);
-                    }
-                }
-                Action::ZeroFrames { first, count } => {
-                    for frame in first..first + count {
-                        let mut w = self.frames.write(frame);
-                        w.bytes().fill(0);
-                        w.set_overwritable(false);
-                    }
-                }
-                Action::CopyIn {
-                    file,
-                    pos,
-                    len,
-                    frame,
-                    ..
-                } => {
-                    // Only the writer's own engine calls copy in; they pass
-                    // their data.
-                    let Some(w) = write else {
-                        debug_assert!(false, "CopyIn without the writer's data");
-                        continue;
-                    };
-                    let c = CopyIn {
-                        file,
-                        pos,
-                        len,
-                        frame,
-                    };
-                    if w.deferred {
-                        out.copies.push(c);
-                    } else {
-                        w.copy_in(&self.frames, &self.index, c);
-                        copied = Some(file);
-                    }
-                }
-                Action::Submit(req) if req.direct => out.refused.push(req.id),
-                Action::Submit(req) => out.ops.push(self.build_op(req)),
-                Action::Wake(task) => {
-                    self.woken[task.index()] = true;
-                    out.woken.push((task, self.sleepers[task.index()].clone()));
-                }
-                Action::Release { id, file, step } => {
-                    let slot = &mut self.backing[file.index()];
-                    let (backing, name) = match step {
-                        wb_engine::ReleaseStep::Remove => {
-                            (slot.take(), self.remove_at_release.remove(&file))
-                        }
-                        wb_engine::ReleaseStep::Truncate { .. } => (slot.clone(), None),
-                        wb_engine::ReleaseStep::Start => (None, None),
-                    };
-                    out.releases.push(Release {
-                        id,
-                        backing,
-                        modified: Arc::clone(&self.modified[file.index()]),
-                        name,
-                        step,
-                    });
-                }
-                Action::StatFs { device } => match self.device_dirs.get(device.index()) {
-                    Some(dir) => out.statfs.push((device, dir.clone())),
-                    // No directory to ask: unlimited, rather than writers
-                    // waiting for a report that never comes.
-                    None => {
-                        let _ = self.engine.space_unknown(device);
-                    }
-                },
-                Action::Evict { file } => {
-                    // Its pages are gone; the engine will not use the id again.
-                    self.backing[file.index()] = None;
-                    self.forget_inode(file);
-                }
-                Action::MakeDurable {
-                    id,
-                    file,
-                    metadata,
-                    len,
-                } => out.flushes.push(Flush {
-                    id,
-                    backing: self.backing(file),
-                    len,
-                    metadata,
-                    modified: Arc::clone(&self.modified[file.index()]),
-                }),
-                Action::SetLength { id, file, len } => out.length_sets.push(LengthSet {
-                    id,
-                    backing: self.backing(file),
-                    len,
-                    modified: Arc::clone(&self.modified[file.index()]),
-                }),
+            if let Some(file) = self.apply_action(action, write, &mut out) {
+                copied = Some(file);
             }
         }
         if let Some(file) = copied {
             // After the data it covers is in the frames.
             self.publish_size(file);
         }
+        self.take_stamps(&mut out);
+        self.kick_timer_if_earlier(&mut out);
+        out
+    }
+
+    /// Carries out one engine action (`drain`), or leaves it in `out` for
+    /// after the lock; the file whose bytes it copied in under the lock,
+    /// if it did.
+    fn apply_action(
+        &mut self,
+        action: Action,
+        write: Option<WriteData<'_>>,
+        out: &mut Out,
+    ) -> Option<FileId> {
+        match action {
+            Action::Unmapped { file, first, end } => self.unmap_pages(file, first, end),
+            Action::CopyFrames { from, to, count } => self.copy_frames(from, to, count),
+            Action::ZeroFrames { first, count } => self.zero_frames(first, count),
+            Action::CopyIn {
+                file,
+                pos,
+                len,
+                frame,
+                ..
+            } => {
+                let c = CopyIn {
+                    file,
+                    pos,
+                    len,
+                    frame,
+                };
+                return self.copy_in_or_defer(c, write, out);
+            }
+            Action::Submit(req) if req.direct => out.refused.push(req.id),
+            Action::Submit(req) => out.ops.push(self.build_op(req)),
+            Action::Wake(task) => {
+                self.woken[task.index()] = true;
+                out.woken.push((task, self.sleepers[task.index()].clone()));
+            }
+            Action::Release { id, file, step } => {
+                out.releases.push(self.release_step(id, file, step))
+            }
+            Action::StatFs { device } => match self.device_dirs.get(device.index()) {
+                Some(dir) => out.statfs.push((device, dir.clone())),
+                // No directory to ask: unlimited, rather than writers
+                // waiting for a report that never comes.
+                None => {
+                    let _ = self.engine.space_unknown(device);
+                }
+            },
+            Action::Evict { file } => {
+                // Its pages are gone; the engine will not use the id again.
+                self.backing[file.index()] = None;
+                self.forget_inode(file);
+            }
+            Action::MakeDurable {
+                id,
+                file,
+                metadata,
+                len,
+            } => out.flushes.push(Flush {
+                id,
+                backing: self.backing(file),
+                len,
+                metadata,
+                modified: Arc::clone(&self.modified[file.index()]),
+            }),
+            Action::SetLength { id, file, len } => out.length_sets.push(LengthSet {
+                id,
+                backing: self.backing(file),
+                len,
+                modified: Arc::clone(&self.modified[file.index()]),
+            }),
+        }
+        None
+    }
+
+    /// Takes the pages `first..end` of `file`, which left the cache, out
+    /// of the page map.
+    fn unmap_pages(&self, file: FileId, first: Page, end: Page) {
+        for page in first..end {
+            if let Some(frame) = self.index.remove(file, page) {
+                // Gone: later writes of the page take the engine.
+                self.frames.write(frame).set_overwritable(false);
+            }
+        }
+    }
+
+    /// Copies `count` frames from `from` on to `to` on.
+    fn copy_frames(&self, from: u32, to: u32, count: u32) {
+        // A page under writeback goes on in a copy (stable.rs);
+        // through a buffer, as both frames may share a lock.
+        let mut page = [0u8; wb_engine::PAGE_SIZE as usize];
+        for i in 0..count {
+            page.copy_from_slice(self.frames.read_one(from + i).bytes());
+            self.frames.write(to + i).bytes().copy_from_slice(&page);
+        }
+    }
+
+    /// Zeroes the fresh frames `first..first + count`.
+    fn zero_frames(&self, first: u32, count: u32) {
+        for frame in first..first + count {
+            let mut w = self.frames.write(frame);
+            w.bytes().fill(0);
+            w.set_overwritable(false);
+        }
+    }
+
+    /// Copies the caller's bytes of `c` into their frames now, or leaves
+    /// the copy in `out` for after the lock when the write defers it; the
+    /// file, if copied now.
+    fn copy_in_or_defer(
+        &mut self,
+        c: CopyIn,
+        write: Option<WriteData<'_>>,
+        out: &mut Out,
+    ) -> Option<FileId> {
+        // Only the writer's own engine calls copy in; they pass
+        // their data.
+        let Some(w) = write else {
+            debug_assert!(false, "CopyIn without the writer's data");
+            return None;
+        };
+        if w.deferred {
+            out.copies.push(c);
+            None
+        } else {
+            w.copy_in(&self.frames, &self.index, c);
+            Some(c.file)
+        }
+    }
+
+    /// A release step of `file` to carry out without the lock: a removal
+    /// takes the backing file out of the table (its last close frees the
+    /// blocks there) with the name to remove.
+    fn release_step(&mut self, id: u64, file: FileId, step: wb_engine::ReleaseStep) -> Release {
+        let slot = &mut self.backing[file.index()];
+        let (backing, name) = match step {
+            wb_engine::ReleaseStep::Remove => (slot.take(), self.remove_at_release.remove(&file)),
+            wb_engine::ReleaseStep::Truncate { .. } => (slot.clone(), None),
+            wb_engine::ReleaseStep::Start => (None, None),
+        };
+        Release {
+            id,
+            backing,
+            modified: Arc::clone(&self.modified[file.index()]),
+            name,
+            step,
+        }
+    }
+
+    /// Leaves in `out` the mtimes to set back on the files write-backs
+    /// moved since the last drain, once each.
+    fn take_stamps(&mut self, out: &mut Out) {
         self.stamps.sort_unstable();
         self.stamps.dedup();
         for file in self.stamps.drain(..) {
@@ -461,13 +512,17 @@ impl Core {
                 });
             }
         }
+    }
+
+    /// Has the timer thread woken (`Out::kick_timer`) when the engine's
+    /// next timeout comes before the thread means to look.
+    fn kick_timer_if_earlier(&mut self, out: &mut Out) {
         if let (Some(next), Some(wake)) = (self.engine.poll_timeout(), self.timer_wake_at) {
             if next < wake {
                 out.kick_timer = true;
                 self.timer_wake_at = Some(next);
             }
         }
-        out
     }
 
     fn build_op(&mut self, req: IoRequest) -> IoOp {

@@ -193,15 +193,8 @@ impl Shared {
     /// Carries out what an engine call left (lock released): hands ops to
     /// the backend, performs flushes and reports them to the engine, and
     /// wakes sleepers.
-    pub fn carry_out(&self, out: Out) {
-        if !out.ops.is_empty() {
-            let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(backend) = backend.as_ref() {
-                for op in out.ops {
-                    backend.submit(op);
-                }
-            }
-        }
+    pub fn carry_out(&self, mut out: Out) {
+        self.submit_ops(&mut out.ops);
         for (_, thread) in out.woken {
             if let Some(thread) = thread {
                 thread.unpark();
@@ -210,7 +203,33 @@ impl Shared {
         if out.kick_timer {
             self.timer_cv.notify_one();
         }
-        for id in out.refused {
+        self.report_refused(out.refused);
+        self.report_free_space(out.statfs);
+        self.hand_over_releases(out.releases);
+        for stamp in &out.stamps {
+            stamp.apply();
+        }
+        self.carry_out_length_sets(out.length_sets);
+        self.carry_out_flushes(out.flushes);
+    }
+
+    /// Hands `ops` to the backend, in order; without a backend (the cache
+    /// is closing) they stay in `ops`.
+    fn submit_ops(&self, ops: &mut Vec<crate::io::IoOp>) {
+        if !ops.is_empty() {
+            let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(backend) = backend.as_ref() {
+                for op in std::mem::take(ops) {
+                    backend.submit(op);
+                }
+            }
+        }
+    }
+
+    /// Reports the requests this runtime refused as failed, one engine
+    /// call each.
+    fn report_refused(&self, refused: Vec<wb_engine::IoId>) {
+        for id in refused {
             let mut core = self.lock();
             let now = self.clock.now();
             core.engine
@@ -219,7 +238,12 @@ impl Shared {
             drop(core);
             self.carry_out(more);
         }
-        for (device, dir) in out.statfs {
+    }
+
+    /// Tells the engine each device's free space (statvfs of its
+    /// directory), or that it is unknown.
+    fn report_free_space(&self, statfs: Vec<(wb_engine::DeviceId, std::path::PathBuf)>) {
+        for (device, dir) in statfs {
             let free = super::statfs::free_bytes(&dir);
             let mut core = self.lock();
             let now = self.clock.now();
@@ -232,7 +256,12 @@ impl Shared {
             drop(core);
             self.carry_out(more);
         }
-        for release in out.releases {
+    }
+
+    /// Hands release steps to the release thread (`release_loop`), or
+    /// carries them out here once it is gone.
+    fn hand_over_releases(&self, releases: Vec<Release>) {
+        for release in releases {
             let tx = self.release_tx.lock().unwrap_or_else(|p| p.into_inner());
             let release = match tx.as_ref() {
                 Some(tx) => match tx.send(release) {
@@ -245,10 +274,12 @@ impl Shared {
             // The release thread is gone (the cache is closing): here.
             self.carry_out_release(release);
         }
-        for stamp in &out.stamps {
-            stamp.apply();
-        }
-        for set in out.length_sets {
+    }
+
+    /// Sets backing files' lengths (truncations), setting their mtimes
+    /// back, and reports each to the engine.
+    fn carry_out_length_sets(&self, length_sets: Vec<LengthSet>) {
+        for set in length_sets {
             let result = self
                 .set_length(&set)
                 .map_err(|e| crate::error::io_error_kind(&e));
@@ -264,7 +295,11 @@ impl Shared {
             drop(core);
             self.carry_out(more);
         }
-        for flush in out.flushes {
+    }
+
+    /// Performs flushes and reports each to the engine.
+    fn carry_out_flushes(&self, flushes: Vec<Flush>) {
+        for flush in flushes {
             let result = self
                 .flush(&flush)
                 .map_err(|e| crate::error::io_error_kind(&e));
