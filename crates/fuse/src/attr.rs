@@ -123,3 +123,16 @@ mod tests {
         assert_eq!(time(1, 5), UNIX_EPOCH + Duration::new(1, 5));
     }
 }
+
+/// What setattr may change.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<crate::sys::SetTime>,
+    pub mtime: Option<crate::sys::SetTime>,
+    /// The change time is to be set (FATTR_CTIME).
+    pub ctime: bool,
+}

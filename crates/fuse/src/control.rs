@@ -116,7 +116,7 @@ impl Node {
 /// The virtual tree over one cache.
 pub(crate) struct Control<'a> {
     pub cache: &'a Cache,
-    pub server: crate::handles::ServerCounts,
+    pub server: crate::stats_text::ServerCounts,
     /// `wb mount --trace FILE`: `trace` exists.
     pub trace: Option<&'a TraceTarget>,
 }

@@ -10,6 +10,7 @@
 
 use crate::attr::file_type;
 use crate::control::{Control, Node, CONTROL_DIR};
+use crate::dir_entry::DirEntry;
 use crate::fs::WbFs;
 use crate::inode::{Inode, ROOT_ID};
 use crate::orphans::ORPHAN_DIR;
@@ -22,13 +23,6 @@ use std::os::unix::ffi::OsStrExt;
 /// Entries read from the backing directory per request: more than a
 /// reply of the kernel's size (one page, at least 32 bytes an entry) holds.
 const ENTRIES_PER_READ: usize = 160;
-
-#[derive(Clone, Debug)]
-pub(crate) struct DirEntry {
-    pub ino: u64,
-    pub kind: FileType,
-    pub name: OsString,
-}
 
 impl WbFs {
     /// The entries of the backing directory `inode` after the position

@@ -3,10 +3,10 @@
 //! virtual `.writeback` tree (control.rs), and turns results into replies.
 //! No request panics: failures become errno replies.
 
+use crate::attr::SetAttr;
 use crate::control::{Control, Node, CONTROL_DIR};
 use crate::handles::{ControlHandle, Handle, HandleTable};
 use crate::inode::{Inode, InodeTable, ROOT_ID};
-use crate::meta::SetAttr;
 use crate::orphans::{Orphans, ORPHAN_DIR};
 use crate::sys::{Errno, SetTime};
 use fuser::{
@@ -322,7 +322,7 @@ impl WbFs {
         &self,
         ino: INodeNo,
         offset: u64,
-    ) -> Result<Vec<(u64, crate::dir::DirEntry)>, Errno> {
+    ) -> Result<Vec<(u64, crate::dir_entry::DirEntry)>, Errno> {
         match Node::from_ino(ino.0) {
             Some(node) => self.readdir_control(node, offset),
             None => self.readdir(&*self.inode(ino)?, offset),

@@ -2,6 +2,7 @@
 
 use crate::control::Node;
 use crate::inode::Inode;
+use crate::stats_text::ServerCounts;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,18 +29,6 @@ pub(crate) struct ControlHandle {
 pub(crate) enum Handle {
     File(FileHandle),
     Control(ControlHandle),
-}
-
-/// Counts the server shows in `.writeback/stats`.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct ServerCounts {
-    /// Inodes the kernel holds (each keeps an O_PATH descriptor).
-    pub inodes: u64,
-    /// Open regular-file handles.
-    pub open_files: u64,
-    /// Of those, handles writing uncached (O_DIRECT or the
-    /// `user.writeback.dontcache` attribute).
-    pub open_dontcache: u64,
 }
 
 /// Handle numbers are never reused while the server runs.

@@ -28,6 +28,7 @@ mod cgroup;
 mod control;
 mod data;
 mod dir;
+mod dir_entry;
 mod fs;
 mod handles;
 mod inode;

@@ -4,7 +4,7 @@
 //! readlink, statfs. New inodes get the caller's owner (the server runs as
 //! root and creates them, then hands them over).
 
-use crate::attr;
+use crate::attr::{self, SetAttr};
 use crate::fs::WbFs;
 use crate::inode::{Inode, Orphan, ROOT_ID};
 use crate::sys::{self, Errno, SetTime};
@@ -12,19 +12,6 @@ use fuser::FileAttr;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
-
-/// What setattr may change.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct SetAttr {
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub size: Option<u64>,
-    pub atime: Option<SetTime>,
-    pub mtime: Option<SetTime>,
-    /// The change time is to be set (FATTR_CTIME).
-    pub ctime: bool,
-}
 
 impl WbFs {
     /// The attributes of a backing inode, with the engine's length.

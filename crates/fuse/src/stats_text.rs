@@ -5,6 +5,18 @@
 use std::fmt::Write;
 use wb_engine::{StallReason, Stats, WbReason, PAGE_SIZE};
 
+/// Counts the server shows in `.writeback/stats`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ServerCounts {
+    /// Inodes the kernel holds (each keeps an O_PATH descriptor).
+    pub inodes: u64,
+    /// Open regular-file handles.
+    pub open_files: u64,
+    /// Of those, handles writing uncached (O_DIRECT or the
+    /// `user.writeback.dontcache` attribute).
+    pub open_dontcache: u64,
+}
+
 /// Renders the statistics: cache-wide lines first, then each device's
 /// lines prefixed with `<device>.`, then each writeback domain's.
 pub(crate) fn render(stats: &Stats, oldest_dirty_age: Option<std::time::Duration>) -> String {
@@ -293,7 +305,7 @@ fn stall_histogram(out: &mut String, name: &str, s: &wb_engine::StallStats) {
 }
 
 /// The server's own lines: what the kernel holds open through it.
-pub(crate) fn render_server(counts: &crate::handles::ServerCounts) -> String {
+pub(crate) fn render_server(counts: &ServerCounts) -> String {
     let mut out = String::new();
     line(&mut out, "fuse_inodes", counts.inodes);
     line(&mut out, "fuse_open_files", counts.open_files);

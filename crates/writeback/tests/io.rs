@@ -377,7 +377,7 @@ fn backend_selection() {
     assert!(BACKENDS.contains(&b.name()));
     assert_eq!(
         b.name(),
-        writeback::io::backend::default_backend_name(),
+        writeback::io::default_backend_name(),
         "open_backend and default_backend_name disagree"
     );
     let e = backend_by_name("nope", tx.clone(), 1).err().unwrap();

@@ -4,8 +4,9 @@
 //!
 //! Two implementations exist: [`crate::io::uring`] (one thread owning an
 //! io_uring) and [`crate::io::threads`] (a pool of threads doing
-//! `pread`/`pwrite`). [`open_backend`] picks io_uring when the kernel allows
-//! it and falls back to threads otherwise.
+//! `pread`/`pwrite`). [`open_backend`](super::open_backend) (open.rs)
+//! picks io_uring when the kernel allows it and falls back to threads
+//! otherwise; on_caller.rs holds what both do on the caller's thread.
 //!
 //! # Contract common to all backends
 //! - [`IoBackend::submit`] queues the op and returns. Each backend has a
@@ -46,7 +47,6 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
 use super::pages::IoBuf;
-use super::{threads, uring};
 
 /// Capacity of each backend's queue of submitted-but-not-started ops. A
 /// submitter finding it full blocks until the backend takes one.
@@ -107,107 +107,13 @@ pub trait IoBackend: Send + Sync {
     }
     /// As [`Self::read_on_caller`], for the small writes within their
     /// files' sizes of one commit (each at most
-    /// [`WRITE_ON_CALLER_MAX_BYTES`]; the caller bounds their number and
+    /// [`WRITE_ON_CALLER_MAX_BYTES`](super::WRITE_ON_CALLER_MAX_BYTES); the caller bounds their number and
     /// total): an fsync's writes, which its caller only waits for. Returns
     /// the completions of those it wrote, and hands back the others (an
     /// extending write goes through the backend, which orders them; a
     /// backend that only queues hands back all).
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
         (Vec::new(), ops)
-    }
-}
-
-/// The largest write [`IoBackend::writes_on_caller`] carries out: the
-/// engine's largest commit.
-pub const WRITE_ON_CALLER_MAX_BYTES: usize =
-    (wb_engine::COMMIT_WRITE_MAX_PAGES as u64 * wb_engine::PAGE_SIZE) as usize;
-
-/// `writes_on_caller` for backends whose writes within a file's size need
-/// no ordering with what they have in flight (the engine never writes a
-/// page twice at once): side by side on the caller's own ring if `ring`
-/// (an io_uring backend), else one after the other.
-pub(crate) fn writes_now(ops: Vec<IoOp>, ring: bool) -> (Vec<IoDone>, Vec<IoOp>) {
-    // A commit's writes are mostly to one file: its size is asked once.
-    let mut size: Option<(*const File, Option<u64>)> = None;
-    let (mine, others): (Vec<IoOp>, Vec<IoOp>) = ops.into_iter().partition(|op| {
-        // A partial last page goes through the backend (`tail.rs`).
-        if !op.write || op.buf.len() > WRITE_ON_CALLER_MAX_BYTES || op.len != op.buf.len() {
-            return false;
-        }
-        let file = Arc::as_ptr(&op.file);
-        let len = match size {
-            Some((f, len)) if f == file => len,
-            _ => {
-                let len = op.file.metadata().ok().map(|m| m.len());
-                size = Some((file, len));
-                len
-            }
-        };
-        let end = op.offset.saturating_add(op.buf.len() as u64);
-        len.is_some_and(|len| end <= len)
-    });
-    (super::caller_ring::write_together(mine, ring), others)
-}
-
-/// `read_on_caller` for backends that read with blocking calls anyway.
-pub(crate) fn read_now(mut op: IoOp) -> Result<IoDone, IoOp> {
-    if op.write {
-        return Err(op);
-    }
-    let result = match &mut op.buf {
-        IoBuf::Owned(buf) => threads::read_at_eof_ok(&op.file, buf.as_mut_slice(), op.offset),
-        IoBuf::Lent(_) => Err(lent_read_error()),
-    };
-    Ok(IoDone {
-        id: op.id,
-        buf: op.buf,
-        result,
-    })
-}
-
-/// Opens the best backend available: io_uring if a ring can be created and
-/// supports the needed opcodes, else a pool of `workers` threads (at least
-/// one). Prints the reason to stderr only when it falls back.
-///
-/// `workers` is used only by the thread-pool backend.
-pub fn open_backend(completions: Sender<IoDone>, workers: usize) -> Box<dyn IoBackend> {
-    match uring::UringBackend::new(completions.clone()) {
-        Ok(b) => Box::new(b),
-        Err(e) => {
-            eprintln!(
-                "writeback: io_uring unavailable ({e}); falling back to {workers} I/O threads"
-            );
-            Box::new(threads::ThreadBackend::new(completions, workers))
-        }
-    }
-}
-
-/// Opens the backend called `name`: `"io_uring"` (alias `"uring"`),
-/// `"threads"`, or `"auto"` (same as [`open_backend`]). Unlike
-/// [`open_backend`], a failure to set up io_uring is returned as an error.
-pub fn backend_by_name(
-    name: &str,
-    completions: Sender<IoDone>,
-    workers: usize,
-) -> io::Result<Box<dyn IoBackend>> {
-    match name {
-        "io_uring" | "uring" => Ok(Box::new(uring::UringBackend::new(completions)?)),
-        "threads" => Ok(Box::new(threads::ThreadBackend::new(completions, workers))),
-        "auto" => Ok(open_backend(completions, workers)),
-        other => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("unknown I/O backend {other:?} (expected io_uring, threads or auto)"),
-        )),
-    }
-}
-
-/// The name of the backend [`open_backend`] would pick on this machine,
-/// without starting it (and without printing anything).
-pub fn default_backend_name() -> &'static str {
-    if uring::probe().is_ok() {
-        "io_uring"
-    } else {
-        "threads"
     }
 }
 

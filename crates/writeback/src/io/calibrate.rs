@@ -23,8 +23,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::aligned::AlignedBuf;
-use super::backend::default_backend_name;
 use super::direct::open_direct;
+use super::open::default_backend_name;
 use super::tail::write_all_at;
 
 /// Name of the profile store inside `data_dir`.
@@ -54,7 +54,7 @@ pub struct DeviceProfile {
     /// Sequential O_DIRECT write bandwidth in 1 MiB writes, fsync included,
     /// in bytes per second.
     pub write_bw_bytes_s: u64,
-    /// Name of the I/O backend [`open_backend`](super::backend::open_backend)
+    /// Name of the I/O backend [`open_backend`](super::open_backend)
     /// picks on this machine (`"io_uring"` or `"threads"`), recorded for
     /// information. The measurement itself uses plain `pread`/`pwrite` on the
     /// calling thread so that backend overhead is not counted.

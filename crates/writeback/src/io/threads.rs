@@ -2,14 +2,13 @@
 //! (`pwritev` for lent pages) from one bounded queue of [`QUEUE_DEPTH`] ops.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
-use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::backend::{at_eof, enqueue, read_now, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
+use super::backend::{enqueue, send_done, IoBackend, IoDone, IoOp, QUEUE_DEPTH};
+use super::on_caller::read_now;
 use super::tail;
 
 /// Blocking-syscall backend, named `"threads"`.
@@ -144,29 +143,6 @@ fn grows(op: &IoOp) -> Option<FileKey> {
     (end > meta.size()).then_some((meta.dev(), meta.ino()))
 }
 
-/// Fills `buf` from `offset`; stops early (zeroing the tail) at end of file.
-pub(crate) fn read_at_eof_ok(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0usize;
-    while done < buf.len() {
-        let pos = offset + done as u64;
-        match file.read_at(&mut buf[done..], pos) {
-            Ok(0) => break,
-            Ok(n) => {
-                done += n;
-                // A short read usually means EOF; with O_DIRECT, continuing at
-                // an unaligned position would fail with EINVAL, so check.
-                if done < buf.len() && at_eof(file, offset + done as u64)? {
-                    break;
-                }
-            }
-            Err(e) if tail::retryable(&e) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    buf[done..].fill(0);
-    Ok(done)
-}
-
 impl IoBackend for ThreadBackend {
     fn submit(&self, op: IoOp) {
         // `queue` is only taken in Drop, and workers only exit once it is
@@ -190,7 +166,7 @@ impl IoBackend for ThreadBackend {
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
         // One after the other: this backend is chosen where io_uring is
         // not (or not wanted).
-        super::backend::writes_now(ops, false)
+        super::on_caller::writes_now(ops, false)
     }
 }
 

@@ -141,14 +141,14 @@ impl IoBackend for UringBackend {
     /// A blocking pread: no ring involved (reads need no ordering with
     /// the writes in flight: the engine never reads pages it has cached).
     fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
-        super::backend::read_now(op)
+        super::on_caller::read_now(op)
     }
 
     /// Writes within their files' sizes, on the caller's own ring: such
     /// writes are never held by [`Serial`], which orders only those that
     /// make a file longer.
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
-        super::backend::writes_now(ops, true)
+        super::on_caller::writes_now(ops, true)
     }
 }
 
@@ -857,7 +857,7 @@ mod tests {
     /// an extending write, a large one and a read are handed back.
     #[test]
     fn only_small_writes_within_the_size_are_written_on_the_caller() {
-        use super::super::backend::{writes_now, WRITE_ON_CALLER_MAX_BYTES};
+        use super::super::on_caller::{writes_now, WRITE_ON_CALLER_MAX_BYTES};
         let Some(dir) = test_dir("on-caller") else {
             return;
         };

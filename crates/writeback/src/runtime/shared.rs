@@ -754,5 +754,5 @@ fn is_commit(ops: &[crate::io::IoOp]) -> bool {
     !ops.is_empty()
         && ops.len() <= wb_engine::COMMIT_WRITE_MAX_PAGES as usize
         && ops.iter().all(|op| op.write)
-        && bytes <= crate::io::backend::WRITE_ON_CALLER_MAX_BYTES
+        && bytes <= crate::io::WRITE_ON_CALLER_MAX_BYTES
 }
