@@ -94,7 +94,7 @@ pub enum Action {
     /// first) and its id is retired; close its backing file.
     Evict { file: FileId },
     /// Carry out a step of releasing unlinked `file`'s backing file
-    /// (backlog.rs), then call `release_done(id, ..)`.
+    /// (backlog/), then call `release_done(id, ..)`.
     Release {
         id: u64,
         file: FileId,
@@ -135,7 +135,7 @@ pub enum StallReason {
     /// page outside the runtime's lock (page_lock.rs): one memcpy.
     PageLocked,
     /// An unlink held back by its device's full backlog of deferred
-    /// releases (backlog.rs): about `backlog_wait_ms` with watermarks.
+    /// releases (backlog/): about `backlog_wait_ms` with watermarks.
     Backlog,
 }
 

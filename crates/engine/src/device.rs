@@ -61,7 +61,7 @@ pub(crate) struct Device {
     /// they are written (a fact the runtime reports: Linux's
     /// queue/stable_writes, or the model's).
     pub stable_required: bool,
-    /// Deferred releases of unlinked files (backlog.rs).
+    /// Deferred releases of unlinked files (backlog/).
     /// Boxed: rarely used, and the device's hot fields stay together.
     pub backlog: Box<crate::backlog::Backlog>,
     /// Free space reserved for dirty pages (space.rs).

@@ -207,7 +207,7 @@ impl Engine {
 
     /// Hands a request to the runtime. `commit`: a write of an fsync that
     /// tagged at most `COMMIT_WRITE_MAX_PAGES` in all, someone's commit
-    /// waiting (wbt.rs; sync.rs decides).
+    /// waiting (wbt.rs; sync/ decides).
     pub(crate) fn issue(&mut self, now: Instant, req: IoRequest, tracked: bool, commit: bool) {
         let dev = &mut self.devices[req.device.index()];
         assert!(

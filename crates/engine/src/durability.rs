@@ -3,7 +3,7 @@
 //! - A file is marked unsynced (a mark from a counter) when a write to it
 //!   lands or its length changes: its backing file changed and only the
 //!   device's cache may hold the change.
-//! - `fsync` and `sync`, once their writes are done (sync.rs), emit
+//! - `fsync` and `sync`, once their writes are done (sync/), emit
 //!   [`Action::MakeDurable`] for each of their files that is marked; the
 //!   runtime sets the backing file's length (backing_len.rs) and flushes it (fdatasync, or
 //!   fsync with metadata) and reports with `durable_done`. The sync waits

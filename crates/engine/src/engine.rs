@@ -10,7 +10,7 @@
 //! | `open`, `close` | `file_table.rs` |
 //! | `write` | `write_path.rs` |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
-//! | `fsync`, `fsync_all`, `sync` | `sync.rs` |
+//! | `fsync`, `fsync_all`, `sync` | `sync/` |
 //! | `durable_done`, `file_unsynced` | `durability.rs` |
 //! | `length_set` | `backing_len.rs` |
 //! | `set_len` | `truncate.rs` |
@@ -106,7 +106,7 @@ pub struct Engine {
     pub(crate) nr_writeback: u64,
     /// Requests handed to the runtime and not yet completed (dispatch.rs).
     pub(crate) io: IoTable,
-    /// fsync and sync operations in progress (sync.rs).
+    /// fsync and sync operations in progress (sync/).
     pub(crate) syncs: SyncTable,
     pub(crate) durability: crate::durability::Durability,
     /// Length changes of backing files in flight (backing_len.rs).

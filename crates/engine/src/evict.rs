@@ -71,7 +71,7 @@ impl Engine {
     }
 
     /// Idle, and not unlinked (an unlinked file leaves through its
-    /// device's backlog, backlog.rs) nor waiting for a cut of its backing
+    /// device's backlog, backlog/) nor waiting for a cut of its backing
     /// file. False for an unknown id.
     fn evictable(&self, file: FileId) -> bool {
         self.file_idle(file)

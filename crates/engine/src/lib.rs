@@ -54,7 +54,7 @@
 //!    `update_and_queue`), the context's bandwidth and share of completions
 //!    are credited (`bandwidth.rs`, `proportions.rs`), waiting tasks get
 //!    `Action::Wake`, and the device is pumped again (step 5).
-//! 7. `Engine::fsync` (`sync.rs`) tags the file's dirty ranges, writes them
+//! 7. `Engine::fsync` (`sync/`) tags the file's dirty ranges, writes them
 //!    as integrity writes ahead of the flusher's (`pump_syncs`), sets a
 //!    barrier once all are issued and waits (reason `sync`) for every write
 //!    up to it. The writes that landed marked the file unsynced
@@ -76,7 +76,7 @@
 //! Later, an idle file (no handle, nothing dirty or in flight) may be let
 //! go when the cache holds too many files, least recently used first,
 //! flushed first if unsynced (`evict.rs`, `Action::Evict`). A file whose
-//! last name is gone (`Engine::unlink`, `backlog.rs`) leaves through its
+//! last name is gone (`Engine::unlink`, `backlog/`) leaves through its
 //! device's backlog instead: the unlink returns once the file is queued
 //! (or, when the backlog is full, after a bounded wait, stall `backlog`),
 //! and a worker drops its pages and releases its backing file in steps

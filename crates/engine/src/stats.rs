@@ -146,7 +146,7 @@ pub struct DeviceStats {
     pub snapshot_pages: u64,
     /// What writers do with pages under writeback: none, wait, snapshot.
     pub stable_writes: String,
-    /// The backlog of deferred releases (backlog.rs).
+    /// The backlog of deferred releases (backlog/).
     pub backlog: crate::backlog::BacklogStats,
     /// Free space at the runtime's last report, in pages (space.rs; 0
     /// without a report).

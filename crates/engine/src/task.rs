@@ -51,7 +51,7 @@ pub(crate) enum Op {
         file: FileId,
         len: u64,
         /// Under `backlog_throttle = flush-all`, the backlog item a large
-        /// cut's producer waits for (backlog.rs).
+        /// cut's producer waits for (backlog/).
         flush_until: Option<u64>,
         /// The backing file's length change it waits for (backing_len.rs).
         resize: Option<u64>,
@@ -62,7 +62,7 @@ pub(crate) enum Op {
         first: PageIndex,
         end: PageIndex,
     },
-    /// Queueing the release of an unlinked file (backlog.rs); with
+    /// Queueing the release of an unlinked file (backlog/); with
     /// flush-all, the last item that must be done first.
     Unlink {
         file: FileId,

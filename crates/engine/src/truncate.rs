@@ -6,7 +6,7 @@
 //! Shortening the backing file frees its blocks (ext4: about half a second
 //! a GiB). Up to one release step's worth (`RELEASE_STEP_BYTES`) the
 //! runtime does it at once; more is a cut queued on the device's backlog
-//! (backlog.rs), carried out in steps behind the caller, which a producer
+//! (backlog/), carried out in steps behind the caller, which a producer
 //! of such cuts is throttled by as one of removals is. Until the cut is
 //! done the backing file still holds the old data past the new end, so a
 //! write or truncation that extends the file waits for it.

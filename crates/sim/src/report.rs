@@ -179,7 +179,7 @@ pub struct DeviceReport {
     pub backlog: BacklogReport,
 }
 
-/// A device's backlog of deferred releases (engine backlog.rs).
+/// A device's backlog of deferred releases (engine backlog/).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct BacklogReport {
     pub items_done: u64,

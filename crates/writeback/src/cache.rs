@@ -387,7 +387,7 @@ impl Cache {
     /// file) is deferred work on its device's backlog: the name is gone
     /// when this returns, the blocks are freed in steps behind it, after
     /// the last handle closes. A full backlog holds the caller back for
-    /// about `backlog_wait_ms` (the engine's `backlog.rs`); [`Cache::sync`]
+    /// about `backlog_wait_ms` (the engine's `backlog/`); [`Cache::sync`]
     /// waits until every release is done.
     pub fn unlink(&self, path: impl AsRef<Path>) -> Result<(), Error> {
         self.remove(path.as_ref(), false)

@@ -99,7 +99,7 @@ impl Lru {
 }
 
 /// How a producer of deferred work (an unlink's release of a file) is
-/// held back when the device's backlog is long (backlog.rs).
+/// held back when the device's backlog is long (backlog/).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BacklogThrottle {
     /// Chinner 2021: above the high watermark the producer sets the

@@ -87,7 +87,7 @@ pub struct CachedFile {
     /// leaves through its device's backlog.
     pub unlinked: bool,
     /// A cut of its backing file is queued on its device's backlog (a
-    /// large truncation, backlog.rs): writes that extend the file, and
+    /// large truncation, backlog/): writes that extend the file, and
     /// truncations that do, wait for it.
     pub cut_pending: bool,
     /// Changes landed since the last flush, with their mark (durability.rs).
