@@ -8,6 +8,7 @@
 //! while the guards are still alive elsewhere, can undo everything still
 //! registered and exit with 130.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::{Mutex, MutexGuard};
@@ -90,9 +91,10 @@ impl Registry {
     pub fn undo_all(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         for (_, pid) in self.children.drain(..) {
-            // SAFETY: plain syscalls on a pid we spawned and have not reaped yet.
+            kill_group(pid);
+            // SAFETY: a plain syscall on a pid we spawned and have not
+            // reaped yet (its guard reaps and forgets it otherwise).
             unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
                 libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
             }
         }
@@ -176,8 +178,20 @@ impl Drop for TempFile {
     }
 }
 
-/// A child process this run started; killed (and reaped) when dropped
-/// while still running.
+/// Kills the process group a child leads (`ChildGuard::spawn` makes one
+/// per child): the child and whatever it started (fio's job processes
+/// outlive a SIGKILL of fio itself).
+fn kill_group(pid: u32) {
+    // SAFETY: a plain syscall; the group is the child's own (spawned with
+    // `process_group(0)`), so it never holds this process.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+    }
+}
+
+/// A child process this run started, in a process group of its own;
+/// killed with all it started (and reaped) when dropped while still
+/// running.
 pub struct ChildGuard {
     id: u64,
     child: Child,
@@ -189,7 +203,7 @@ impl ChildGuard {
         // Hold the registry while spawning so a Ctrl-C cannot slip between
         // the spawn and the registration.
         let mut registry = global();
-        let child = command.spawn()?;
+        let child = command.process_group(0).spawn()?;
         let id = registry.add_child(child.id());
         Ok(ChildGuard {
             id,
@@ -230,7 +244,7 @@ impl ChildGuard {
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         if !self.reaped {
-            let _ = self.child.kill();
+            kill_group(self.child.id());
             let _ = self.child.wait();
             self.forget();
         }
@@ -318,6 +332,47 @@ mod tests {
         // SAFETY: signal 0 only checks whether the pid exists.
         let alive = unsafe { libc::kill(pid, 0) } == 0;
         assert!(!alive, "child {pid} survived its guard");
+    }
+
+    #[test]
+    fn what_a_child_started_is_killed_with_it() {
+        let pid_file =
+            std::env::temp_dir().join(format!("wb-bench-grandchild-{}", std::process::id()));
+        let script = format!("sleep 600 & echo $! > {}; wait", pid_file.display());
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(&script);
+        let guard = ChildGuard::spawn(&mut cmd).expect("sh runs");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let grandchild = loop {
+            let text = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            if let Ok(pid) = text.trim().parse::<u32>() {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sh never started its sleep"
+            );
+            std::thread::yield_now();
+        };
+        let _ = std::fs::remove_file(&pid_file);
+        drop(guard);
+        // Killed, it is reaped by init: its /proc entry goes, or shows a
+        // zombie until then.
+        let stat = format!("/proc/{grandchild}/stat");
+        let gone = || {
+            std::fs::read_to_string(&stat).map_or(true, |s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        };
+        while !gone() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the grandchild {grandchild} survived its group's guard"
+            );
+            std::thread::yield_now();
+        }
     }
 
     /// Records its name in a shared log when restored.
