@@ -57,7 +57,7 @@ use crate::time::{Instant, NS_PER_MS, NS_PER_SEC, NS_PER_US};
 /// everyone else. A process that allocates fast takes ~6 GiB a second
 /// here (memset into huge pages the host backs): 10% of a 12 GiB cgroup
 /// lasts it 200 ms, twenty samples near the reserve
-/// ([`SAMPLE_INTERVAL_TIGHT_NS`]), each giving back what it took since
+/// (`SAMPLE_INTERVAL_TIGHT_NS`), each giving back what it took since
 /// the last one ahead of the next (measured: 8 GiB taken in 3.5 s beside
 /// a full 10 GiB cache, the cgroup never at its limit).
 pub const RESERVE_PERCENT: u64 = 10;
@@ -272,8 +272,8 @@ impl MemoryPressure {
     }
 
     /// How long until the next sample should be taken:
-    /// [`SAMPLE_INTERVAL_TIGHT_NS`] while the last one found less than
-    /// twice the reserve available, else [`SAMPLE_INTERVAL_NS`].
+    /// `SAMPLE_INTERVAL_TIGHT_NS` while the last one found less than
+    /// twice the reserve available, else `SAMPLE_INTERVAL_NS`.
     pub fn sample_interval_ns(&self) -> u64 {
         let v = &self.view;
         match self.previous.is_some() && v.available_bytes < 2 * v.reserve_bytes {
