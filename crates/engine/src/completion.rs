@@ -109,12 +109,9 @@ impl Engine {
                     0
                 }
         });
-        self.account_dontcache(file, before);
+        self.account_pages(file, before);
         let after = self.files[file.index()].counts();
         assert_eq!(before.writeback - after.writeback, pages);
-        let redirtied = after.dirty - before.dirty;
-        self.nr_writeback -= pages;
-        self.wbs[wb_id.index()].writeback -= pages;
         match result {
             Ok(()) => {
                 self.mark_unsynced(file);
@@ -128,7 +125,7 @@ impl Engine {
                 f.err_seq += 1;
                 f.last_err = Some(e);
                 self.devices[req.device.index()].stats.write_errors += 1;
-                self.redirty_after_error(file, redirtied);
+                self.redirty_after_error(file);
             }
         }
         self.wake(WaitKey::FileIo(file));
@@ -149,13 +146,12 @@ impl Engine {
         self.devices[req.device.index()].stats.pages_written += pages;
     }
 
-    /// Accounts pages a failed write made dirty again; the file goes to the
-    /// back of the flusher's order so other files are not starved by retries.
-    fn redirty_after_error(&mut self, file: FileId, redirtied: u64) {
+    /// A failed write made pages dirty again (`account_pages` counted
+    /// them): the file goes to the back of the flusher's order so other
+    /// files are not starved by retries.
+    fn redirty_after_error(&mut self, file: FileId) {
         let f = &mut self.files[file.index()];
         let wb = &mut self.wbs[f.wb.index()];
-        wb.dirty += redirtied;
-        self.nr_dirty += redirtied;
         if f.dirtied_when.is_none() && f.counts().dirty > 0 {
             // Not "now": the retry time is chosen by the flusher's next pass.
             let when = wb

@@ -174,11 +174,9 @@ impl Engine {
             "all pages were dirty"
         );
         f.writeback_index = start + pages;
-        self.account_dontcache(file, before);
+        self.account_pages(file, before);
         let f = &mut self.files[file.index()];
         let wb = &mut self.wbs[f.wb.index()];
-        wb.dirty -= pages;
-        wb.writeback += pages;
         if f.counts().dirty == 0 {
             if let Some(when) = f.dirtied_when.take() {
                 wb.dirty_files.remove(&(when, file));
@@ -186,8 +184,6 @@ impl Engine {
         }
         let device = f.device;
         let bytes = write_bytes(f.size, start, pages);
-        self.nr_dirty -= pages;
-        self.nr_writeback += pages;
         self.note_peaks();
         let id = IoId(self.io.next_io);
         self.io.next_io += 1;

@@ -8,7 +8,7 @@
 //!   off, as Linux does.
 //! - Each writeback context counts its dirty marked pages
 //!   (`nr_dontcache_dirty`, Linux's per-wb WB_DONTCACHE_DIRTY), kept equal
-//!   to the sum of its files' counters at every change (`account_dontcache`).
+//!   to the sum of its files' counters at every change (`Engine::account_pages`).
 //! - `dontcache_flush = kick` (Layton 2026): when a DONTCACHE write
 //!   returns it sets its context's start_dontcache bit (kicks while it is
 //!   set coalesce, no allocation) and wakes the flusher. The flusher
@@ -54,7 +54,7 @@ use crate::config::{DontcacheCounter, DontcacheFlush};
 use crate::engine::Engine;
 use crate::flusher::Work;
 use crate::ids::{FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
-use crate::page_cache::{PageCounts, PG_DROPBEHIND};
+use crate::page_cache::PG_DROPBEHIND;
 use crate::task::{Op, WaitKey};
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 
@@ -250,31 +250,6 @@ impl Engine {
         wb.written_rate.pages_s.max(wb.bw.avg_write_bw).max(1)
     }
 
-    /// Brings the counters of `file`'s context in line with the file's
-    /// dirty marked pages, which were `before.dontcache_dirty` before the
-    /// change just made.
-    pub(crate) fn account_dontcache(&mut self, file: FileId, before: PageCounts) {
-        self.account_unclean(file, before);
-        let f = &self.files[file.index()];
-        let after = f.counts().dontcache_dirty;
-        if after == before.dontcache_dirty {
-            return;
-        }
-        let wb = &mut self.wbs[f.wb.index()];
-        wb.nr_dontcache_dirty = wb.nr_dontcache_dirty + after - before.dontcache_dirty;
-        self.nr_dontcache_dirty = self.nr_dontcache_dirty + after - before.dontcache_dirty;
-    }
-
-    /// Keeps the context's count of uncached pages dirty or under
-    /// writeback equal to its files', after a change to `file` whose
-    /// counts were `before`.
-    fn account_unclean(&mut self, file: FileId, before: PageCounts) {
-        let f = &self.files[file.index()];
-        let after = f.counts().dontcache_unclean;
-        let wb = &mut self.wbs[f.wb.index()];
-        wb.nr_dontcache_unclean = wb.nr_dontcache_unclean + after - before.dontcache_unclean;
-    }
-
     /// An uncached write has copied its bytes `start..end` of `file`: kick
     /// the flusher, or (inline) submit the range and wait for that.
     /// Returns the wait, or None when the write may return.
@@ -413,6 +388,6 @@ impl Engine {
         }
         let before = f.counts();
         f.update(first, end, |fl| fl & !PG_DROPBEHIND);
-        self.account_dontcache(file, before);
+        self.account_pages(file, before);
     }
 }

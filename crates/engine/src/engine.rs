@@ -46,7 +46,7 @@ use crate::error::EngineError;
 use crate::file_table::Handle;
 use crate::frame_space::FrameSpace;
 use crate::ids::{DeviceId, DomainId, FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
-use crate::page_cache::CachedFile;
+use crate::page_cache::{CachedFile, PageCounts};
 use crate::proportions::FpropGlobal;
 use crate::reclaim::ReclaimQueue;
 use crate::stats::{DeviceStats, Stats};
@@ -128,7 +128,34 @@ pub struct Engine {
     pub(crate) invariant_checks: std::cell::Cell<u64>,
 }
 
+/// `counter` follows a file's count that went from `before` to `after`.
+fn follow(counter: &mut u64, before: u64, after: u64) {
+    *counter = *counter - before + after;
+}
+
 impl Engine {
+    /// Keeps the cache-wide and per-context page counters (cached,
+    /// active, dirty, under writeback, uncached) equal to the sums of the
+    /// files' own after a change to `file`'s pages whose counts were
+    /// `before`. Every change of page state is accounted here, and only
+    /// here (invariants.rs checks the sums).
+    pub(crate) fn account_pages(&mut self, file: FileId, before: PageCounts) {
+        let f = &self.files[file.index()];
+        let after = f.counts();
+        let wb = &mut self.wbs[f.wb.index()];
+        follow(&mut wb.dirty, before.dirty, after.dirty);
+        follow(&mut wb.writeback, before.writeback, after.writeback);
+        follow(&mut self.nr_dirty, before.dirty, after.dirty);
+        follow(&mut self.nr_writeback, before.writeback, after.writeback);
+        follow(&mut self.nr_cached, before.cached, after.cached);
+        follow(&mut self.nr_active, before.active, after.active);
+        let (was, now) = (before.dontcache_dirty, after.dontcache_dirty);
+        follow(&mut wb.nr_dontcache_dirty, was, now);
+        follow(&mut self.nr_dontcache_dirty, was, now);
+        let (was, now) = (before.dontcache_unclean, after.dontcache_unclean);
+        follow(&mut wb.nr_dontcache_unclean, was, now);
+    }
+
     pub fn new(config: Config, now: Instant) -> Engine {
         let memory_pages = config.memory_bytes / PAGE_SIZE;
         let thresh = domain_dirty_limits(&config, memory_pages);

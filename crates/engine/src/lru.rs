@@ -54,7 +54,7 @@ impl Engine {
         {
             return;
         }
-        let before = f.counts().active;
+        let before = f.counts();
         f.update(first, end, |fl| {
             if fl & PG_READING != 0 {
                 fl
@@ -67,8 +67,8 @@ impl Engine {
                 fl
             }
         });
-        let activated = f.counts().active - before;
-        self.nr_active += activated;
+        let activated = f.counts().active - before.active;
+        self.account_pages(file, before);
         self.stats.pgactivate += activated;
         self.workingset.age(activated);
     }
@@ -82,10 +82,10 @@ impl Engine {
         let hot = self.workingset.refault(file, first, end, self.nr_active);
         for (a, b) in hot {
             let f = &mut self.files[file.index()];
-            let before = f.counts().active;
+            let before = f.counts();
             f.update(a, b, |fl| fl | PG_ACTIVE);
-            let activated = f.counts().active - before;
-            self.nr_active += activated;
+            let activated = f.counts().active - before.active;
+            self.account_pages(file, before);
             self.stats.workingset_activate += activated;
             self.stats.pgactivate += activated;
             self.workingset.age(activated);
@@ -147,7 +147,7 @@ impl Engine {
         if noted {
             self.frame_notes.clear(frame, stop - pos);
         }
-        let before = f.counts().active;
+        let before = f.counts();
         f.update(pos, stop, |fl| {
             let fl = fl & !PG_ACTIVE;
             if noted {
@@ -156,8 +156,8 @@ impl Engine {
                 fl
             }
         });
-        let deactivated = before - f.counts().active;
-        self.nr_active -= deactivated;
+        let deactivated = before.active - f.counts().active;
+        self.account_pages(file, before);
         self.stats.pgdeactivate += deactivated;
         self.reclaim.push_back(file, pos, stop);
     }

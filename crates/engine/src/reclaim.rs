@@ -178,9 +178,9 @@ impl Engine {
             return;
         }
         let f = &mut self.files[file.index()];
-        let before = f.counts().active;
+        let before = f.counts();
         f.update(pos, stop, |fl| fl & !PG_ACTIVE);
-        self.nr_active -= before - f.counts().active;
+        self.account_pages(file, before);
         self.reclaim.push_back(file, pos, stop);
     }
 
@@ -261,6 +261,7 @@ impl Engine {
         overwritten: bool,
     ) {
         assert!(pages <= self.free_pages(), "cache over budget");
+        let before = self.files[file.index()].counts();
         let mut done = 0;
         while done < pages {
             let (frame, n) = self
@@ -283,27 +284,23 @@ impl Engine {
             }
             done += n;
         }
-        self.nr_cached += pages;
-        self.nr_active += pages * (flags & PG_ACTIVE != 0) as u64;
+        self.account_pages(file, before);
         self.activate_refaults(file, first, first + pages);
     }
 
     /// Drops the cached pages `first..end` of a file and frees their frames.
     pub(crate) fn remove_pages(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         let (frames, actions) = (&mut self.frames, &mut self.actions);
-        let (mut removed, mut active) = (0, 0);
+        let before = self.files[file.index()].counts();
         self.files[file.index()].remove(first, end, |start, run| {
             frames.free(run.frame, run.len);
-            removed += run.len;
-            active += run.len * (run.flags & PG_ACTIVE != 0) as u64;
             actions.push_back(Action::Unmapped {
                 file,
                 first: start,
                 end: start + run.len,
             });
         });
-        self.nr_cached -= removed;
-        self.nr_active -= active;
+        self.account_pages(file, before);
         // Shadows of pages that went other than by eviction mean nothing.
         self.workingset.forget(file, first, end);
     }

@@ -183,12 +183,9 @@ impl Engine {
         let f = &mut self.files[file.index()];
         let before = f.counts();
         f.update(first, end, |flags| flags & !PG_DIRTY);
-        self.account_dontcache(file, before);
+        self.account_pages(file, before);
         let f = &mut self.files[file.index()];
-        let discarded = before.dirty - f.counts().dirty;
         let wb = &mut self.wbs[f.wb.index()];
-        wb.dirty -= discarded;
-        self.nr_dirty -= discarded;
         if f.counts().dirty == 0 {
             if let Some(when) = f.dirtied_when.take() {
                 wb.dirty_files.remove(&(when, file));

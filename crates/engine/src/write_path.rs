@@ -387,8 +387,11 @@ impl Engine {
         self.wake_timers(now, false);
         let f = &mut self.files[file.index()];
         let before = f.counts();
+        // Whether the context had I/O before these pages (its bandwidth
+        // estimate restarts when it had none).
+        let had_io = self.wbs[f.wb.index()].has_io();
         f.update(first, end, |fl| (fl | PG_DIRTY | used) & !clear);
-        self.account_dontcache(file, before);
+        self.account_pages(file, before);
         self.reserve_dirtied(file, first, end);
         let f = &mut self.files[file.index()];
         let newly = f.counts().dirty - before.dirty;
@@ -404,15 +407,13 @@ impl Engine {
         if newly_dirty_file {
             wb.dirty_files.insert((now, file));
         }
-        if !wb.has_io() {
+        if !had_io {
             wb.bw.restart(now, wb.written, wb.dirtied);
         }
-        wb.dirty += newly;
         wb.dirtied += newly;
         if flags.dontcache {
             self.pace_dontcache(now, wb_id, newly);
         }
-        self.nr_dirty += newly;
         self.stats.dirtied_pages += newly;
         let t = &mut self.tasks[task.index()];
         t.dirty.nr_dirtied += newly;
