@@ -40,6 +40,7 @@
 //! (see [`cleanup`]).
 
 pub mod cached;
+pub mod child;
 pub mod cleanup;
 pub mod cpu;
 pub mod db_copy;

@@ -2,7 +2,8 @@
 //! waited for until the kernel shows the mount, stopped with SIGTERM (which
 //! writes back all dirty data before the child exits).
 
-use super::cleanup::{global, ChildGuard, Snapshot, Stage};
+use super::child::ChildGuard;
+use super::cleanup::{global, Snapshot, Stage};
 use super::BenchError;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -4,7 +4,8 @@
 //! accounting of reaped children.
 
 use super::{writeout_name, CpuArgs, Run, Sizes, DATA_FILE, REPORT_FILE, SEED};
-use crate::bench::cleanup::{ChildGuard, TempFile};
+use crate::bench::child::ChildGuard;
+use crate::bench::cleanup::TempFile;
 use crate::bench::{BenchError, SplitMix64};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde_json::json;

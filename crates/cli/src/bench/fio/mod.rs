@@ -15,7 +15,8 @@ mod report;
 pub use latency_log::LatencyLog;
 pub use report::{parse_read_bw, parse_reader, parse_writer, ReaderResult};
 
-use super::cleanup::{ChildGuard, TempFile};
+use super::child::ChildGuard;
+use super::cleanup::TempFile;
 use super::BenchError;
 use std::path::Path;
 use std::process::{Command, Stdio};
