@@ -288,6 +288,23 @@ fn sectors_written() -> Result<u64, BenchError> {
         .sum())
 }
 
+/// Whether --dir has room for a run's file of `size` bytes with `margin`
+/// to spare.
+pub fn check_room(dir: &Path, size: u64, margin: u64) -> Result<(), BenchError> {
+    let free = free_bytes(dir)?;
+    if free < size.saturating_add(margin) {
+        return Err(BenchError::BadInput(format!(
+            "--dir {}: not enough free space: {} available, a run needs --size {} plus {} \
+             to spare; pick a smaller --size or another --dir",
+            dir.display(),
+            human_bytes(free),
+            human_bytes(size),
+            human_bytes(margin)
+        )));
+    }
+    Ok(())
+}
+
 /// Bytes available to us on the filesystem holding `dir`.
 pub fn free_bytes(dir: &Path) -> Result<u64, BenchError> {
     use std::os::unix::ffi::OsStrExt;

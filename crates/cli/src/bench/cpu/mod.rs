@@ -24,13 +24,13 @@ pub use child::own_cpu;
 
 use super::harness::{self, Experiment, Notes, Output, Report, Turn};
 use super::{
-    free_bytes, human_bytes, parse_repeat, parse_size, prepare_dir, progress, BenchError, MIB,
+    check_room, human_bytes, parse_repeat, parse_size, prepare_dir, progress, BenchError, MIB,
 };
 use crate::html_file::HtmlFile;
 use child::ChildReport;
 use clap::Args;
 use report::exact_bytes;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use writeback::Writeout;
 
 const GIB: f64 = 1024.0 * MIB;
@@ -212,7 +212,7 @@ pub fn run(args: CpuArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
         return child::child(&args, sizes, file);
     }
     let dir = prepare_dir(&args.dir)?;
-    check_room(&dir, sizes.size)?;
+    check_room(&dir, sizes.size, SPACE_MARGIN)?;
     if !args.no_calibrate {
         progress!(
             "device of {}: calibrating it if new (about 3 s, remembered in {})",
@@ -236,22 +236,6 @@ pub fn run(args: CpuArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
     let doc = report::render(sizes, &runs, backend, args.writeout);
     let json = report::to_json(sizes, &runs, args.writeout);
     Output::new("wb bench cpu", args.json, html).publish(Report::new(doc, json))
-}
-
-/// Whether --dir has room for a run's file.
-fn check_room(dir: &Path, size: u64) -> Result<(), BenchError> {
-    let free = free_bytes(dir)?;
-    if free < size.saturating_add(SPACE_MARGIN) {
-        return Err(BenchError::BadInput(format!(
-            "--dir {}: not enough free space: {} available, a run needs --size {} plus {} \
-             to spare; pick a smaller --size or another --dir",
-            dir.display(),
-            human_bytes(free),
-            human_bytes(size),
-            human_bytes(SPACE_MARGIN)
-        )));
-    }
-    Ok(())
 }
 
 /// Checks the sizes together (each alone is checked by clap): bad ones are

@@ -39,7 +39,7 @@ use super::kernel_write::{self, Mode};
 use super::pagecache::read_meminfo_level;
 use super::sysctl::{self, engine_dirty_limits, DirtyLimitsGuard};
 use super::table;
-use super::{free_bytes, human_bytes, parse_repeat, parse_size, prepare_dir, progress, BenchError};
+use super::{check_room, human_bytes, parse_repeat, parse_size, prepare_dir, progress, BenchError};
 use crate::html_file::HtmlFile;
 use clap::Args;
 use report::RunResult;
@@ -277,7 +277,7 @@ fn check(args: &DontcacheArgs) -> Result<PathBuf, BenchError> {
         Some(dir) => prepare_dir(dir)?,
         None => prepare_dir(Path::new(DEFAULT_DIR))?,
     };
-    check_room(&dir, args.size)?;
+    check_room(&dir, args.size, SPACE_MARGIN)?;
     kernel_write::check_dontcache(&dir).map_err(BenchError::BadInput)?;
     sysctl::check_writable(Path::new(sysctl::PROC_VM)).map_err(BenchError::BadInput)?;
     read_meminfo_level().map_err(|e| BenchError::failed("/proc/meminfo", e))?;
@@ -323,21 +323,6 @@ fn validate_size(size: u64) -> Result<(), BenchError> {
              and at least {} MiB",
             human_bytes(size),
             MIN_SIZE >> 20
-        )));
-    }
-    Ok(())
-}
-
-fn check_room(dir: &Path, size: u64) -> Result<(), BenchError> {
-    let free = free_bytes(dir)?;
-    if free < size.saturating_add(SPACE_MARGIN) {
-        return Err(BenchError::BadInput(format!(
-            "--dir {}: not enough free space: {} available, a run needs --size {} plus {} \
-             to spare; pick a smaller --size or another --dir",
-            dir.display(),
-            human_bytes(free),
-            human_bytes(size),
-            human_bytes(SPACE_MARGIN)
         )));
     }
     Ok(())
