@@ -142,6 +142,10 @@ impl Engine {
     pub(crate) fn account_pages(&mut self, file: FileId, before: PageCounts) {
         let f = &self.files[file.index()];
         let after = f.counts();
+        if after == before {
+            // The common change: a page marked referenced, counted nowhere.
+            return;
+        }
         let wb = &mut self.wbs[f.wb.index()];
         follow(&mut wb.dirty, before.dirty, after.dirty);
         follow(&mut wb.writeback, before.writeback, after.writeback);
