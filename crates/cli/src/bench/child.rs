@@ -102,7 +102,7 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "sh never started its sleep"
             );
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_millis(1));
         };
         let _ = std::fs::remove_file(&pid_file);
         drop(guard);
@@ -121,7 +121,7 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "the grandchild {grandchild} survived its group's guard"
             );
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 }
