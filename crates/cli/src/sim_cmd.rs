@@ -103,6 +103,7 @@ pub fn run(args: SimArgs) -> ExitCode {
         progress: Some(&mut tick),
         faults: None,
         trace: trace.as_mut(),
+        one_event_per_read: false,
     };
     let result = runner::run(&scenario, options);
     progress.finish();

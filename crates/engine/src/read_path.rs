@@ -51,6 +51,120 @@ impl Engine {
         self.continue_read(now, task)
     }
 
+    /// Serves up to `count` reads by `task` of `len` bytes each, at
+    /// `offset`, `offset + len`, `offset + 2 × len`, …, as `read` would
+    /// serve them one after another with nothing else happening in between
+    /// (the same pages marked, the same counters, the same readahead
+    /// position), and returns how many it served. It stops before the
+    /// first read that `read` would not serve at once from the cache with
+    /// no other effect: a page missing, being read or locked, a read
+    /// across two runs, an asynchronous readahead to start, the end of the
+    /// file. Only reads of whole pages at page boundaries by an idle task
+    /// are served here (0 otherwise: take `read`, which also reports bad
+    /// arguments).
+    ///
+    /// Cache hits do not depend on the time, so a simulator may serve a
+    /// sequential reader's hits up to its next other event in one call
+    /// (wb-sim's runner does).
+    pub fn read_hits(
+        &mut self,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+        count: u64,
+    ) -> Result<u64, EngineError> {
+        let file = self.handle(handle)?.file;
+        let pages = len / PAGE_SIZE;
+        let idle = self
+            .tasks
+            .get(task.index())
+            .is_some_and(|t| t.op == Op::Idle);
+        if count == 0
+            || pages == 0
+            || !len.is_multiple_of(PAGE_SIZE)
+            || !offset.is_multiple_of(PAGE_SIZE)
+            || len > self.memory_pages / 4 * PAGE_SIZE
+            || !idle
+        {
+            return Ok(0);
+        }
+        let first = offset / PAGE_SIZE;
+        let served = self.hits_ahead(task, file, first, pages, count);
+        if served == 0 {
+            return Ok(0);
+        }
+        let end = first + served * pages;
+        for _ in 0..served {
+            self.touch_file(file);
+        }
+        // Each read marks its own pages and takes their drop-behind mark
+        // off; over distinct pages, once over all of them is the same.
+        let t = &mut self.tasks[task.index()];
+        t.read_marked = Some((file, first));
+        self.mark_read(task, file, first, end);
+        self.clear_dropbehind(file, first, end);
+        self.read_served(task, file, end);
+        Ok(served)
+    }
+
+    /// How many of the reads of `pages` pages each from page `first` of
+    /// `file`, at most `count`, `read_hits` may serve: each lies in one
+    /// valid run, within the file, and none would start an asynchronous
+    /// readahead (readahead.rs: the first hole ahead of a sequential
+    /// read's end, less than half a window away).
+    fn hits_ahead(
+        &self,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        pages: u64,
+        count: u64,
+    ) -> u64 {
+        let f = &self.files[file.index()];
+        let whole_pages = f.size / PAGE_SIZE;
+        let mut served = count.min(whole_pages.saturating_sub(first) / pages);
+        // Reads inside valid runs, each in one.
+        let mut n = 0;
+        let mut pos = first;
+        while n < served {
+            let Some((start, run)) = f.run_at(pos) else {
+                break;
+            };
+            if run.flags & (PG_READING | PG_LOCKED) != 0 {
+                break;
+            }
+            let fit = (start + run.len - pos) / pages;
+            if fit == 0 {
+                break;
+            }
+            let take = fit.min(served - n);
+            n += take;
+            pos += take * pages;
+        }
+        served = n;
+        let t = &self.tasks[task.index()];
+        if served == 0 || t.ra_file != Some(file) || self.over_budget {
+            return served;
+        }
+        // No read may start an asynchronous readahead. Nothing changes
+        // the cache while they are served: the first hole ahead is the
+        // same for all of them.
+        let dev = &self.devices[f.device.index()].config;
+        let window = (dev.read_ahead_kb as u64 / 4).max(2 * pages);
+        let Some(hole) = f.first_hole(pos, f.size.div_ceil(PAGE_SIZE)) else {
+            return served;
+        };
+        let sequential_first = self.sequential_read(task, file, first);
+        // Read i (ending at first + (i + 1) × pages) starts one when it is
+        // sequential (all but maybe the first) and hole − end < window / 2.
+        let starts_one = |i: u64| {
+            let end = first + (i + 1) * pages;
+            (i > 0 || sequential_first) && hole - end < window / 2
+        };
+        (0..served).find(|&i| starts_one(i)).unwrap_or(served)
+    }
+
     /// Serves a read whose pages (up to the end of the file) lie in one
     /// valid run, or that starts at or past the end: marks the run
     /// referenced and takes an ordinary read's drop-behind mark off, as
@@ -241,5 +355,140 @@ impl Engine {
         }
         let file_pages = f.size.div_ceil(PAGE_SIZE);
         want.min(file_pages - p).min(dev.max_request_pages()).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! `read_hits` against `read` called as many times: the same pages,
+    //! counters and positions, and it stops only where `read` would do
+    //! more than copy out cached pages.
+    use super::*;
+    use crate::config::{Config, DeviceConfig};
+    use crate::ids::DomainId;
+    use crate::page_cache::{PageFlags, PG_ACTIVE, PG_DIRTY, PG_REFERENCED};
+    use proptest::prelude::*;
+
+    const FILE_PAGES: u64 = 512;
+
+    /// What a stretch of the file holds: nothing, or pages with flags
+    /// (not PG_LOCKED: a page is locked with page_lock.rs's table).
+    const KINDS: [Option<PageFlags>; 8] = [
+        None,
+        Some(0),
+        Some(PG_REFERENCED),
+        Some(PG_REFERENCED | PG_ACTIVE),
+        Some(PG_ACTIVE),
+        Some(PG_DIRTY),
+        Some(PG_DROPBEHIND),
+        Some(PG_READING),
+    ];
+
+    #[derive(Debug)]
+    struct Setup {
+        stretches: Vec<(u64, usize)>,
+        readahead: bool,
+        last_read: Option<PageIndex>,
+        over_budget: bool,
+    }
+
+    /// An engine with one file laid out as `setup` says and a task that
+    /// read it (or not) up to `last_read`.
+    fn engine(setup: &Setup) -> (Engine, FileId, HandleId, TaskId) {
+        let mut config = Config::default();
+        config.set("memory", "64MiB").expect("a valid size");
+        let mut e = Engine::new(config, Instant(0));
+        let dev = e.add_device("d", DeviceConfig::default(), 100_000);
+        let file = e
+            .add_file(Instant(0), dev, DomainId(0), FILE_PAGES * PAGE_SIZE)
+            .expect("the device exists");
+        let handle = e.open(file).expect("the file exists");
+        let task = e.add_task();
+        let mut p = 0;
+        for &(len, kind) in &setup.stretches {
+            let len = len.min(FILE_PAGES - p);
+            if let Some(flags) = KINDS[kind] {
+                if len > 0 {
+                    e.insert_pages(file, p, len, flags, false);
+                }
+            }
+            p += len;
+        }
+        while e.poll_action().is_some() {}
+        let t = &mut e.tasks[task.index()];
+        t.ra_file = setup.readahead.then_some(file);
+        t.last_read = setup.last_read.map(|p| (file, p));
+        e.over_budget = setup.over_budget;
+        (e, file, handle, task)
+    }
+
+    /// Everything a read may change.
+    fn state(e: &Engine, file: FileId, task: TaskId) -> String {
+        let f = &e.files[file.index()];
+        let runs: Vec<_> = f.all_runs().collect();
+        format!(
+            "{runs:?} {:?} {} {} {} {} {} {:?} {:?} {:?} {:?}",
+            f.counts(),
+            f.last_use,
+            e.nr_cached,
+            e.nr_active,
+            e.nr_dirty,
+            e.nr_dontcache_dirty,
+            e.stats(),
+            e.workingset,
+            e.tasks[task.index()],
+            e.eviction,
+        )
+    }
+
+    fn setups() -> impl Strategy<Value = (Setup, u64, u64, u64)> {
+        (
+            prop::collection::vec((1..48u64, 0..KINDS.len()), 1..24),
+            any::<bool>(),
+            prop::option::of(0..FILE_PAGES),
+            prop::bool::weighted(0.1),
+            0..FILE_PAGES,
+            1..4u64,
+            1..96u64,
+        )
+            .prop_map(
+                |(stretches, readahead, last_read, over_budget, first, pages, count)| {
+                    let setup = Setup {
+                        stretches,
+                        readahead,
+                        last_read,
+                        over_budget,
+                    };
+                    (setup, first, pages, count)
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn read_hits_is_reads_one_after_another((setup, first, pages, count) in setups()) {
+            let (mut a, file, ha, task) = engine(&setup);
+            let (mut b, _, hb, _) = engine(&setup);
+            let len = pages * PAGE_SIZE;
+            let served = a.read_hits(task, ha, first * PAGE_SIZE, len, count).expect("valid");
+            prop_assert!(served <= count);
+            prop_assert!(a.poll_action().is_none(), "read_hits acted");
+            for i in 0..served {
+                let offset = (first + i * pages) * PAGE_SIZE;
+                let step = b.read(Instant(i), task, hb, offset, len).expect("valid");
+                prop_assert_eq!(step, Step::Done, "read {} of {} waits", i, served);
+                prop_assert!(b.poll_action().is_none(), "read {} of {} acted", i, served);
+            }
+            prop_assert_eq!(state(&a, file, task), state(&b, file, task));
+            // Single pages: it stopped short only before a read that does
+            // more than copy out (a wait or an action), or at the end.
+            let next = first + served * pages;
+            if pages == 1 && served < count && next < FILE_PAGES {
+                let step = b.read(Instant(served), task, hb, next * PAGE_SIZE, len).expect("valid");
+                let acted = b.poll_action().is_some();
+                prop_assert!(step != Step::Done || acted, "stopped before a plain hit at page {}", next);
+            }
+        }
     }
 }

@@ -112,6 +112,12 @@ impl JobRun {
         over_runtime || (self.background && foreground_left == 0)
     }
 
+    /// When the job's runtime runs out (`should_stop` from then on), if it
+    /// has one and has started.
+    pub fn stop_at(&self) -> Option<Instant> {
+        Some(self.started? + self.runtime_ns?)
+    }
+
     /// The job finishes at `now` (later calls change nothing). True the
     /// first time for a foreground job: the caller then lowers its count of
     /// foreground jobs left.
@@ -148,6 +154,20 @@ impl JobRun {
             self.lat_over_time.record(now.as_ns(), latency_ns);
         }
         Some(op)
+    }
+
+    /// `n` operations like `op`, the first starting at `start`, each
+    /// starting as the one before ends and taking `op_ns`, all successful:
+    /// recorded as `n` pairs of `begin_op` and `end_op` would record them
+    /// (a runner that served them at once).
+    pub fn record_repeats(&mut self, op: Op, start: Instant, op_ns: u64, n: u64) {
+        debug_assert!(self.op.is_none(), "an operation is in progress");
+        for i in 1..=n {
+            self.record(&op, op_ns, true);
+            if !matches!(op, Op::Fsync { .. } | Op::Sync) {
+                self.lat_over_time.record(start.as_ns() + i * op_ns, op_ns);
+            }
+        }
     }
 
     /// Records one operation that took `latency_ns`: a write or read counts

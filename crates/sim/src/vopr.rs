@@ -156,6 +156,7 @@ pub fn run_seed_report(
             progress: None,
             faults: Some(profile),
             trace: None,
+            one_event_per_read: false,
         };
         runner::run_with_faults(&scenario, options)
     });

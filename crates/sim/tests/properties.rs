@@ -188,8 +188,25 @@ fn scenario(s: &Shape) -> Scenario {
     }
 }
 
+/// A run's report without its wall time.
+fn report_of(scenario: &Scenario, options: SimOptions<'_>) -> wb_sim::report::RunReport {
+    let mut report = run(scenario, options).expect("valid scenario");
+    report.wall_time_s = 0.0;
+    report
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Serving a sequential reader's cache hits at once (the runner's
+    /// hits.rs) gives the report one event per read gives.
+    #[test]
+    fn reads_served_at_once_change_nothing(s in shape()) {
+        let scenario = scenario(&s);
+        let at_once = report_of(&scenario, SimOptions::default());
+        let one_by_one = report_of(&scenario, SimOptions { one_event_per_read: true, ..SimOptions::default() });
+        prop_assert_eq!(at_once, one_by_one);
+    }
 
     #[test]
     fn invariants_hold_and_sync_writes_everything(s in shape()) {

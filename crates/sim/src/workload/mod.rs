@@ -60,6 +60,17 @@ pub trait Workload {
     fn next(&mut self, now: Instant) -> Next;
     /// File sizes to create: (initial size on the device, extent to reserve).
     fn files(&self) -> Vec<(u64, u64)>;
+    /// How many operations like the one `next` just returned, each at the
+    /// next offset (its offset plus its length, and so on), `next` would
+    /// return one after another from now on whatever the time. A runner may
+    /// perform some of them without asking, then says how many (`skip`).
+    fn repeats(&self) -> u64 {
+        0
+    }
+    /// The runner performed the first `n` of `repeats` without asking.
+    fn skip(&mut self, n: u64) {
+        debug_assert_eq!(n, 0, "a workload without repeats");
+    }
 }
 
 /// The workload of a scenario job. `rng` drives random offsets.

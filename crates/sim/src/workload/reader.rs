@@ -68,6 +68,23 @@ impl Workload for Reader {
     fn files(&self) -> Vec<(u64, u64)> {
         vec![(self.file_size, self.file_size)]
     }
+
+    /// A sequential reader without a rate reads the next blocks up to the
+    /// end of the file whatever the time.
+    fn repeats(&self) -> u64 {
+        if self.random.is_some() || self.interval_ns.is_some() {
+            return 0;
+        }
+        (self.file_size - self.offset.min(self.file_size)) / self.block_size
+    }
+
+    fn skip(&mut self, n: u64) {
+        assert!(
+            n <= self.repeats(),
+            "skipping {n} reads the reader would not make"
+        );
+        self.offset += n * self.block_size;
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! seed gives one run. When jobs stop and what they record is
 //! [`crate::job`], shared with `wb run`.
 
+mod hits;
+
 use crate::device::{self, DevRequest, DeviceModel};
 use crate::faults::{FaultPlan, FaultProfile, Oracle};
 use crate::job::{self, JobRun};
@@ -62,6 +64,11 @@ pub struct SimOptions<'a> {
     pub faults: Option<FaultProfile>,
     /// Record stalls, device queues and page counts here (trace.rs).
     pub trace: Option<&'a mut wb_trace::Trace>,
+    /// Run every read as an event of its own instead of serving a
+    /// sequential reader's cache hits at once (runner/hits.rs): the same
+    /// results, slower; for tests that show they are the same. Checking
+    /// invariants after every event or recording a trace does this too.
+    pub one_event_per_read: bool,
 }
 
 /// What the faults and the oracle of a run came to.
@@ -136,6 +143,13 @@ struct Sim {
     scenario: Scenario,
     /// Engines started so far, less one (a crash starts another).
     generation: u64,
+
+    /// How many more events than one the loop's current iteration may
+    /// stand for (reads served at once, hits.rs); None: each read is an
+    /// event of its own.
+    hit_events_left: Option<u64>,
+    /// The events beyond one the current iteration stood for.
+    hit_events: u64,
 
     seq: u64,
     now: Instant,
@@ -227,6 +241,8 @@ impl Sim {
             timeline: Default::default(),
             scenario: scenario.clone(),
             generation: 0,
+            hit_events_left: None,
+            hit_events: 0,
             seq: 0,
             now,
             foreground_left: job::foreground_jobs(scenario),
@@ -350,18 +366,34 @@ impl Sim {
                     .record(self.now.as_ns(), &self.engine.gauges());
             }
             self.run_due(self.now, &next);
+            self.hit_events_left =
+                if options.one_event_per_read || options.check_invariants || self.trace.is_some() {
+                    None
+                } else if self.chaos.is_some() {
+                    // Up to the next event whose state is checked.
+                    Some(match iterations % CHAOS_CHECK_EVERY {
+                        0 => 0,
+                        r => CHAOS_CHECK_EVERY - r,
+                    })
+                } else {
+                    Some(u64::MAX)
+                };
+            self.hit_events = 0;
             self.run_jobs_due();
             self.maybe_change_knob();
+            // The last event this iteration stood for.
+            let last = iterations + self.hit_events;
             // Under faults the invariants are checked every
             // CHAOS_CHECK_EVERY events (and at the end): a full check is
             // linear in the cached pages.
             let due = options.check_invariants
-                || (self.chaos.is_some() && iterations.is_multiple_of(CHAOS_CHECK_EVERY));
+                || (self.chaos.is_some() && last.is_multiple_of(CHAOS_CHECK_EVERY));
             if due && !self.check_invariants() {
                 break;
             }
-            iterations += 1;
-            if iterations.is_multiple_of(8192) {
+            let before = iterations;
+            iterations = last + 1;
+            if iterations / 8192 != before / 8192 {
                 if let Some(progress) = options.progress.as_mut() {
                     progress(self.now.as_ns() as f64 / end.as_ns().max(1) as f64);
                 }
@@ -608,6 +640,9 @@ impl Sim {
                     return;
                 }
                 Next::Op(op) => {
+                    if self.serve_hits(job, op) {
+                        return;
+                    }
                     self.jobs[job].run.begin_op(op, now);
                     self.engine_op(job, op)
                 }

@@ -1,0 +1,92 @@
+//! A sequential reader's cache hits, served as one event.
+//!
+//! A reader of 4 KiB blocks hitting the cache costs one event per block:
+//! the engine's read, the job's bookkeeping, the search for the next
+//! event. Most of a run's events are such hits, and a hit does not depend
+//! on the time (`Engine::read_hits`). So when a job's next operation is a
+//! read its workload will repeat at the next offsets (`Workload::repeats`),
+//! the runner serves, in one call, the reads that would start before
+//! anything else happens:
+//!
+//! - read `i` starts at `now + i × c`, `c` the read's own time
+//!   (`op_cpu_ns`), as the job would run it after read `i − 1` ended;
+//! - only reads starting strictly before the horizon: the next completion,
+//!   engine timer or other job's event (at an equal time those go first),
+//!   the next engine sample of the timeline, a fault due (power cut, crash,
+//!   knob change), the job's runtime, the run's end;
+//! - under faults, only up to the next event at which the invariants are
+//!   checked (every `CHAOS_CHECK_EVERY` events, so the checks see the same
+//!   states), and not at all when every event is checked or a trace is
+//!   recorded (it samples at every event).
+//!
+//! The engine stops before the first read it would not serve at once (a
+//! miss, a page being read, a readahead to start); the job records each
+//! read served as it would have, and the run counts each as an event.
+//! Reports are the same as with one event per read.
+
+use super::{op_cpu_ns, Sim};
+use crate::workload::Op;
+use wb_engine::Instant;
+use wb_engine::VirtualRuntime;
+
+impl Sim {
+    /// Serves `op`, job `job`'s next operation due now, with the reads that
+    /// follow it, when it is a read of cached pages; false (nothing done)
+    /// otherwise.
+    pub(super) fn serve_hits(&mut self, job: usize, op: Op) -> bool {
+        let Op::Read { file, offset, len } = op else {
+            return false;
+        };
+        let Some(extra) = self.hit_events_left else {
+            return false;
+        };
+        let now = self.now;
+        let op_ns = op_cpu_ns(&op);
+        let horizon = self.hits_horizon(job);
+        // Read i ≥ 1 starts at now + i × op_ns, before the horizon.
+        let by_time = horizon.as_ns().saturating_sub(now.as_ns() + 1) / op_ns;
+        let j = &self.jobs[job];
+        let count = 1 + j.workload.repeats().min(by_time).min(extra);
+        let served = self
+            .engine
+            .read_hits(j.task, j.handles[file], offset, len, count)
+            .unwrap_or(0);
+        if served == 0 {
+            return false;
+        }
+        let j = &mut self.jobs[job];
+        j.run.record_repeats(op, now, op_ns, served);
+        j.workload.skip(served - 1);
+        self.hit_events_left = Some(extra - (served - 1));
+        self.hit_events += served - 1;
+        self.schedule(job, now + served * op_ns);
+        true
+    }
+
+    /// The first time at which something other than job `job`'s reads
+    /// happens or is looked at.
+    fn hits_horizon(&self, job: usize) -> Instant {
+        let others = self
+            .jobs
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != job)
+            .filter_map(|(_, j)| j.next.map(|(t, _)| t))
+            .min();
+        let mut horizon = Instant(self.scenario.duration_ns + 1);
+        let mut earlier = |at: Option<Instant>| {
+            if let Some(at) = at {
+                horizon = horizon.min(at);
+            }
+        };
+        earlier(self.next_event(others).map(|e| e.at));
+        earlier(Some(Instant(self.timeline.next_ns())));
+        earlier(self.jobs[job].run.stop_at());
+        if let Some(chaos) = self.chaos.as_ref() {
+            earlier(chaos.power_cut_at);
+            earlier(chaos.crash_at);
+            earlier(chaos.next_knob_at);
+        }
+        horizon
+    }
+}
