@@ -6,7 +6,7 @@ use crate::config::{DeviceConfig, StableWrites};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{DeviceId, WbId};
-use crate::stats::DeviceStats;
+use crate::stats::counters::DeviceStats;
 use crate::time::Instant;
 use crate::wbt::{auto_target_ns, Wbt};
 use std::collections::VecDeque;

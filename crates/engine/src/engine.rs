@@ -49,7 +49,7 @@ use crate::ids::{DeviceId, DomainId, FileId, PageIndex, TaskId, WbId, PAGE_SIZE}
 use crate::page_cache::{CachedFile, PageCounts};
 use crate::proportions::FpropGlobal;
 use crate::reclaim::ReclaimQueue;
-use crate::stats::{DeviceStats, Stats};
+use crate::stats::counters::{DeviceStats, Stats};
 use crate::sync::SyncTable;
 use crate::task::{Op, Task, WaitKey, MAX_TASKS};
 use crate::time::Instant;

@@ -183,7 +183,7 @@ pub use memory_pressure::{
     GROW_PERMILLE_PER_S, MAX_CGROUP_LEVELS, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
     PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
 };
-pub use stats::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
+pub use stats::counters::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
 pub use time::Instant;
 pub use wbt::{auto_target_ns, COMMIT_WRITE_MAX_PAGES};
 pub use wbt_pace::MAX_PACE_STEP;

@@ -46,7 +46,7 @@ pub(crate) struct Wb {
     /// that pace (dontcache.rs).
     pub written_rate: crate::dontcache::WrittenRate,
     /// Stalls of this context's writers and readers, by reason.
-    pub stalls: [crate::stats::StallStats; crate::action::StallReason::ALL.len()],
+    pub stalls: [crate::stats::counters::StallStats; crate::action::StallReason::ALL.len()],
 }
 
 impl Wb {
