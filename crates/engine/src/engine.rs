@@ -37,7 +37,7 @@
 //! armed), and passes monotonic time throughout.
 
 use crate::action::Action;
-use crate::balance_dirty::TaskDirty;
+use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
 use crate::config::{Config, DeviceConfig};
 use crate::device::{Device, MAX_DEVICES};
 use crate::dirty_limits::{domain_dirty_limits, WbDomain};
@@ -51,7 +51,7 @@ use crate::proportions::FpropGlobal;
 use crate::reclaim::ReclaimQueue;
 use crate::stats::counters::{DeviceStats, Stats};
 use crate::sync::SyncTable;
-use crate::task::{Op, Task, WaitKey, MAX_TASKS};
+use crate::task::state::{Op, Task, WaitKey, MAX_TASKS};
 use crate::time::Instant;
 use crate::timers::Timers;
 use crate::wb::{Wb, MAX_DOMAINS};
@@ -386,7 +386,7 @@ impl Engine {
     /// dirty up to its check interval (capped) plus one page before it
     /// looks at the limit again.
     pub fn dirty_slack_pages(&self) -> u64 {
-        self.tasks.len() as u64 * (crate::balance_dirty::MAX_DIRTIED_PAUSE + 1)
+        self.tasks.len() as u64 * (MAX_DIRTIED_PAUSE + 1)
     }
 
     /// The frame holding a cached page's data.
@@ -403,7 +403,7 @@ impl Engine {
     pub fn task_is_idle(&self, task: TaskId) -> bool {
         self.tasks
             .get(task.index())
-            .is_some_and(|t| t.op == crate::task::Op::Idle)
+            .is_some_and(|t| t.op == Op::Idle)
     }
 
     /// A file's cached pages, and how many of them are active (lru.rs);

@@ -187,4 +187,4 @@ pub use stats::counters::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallS
 pub use time::Instant;
 pub use wbt::{auto_target_ns, COMMIT_WRITE_MAX_PAGES};
 pub use wbt_pace::MAX_PACE_STEP;
-pub use write_path::WriteFlags;
+pub use write_path::flags::WriteFlags;

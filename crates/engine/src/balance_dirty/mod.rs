@@ -14,7 +14,10 @@
 //!   writeback over the background threshold, and turns a pause into a
 //!   stall. `dirty_throttle = "global-2007"` goes to dirty_throttle_2007.rs.
 
+pub(crate) mod task_dirty;
+
 use crate::action::{Stall, StallReason, Step, ThrottleDetail};
+use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
 use crate::config::DirtyThrottle;
 use crate::dirty_limits::{dirty_freerun_ceiling, dirty_poll_interval, wb_calc_thresh};
 use crate::dirty_throttle_2007::{ratelimit_pages_2007, RATELIMIT_EXCEEDED_2007};
@@ -27,34 +30,6 @@ use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 use crate::action::MAX_PAUSE_NS;
 /// Linux's DIRTY_POLL_THRESH (128 KiB): the smallest useful batch of pages between checks.
 pub const DIRTY_POLL_THRESH: u64 = 32;
-/// Pages a new task may dirty before its first check.
-pub const INITIAL_DIRTIED_PAUSE: u64 = 32;
-/// Our cap on pages between checks (16 MiB), which bounds how far one task
-/// can overshoot the hard limit. Linux has no explicit cap; its values
-/// stay below this at realistic bandwidths.
-pub const MAX_DIRTIED_PAUSE: u64 = 4096;
-
-/// Per-task throttle state (Linux keeps it in task_struct).
-#[derive(Clone, Debug)]
-pub struct TaskDirty {
-    /// Pages dirtied since the last check.
-    pub nr_dirtied: u64,
-    /// Check again after this many pages.
-    pub nr_dirtied_pause: u64,
-    /// Virtual time of the end of the last pause; think time is measured from it.
-    pub dirty_paused_when: Option<Instant>,
-}
-
-impl Default for TaskDirty {
-    fn default() -> Self {
-        TaskDirty {
-            nr_dirtied: 0,
-            nr_dirtied_pause: INITIAL_DIRTIED_PAUSE,
-            dirty_paused_when: None,
-        }
-    }
-}
-
 /// The longest pause for a context: about 1/8 of the time its device needs
 /// to write the context's dirty pages, so the pool never runs dry while the
 /// writer sleeps; never above 200 ms.

@@ -2,6 +2,8 @@
 //! page first when only part of it is overwritten), mark pages dirty, and
 //! let the dirty throttle decide whether the writer sleeps.
 
+pub(crate) mod flags;
+
 use crate::action::{Action, StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
@@ -9,31 +11,7 @@ use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_DROPBEHIND, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
-
-/// How a write goes through the cache.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriteFlags {
-    /// Uncached (Linux's RWF_DONTCACHE): the pages leave the cache once
-    /// written back (`dontcache.rs`).
-    pub dontcache: bool,
-    /// The runtime copies the bytes of this call's `CopyIn` actions after
-    /// releasing its lock, then calls `write_end`; the pages stay locked
-    /// meanwhile (page_lock.rs). Ignored for uncached writes, whose inline
-    /// flush writes the pages back within the call.
-    pub deferred_copy: bool,
-}
-
-impl WriteFlags {
-    pub const DONTCACHE: WriteFlags = WriteFlags {
-        dontcache: true,
-        deferred_copy: false,
-    };
-    /// An ordinary write whose bytes the runtime copies outside its lock.
-    pub const DEFERRED_COPY: WriteFlags = WriteFlags {
-        dontcache: false,
-        deferred_copy: true,
-    };
-}
+use crate::write_path::flags::WriteFlags;
 
 /// Pages `first..want_end` of `file` a write is about to fill.
 #[derive(Clone, Copy, Debug)]

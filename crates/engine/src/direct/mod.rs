@@ -14,25 +14,16 @@
 //! the cache's frames, and a direct request has none (it fails such a
 //! request instead of writing anything).
 
+pub(crate) mod phase;
+
 use crate::action::{IoDir, IoErrorKind, IoRequest, StallReason, Step};
+use crate::direct::phase::DirectPhase;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_WRITEBACK};
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
-
-/// A direct write's progress.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DirectPhase {
-    /// Writing back and dropping the cached pages of the range.
-    Invalidate,
-    /// Requests issued; this many not yet complete.
-    InFlight {
-        left: u32,
-        failed: Option<IoErrorKind>,
-    },
-}
 
 impl Engine {
     /// Writes `len` bytes at `offset` straight to the device (O_DIRECT).
