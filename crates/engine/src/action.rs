@@ -295,6 +295,12 @@ impl WbReason {
     }
 }
 
+impl fmt::Display for WbReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Which limit a write is admitted under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum WbtClass {

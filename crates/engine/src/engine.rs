@@ -54,7 +54,7 @@ use crate::sync::SyncTable;
 use crate::task::state::{Op, Task, WaitKey, MAX_TASKS};
 use crate::time::Instant;
 use crate::timers::Timers;
-use crate::wb::{Wb, MAX_DOMAINS};
+use crate::wb::state::{Wb, MAX_DOMAINS};
 use crate::wbt::Wbt;
 use std::collections::{BTreeMap, VecDeque};
 

@@ -167,7 +167,8 @@ pub use config::{
     KnobError, Lru, StableWrites, DEFAULT_MEMORY_MIN_BYTES, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
 };
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
-pub use dontcache::{DontcacheStats, WRITTEN_RATE_SLOT_NS};
+pub use dontcache::stats::DontcacheStats;
+pub use dontcache::written_rate::WRITTEN_RATE_SLOT_NS;
 pub use drive::{NextEvent, VirtualRuntime};
 pub use engine::Engine;
 pub use error::EngineError;

@@ -3,7 +3,7 @@
 //! (kupdate) wake-up, and each device's wbt window. `poll_timeout` is the
 //! earliest of them.
 
-use crate::bandwidth::BANDWIDTH_INTERVAL_NS;
+use crate::bandwidth::estimate::BANDWIDTH_INTERVAL_NS;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::ids::DeviceId;

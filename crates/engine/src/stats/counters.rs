@@ -74,7 +74,7 @@ pub struct DomainStats {
     pub dontcache_dirty_pages: u64,
     pub dirtied_pages: u64,
     pub written_pages: u64,
-    pub dontcache: crate::dontcache::DontcacheStats,
+    pub dontcache: crate::dontcache::stats::DontcacheStats,
     /// Stalls of operations on this context's files, by reason.
     pub stalls: [StallStats; StallReason::ALL.len()],
 }

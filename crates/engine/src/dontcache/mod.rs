@@ -48,6 +48,9 @@
 //! a runtime noted a read of their frames only by clearing the mark (the
 //! page stays, as an accessed page would).
 
+pub(crate) mod stats;
+pub(crate) mod written_rate;
+
 use crate::action::WbReason;
 use crate::action::{Stall, StallReason, Step};
 use crate::config::{DontcacheCounter, DontcacheFlush};
@@ -57,66 +60,6 @@ use crate::ids::{FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::PG_DROPBEHIND;
 use crate::task::{Op, WaitKey};
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
-
-/// What the uncached writes of one writeback context asked of its flusher.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DontcacheStats {
-    /// Kicks that set the start_dontcache bit.
-    pub kicks: u64,
-    /// Kicks that found the bit set already.
-    pub kicks_coalesced: u64,
-    /// DONTCACHE works the flusher started.
-    pub works: u64,
-    /// Pages those works were asked to write.
-    pub work_pages: u64,
-    /// The context's own dirty uncached pages when each work started:
-    /// `work_pages / dirty_at_work` is the share a kick covers.
-    pub dirty_at_work: u64,
-    /// Pages that left the cache at the end of their writeback.
-    pub dropped_pages: u64,
-}
-
-/// Pages a context's writes completed per second over the last slot of
-/// `WRITTEN_RATE_SLOT_NS` (the pace of uncached writers follows it:
-/// Linux's write bandwidth estimate moves ~5 % per 200 ms, too slowly to
-/// pace by without locking a fast device down to its first estimate).
-#[derive(Clone, Copy, Debug)]
-pub struct WrittenRate {
-    slot_start: Instant,
-    written_at_start: u64,
-    pages_s: u64,
-    measured: bool,
-}
-
-/// The slot over which `WrittenRate` counts completions.
-pub const WRITTEN_RATE_SLOT_NS: u64 = 50 * NS_PER_MS;
-
-impl WrittenRate {
-    pub fn new(now: Instant) -> WrittenRate {
-        WrittenRate {
-            slot_start: now,
-            written_at_start: 0,
-            pages_s: 0,
-            measured: false,
-        }
-    }
-
-    /// Whether a rate was measured yet, with `written` pages written so
-    /// far. Until a first slot has passed a context's uncached writers
-    /// meet only the limit, so the first rate measured is what the device
-    /// takes, not what a guess let through.
-    fn update(&mut self, now: Instant, written: u64) -> bool {
-        let elapsed = now.since_ns(self.slot_start);
-        if elapsed >= WRITTEN_RATE_SLOT_NS {
-            let pages = written.saturating_sub(self.written_at_start) as u128;
-            self.pages_s = (pages * NS_PER_SEC as u128 / elapsed as u128) as u64;
-            self.slot_start = now;
-            self.written_at_start = written;
-            self.measured = true;
-        }
-        self.measured
-    }
-}
 
 /// How long the device takes to write a DONTCACHE writer's uncached
 /// dirty pages at most (at its measured write bandwidth): enough to keep
