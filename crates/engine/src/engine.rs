@@ -39,7 +39,7 @@
 use crate::action::Action;
 use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
 use crate::config::{Config, DeviceConfig};
-use crate::device::{Device, MAX_DEVICES};
+use crate::device::state::{read_depth_max, Device, MAX_DEVICES};
 use crate::dirty_limits::{domain_dirty_limits, WbDomain};
 use crate::dispatch::IoTable;
 use crate::error::EngineError;
@@ -253,7 +253,7 @@ impl Engine {
             last_bdp_sleep: None,
             write_bw_peak: 0,
             reads_inflight: 0,
-            read_depth_max: crate::device::read_depth_max(idle_read_latency_ns),
+            read_depth_max: read_depth_max(idle_read_latency_ns),
             wbs: Vec::new(),
             next_wb: 0,
             stable_required: false,

@@ -39,7 +39,7 @@ impl Engine {
         for w in 0..self.wbs.len() {
             let wb_id = WbId(w as u32);
             let elapsed = now.since_ns(self.wbs[w].bw.time_stamp);
-            if !self.wbs[w].has_io() || elapsed < crate::bandwidth::BANDWIDTH_INTERVAL_NS {
+            if !self.wbs[w].has_io() || elapsed < BANDWIDTH_INTERVAL_NS {
                 continue;
             }
             let dtc = self.dtc(wb_id);

@@ -125,7 +125,7 @@ pub struct DeviceStats {
     /// What writers do with pages under writeback: none, wait, snapshot.
     pub stable_writes: String,
     /// The backlog of deferred releases (backlog/).
-    pub backlog: crate::backlog::BacklogStats,
+    pub backlog: crate::backlog::queue::BacklogStats,
     /// Free space at the runtime's last report, in pages (space.rs; 0
     /// without a report).
     pub space_free_pages: u64,

@@ -1,21 +1,23 @@
-//! A device: its knobs, its writeback throttle, its request tags and the
-//! reads waiting for one, and the writeback contexts that write to it.
+//! A device's state: its knobs, its writeback throttle, its request tags
+//! and the reads waiting for one, its writeback contexts, backlog and free
+//! space (device/ holds the Engine's side).
 
 use crate::action::IoRequest;
+use crate::backlog::queue::Backlog;
 use crate::config::{DeviceConfig, StableWrites};
-use crate::engine::Engine;
-use crate::error::EngineError;
-use crate::ids::{DeviceId, WbId};
+use crate::ids::WbId;
+use crate::space::state::DeviceSpace;
 use crate::stats::counters::DeviceStats;
-use crate::time::Instant;
-use crate::wbt::{auto_target_ns, Wbt};
+use crate::time::{Instant, NS_PER_MS};
+use crate::wbt::Wbt;
+use crate::write_latency::FullWriteLatency;
 use std::collections::VecDeque;
 
 /// Most devices one engine serves (the table is dense).
 pub const MAX_DEVICES: usize = 256;
 
 /// A device whose idle 4 KiB read takes this long or more seeks (a disk).
-pub const SEEKING_DEVICE_NS: u64 = crate::time::NS_PER_MS;
+pub const SEEKING_DEVICE_NS: u64 = NS_PER_MS;
 /// Reads a seeking device may hold at once (ours, not Linux's).
 pub const SEEKING_READ_DEPTH: u32 = 2;
 
@@ -63,11 +65,11 @@ pub(crate) struct Device {
     pub stable_required: bool,
     /// Deferred releases of unlinked files (backlog/).
     /// Boxed: rarely used, and the device's hot fields stay together.
-    pub backlog: Box<crate::backlog::Backlog>,
+    pub backlog: Box<Backlog>,
     /// Free space reserved for dirty pages (space.rs).
-    pub space: crate::space::DeviceSpace,
+    pub space: DeviceSpace,
     /// How long a full write takes, unqueued (write_latency.rs).
-    pub full_write_latency: crate::write_latency::FullWriteLatency,
+    pub full_write_latency: FullWriteLatency,
     pub stats: DeviceStats,
 }
 
@@ -80,62 +82,5 @@ impl Device {
             StableWrites::Auto => StableWrites::None,
             mode => mode,
         }
-    }
-}
-
-impl Engine {
-    pub(crate) fn wbt_target(config: &DeviceConfig, idle_read_latency_ns: u64) -> u64 {
-        match config.wbt_lat_usec {
-            -1 => auto_target_ns(idle_read_latency_ns),
-            usec => usec.max(0) as u64 * crate::time::NS_PER_US,
-        }
-    }
-
-    /// The depth wbt scales from: the device's own queue, or the block
-    /// layer's tags when there are fewer (no more can be in flight).
-    pub(crate) fn wbt_queue_depth(config: &DeviceConfig) -> u32 {
-        config.queue_depth.min(config.nr_requests)
-    }
-
-    pub(crate) fn recent_dirty_sleep(&self, device: DeviceId, now: Instant) -> bool {
-        self.devices[device.index()]
-            .last_bdp_sleep
-            .is_some_and(|t| now.since_ns(t) < crate::wbt::RECENT_WAIT_NS)
-    }
-
-    /// Reports whether `device` needs pages kept stable while they are
-    /// written (it checksums data in flight: Linux's queue/stable_writes).
-    /// With `stable_writes = auto` this picks snapshot (true) or none.
-    pub fn set_stable_writes_required(
-        &mut self,
-        device: DeviceId,
-        required: bool,
-    ) -> Result<(), EngineError> {
-        let dev = self
-            .devices
-            .get_mut(device.index())
-            .ok_or(EngineError::BadDevice(device))?;
-        dev.stable_required = required;
-        Ok(())
-    }
-
-    /// Reports reads the device served for others since the last report
-    /// (from the device's statistics): `reads` reads taking `latency_ns` in
-    /// all. Lets wbt protect readers outside the engine.
-    pub fn note_foreign_reads(
-        &mut self,
-        now: Instant,
-        device: DeviceId,
-        reads: u64,
-        latency_ns: u64,
-    ) -> Result<(), EngineError> {
-        let dev = self
-            .devices
-            .get_mut(device.index())
-            .ok_or(EngineError::BadDevice(device))?;
-        if reads > 0 && dev.wbt.enabled() {
-            dev.wbt.on_foreign_reads(now, reads, latency_ns / reads);
-        }
-        Ok(())
     }
 }
