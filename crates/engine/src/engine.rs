@@ -41,19 +41,19 @@ use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
 use crate::config::{Config, DeviceConfig};
 use crate::device::state::{read_depth_max, Device, MAX_DEVICES};
 use crate::dirty_limits::{domain_dirty_limits, WbDomain};
-use crate::dispatch::IoTable;
+use crate::dispatch::inflight::IoTable;
 use crate::error::EngineError;
-use crate::file_table::Handle;
+use crate::file_table::handle::Handle;
 use crate::frame_space::FrameSpace;
 use crate::ids::{DeviceId, DomainId, FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::{CachedFile, PageCounts};
 use crate::proportions::FpropGlobal;
-use crate::reclaim::ReclaimQueue;
+use crate::reclaim::queue::ReclaimQueue;
 use crate::stats::counters::{DeviceStats, Stats};
-use crate::sync::SyncTable;
+use crate::sync::table::SyncTable;
 use crate::task::state::{Op, Task, WaitKey, MAX_TASKS};
 use crate::time::Instant;
-use crate::timers::Timers;
+use crate::timers::state::Timers;
 use crate::wb::state::{Wb, MAX_DOMAINS};
 use crate::wbt::Wbt;
 use std::collections::{BTreeMap, VecDeque};
@@ -108,15 +108,15 @@ pub struct Engine {
     pub(crate) io: IoTable,
     /// fsync and sync operations in progress (sync/).
     pub(crate) syncs: SyncTable,
-    pub(crate) durability: crate::durability::Durability,
+    pub(crate) durability: crate::durability::state::Durability,
     /// Length changes of backing files in flight (backing_len.rs).
-    pub(crate) resizes: crate::backing_len::Resizes,
-    pub(crate) eviction: crate::evict::Eviction,
+    pub(crate) resizes: crate::backing_len::resizes::Resizes,
+    pub(crate) eviction: crate::evict::state::Eviction,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
     /// Pages writers are copying into outside the runtime's lock
     /// (page_lock.rs); a handful at most: one entry per CopyIn.
-    pub(crate) page_locks: Vec<crate::page_lock::PageLock>,
+    pub(crate) page_locks: Vec<crate::page_lock::state::PageLock>,
     pub(crate) dirty_exceeded_2007: bool,
     /// The engine's clocks (timers.rs).
     pub(crate) timers: Timers,

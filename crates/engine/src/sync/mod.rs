@@ -22,9 +22,9 @@ use crate::time::Instant;
 const PLANTED_SKIP_FLUSH: bool = cfg!(feature = "planted-skip-flush");
 const PLANTED_EARLY_ACK: bool = cfg!(feature = "planted-early-ack");
 
-mod table;
+pub(crate) mod table;
 
-pub(crate) use table::{SyncFile, SyncOp, SyncTable};
+pub(crate) use table::{SyncFile, SyncOp};
 
 impl Engine {
     /// Makes the file's data durable (fsync). Reports a write-back error

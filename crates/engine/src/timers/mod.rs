@@ -3,41 +3,16 @@
 //! (kupdate) wake-up, and each device's wbt window. `poll_timeout` is the
 //! earliest of them.
 
+pub(crate) mod state;
+
 use crate::bandwidth::estimate::BANDWIDTH_INTERVAL_NS;
-use crate::config::Config;
 use crate::engine::Engine;
 use crate::ids::DeviceId;
 use crate::proportions::PERIOD_NS;
 use crate::time::Instant;
-
-/// When each periodic timer is next due.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Timers {
-    pub next_bandwidth: Instant,
-    pub next_period: Instant,
-    /// None until the first `handle_timeout`, or when the periodic
-    /// flusher wake-up is off.
-    pub next_kupdate: Option<Instant>,
-}
-
-impl Timers {
-    pub(crate) fn new(config: &Config, now: Instant) -> Timers {
-        Timers {
-            next_bandwidth: now + BANDWIDTH_INTERVAL_NS,
-            next_period: now + PERIOD_NS,
-            next_kupdate: Engine::kupdate_interval(config).map(|ns| now + ns),
-        }
-    }
-}
+use crate::timers::state::kupdate_interval;
 
 impl Engine {
-    pub(crate) fn kupdate_interval(config: &Config) -> Option<u64> {
-        match config.dirty_writeback_centisecs {
-            0 => None,
-            cs => Some(cs as u64 * 10 * crate::time::NS_PER_MS),
-        }
-    }
-
     /// The next time `handle_timeout` must be called; None when no timer
     /// has anything to do. A timer is armed only while it can change
     /// something: bandwidth updates while pages are dirty or under
@@ -108,7 +83,7 @@ impl Engine {
             catch_up(&mut self.timers.next_period, PERIOD_NS);
         }
         if self.nr_dirty == 0 {
-            if let Some(interval) = Self::kupdate_interval(&self.config) {
+            if let Some(interval) = kupdate_interval(&self.config) {
                 if let Some(k) = self.timers.next_kupdate.as_mut() {
                     catch_up(k, interval);
                 }
@@ -134,11 +109,11 @@ impl Engine {
             self.timers.next_period = self.timers.next_period + periods * PERIOD_NS;
         }
         if self.timers.next_kupdate.is_none() {
-            self.timers.next_kupdate = Self::kupdate_interval(&self.config).map(|ns| now + ns);
+            self.timers.next_kupdate = kupdate_interval(&self.config).map(|ns| now + ns);
         }
         if self.timers.next_kupdate.is_some_and(|k| now >= k) {
             self.kick_kupdate(now);
-            self.timers.next_kupdate = Self::kupdate_interval(&self.config).map(|ns| now + ns);
+            self.timers.next_kupdate = kupdate_interval(&self.config).map(|ns| now + ns);
         }
         for d in 0..self.devices.len() {
             self.space_progress(now, DeviceId(d as u32));

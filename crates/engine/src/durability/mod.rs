@@ -15,40 +15,14 @@
 //! - Linux: fsync's `filemap_write_and_wait` then the filesystem's flush;
 //!   here the flush is the runtime's, the decision when and of what is ours.
 
+pub(crate) mod state;
+
 use crate::action::{Action, IoErrorKind};
+use crate::durability::state::{FlushFor, PendingFlush};
 use crate::engine::Engine;
 use crate::ids::FileId;
 use crate::task::WaitKey;
 use crate::time::Instant;
-use std::collections::BTreeMap;
-
-/// A flush handed to the runtime and not yet reported.
-#[derive(Debug)]
-pub(crate) struct PendingFlush {
-    pub file: FileId,
-    /// The file's mark when the flush was asked for.
-    pub mark: u64,
-    pub purpose: FlushFor,
-    /// The length the flush sets the backing file to, if any.
-    pub len: Option<u64>,
-}
-
-/// Who waits for a flush.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FlushFor {
-    /// This sync operation.
-    Sync(u64),
-    /// Eviction (evict.rs): the file goes once it is durable.
-    Eviction,
-}
-
-/// The durability stage's state.
-#[derive(Debug, Default)]
-pub(crate) struct Durability {
-    next_mark: u64,
-    next_id: u64,
-    pub pending: BTreeMap<u64, PendingFlush>,
-}
 
 impl Engine {
     /// The backing file of `file` changed: it needs a flush to be durable.

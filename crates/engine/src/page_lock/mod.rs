@@ -22,21 +22,15 @@
 //! each engine call, before anything else: a task never waits with pages
 //! locked, so a page lock lasts one memcpy.
 
+pub(crate) mod state;
+
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, PageIndex, TaskId};
 use crate::page_cache::PG_LOCKED;
+use crate::page_lock::state::PageLock;
 use crate::task::WaitKey;
 use crate::time::Instant;
-
-/// Pages `first..end` of `file`, locked by `task`'s write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PageLock {
-    pub task: TaskId,
-    pub file: FileId,
-    pub first: PageIndex,
-    pub end: PageIndex,
-}
 
 impl Engine {
     /// Locks pages `first..end` of `file` for `task`'s copy (see the

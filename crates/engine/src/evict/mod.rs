@@ -30,31 +30,14 @@
 //!   progress still names it; the reclaim queue's leftover entries for the
 //!   old file are dropped then.
 
+pub(crate) mod state;
+
 use crate::action::Action;
-use crate::durability::FlushFor;
+use crate::durability::state::FlushFor;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::FileId;
 use crate::page_cache::MAX_FILE_PAGES;
-use std::collections::BTreeSet;
-
-/// The eviction stage's state.
-#[derive(Debug, Default)]
-pub(crate) struct Eviction {
-    /// Live files allowed at once; None: no limit.
-    pub max_files: Option<usize>,
-    /// Files known and not evicted.
-    pub live: usize,
-    next_use: u64,
-    /// Additions left before looking for idle files again.
-    skip_scans: usize,
-    /// Files waiting for their flush before they go.
-    pub flushing: BTreeSet<FileId>,
-    /// Evicted files whose `Evict` the runtime may not have taken yet.
-    pub retiring: Vec<FileId>,
-    /// Evicted files whose ids may be used again.
-    pub free: Vec<FileId>,
-}
 
 impl Engine {
     /// Whether `file` could be evicted now (see `evict_file`).

@@ -3,15 +3,12 @@
 //! own place in the file's write-back error sequence (errseq). Closed
 //! handles' slots are used again.
 
+pub(crate) mod handle;
+
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::file_table::handle::Handle;
 use crate::ids::{FileId, HandleId, PageIndex, PAGE_SIZE};
-
-#[derive(Debug)]
-pub(crate) struct Handle {
-    pub file: FileId,
-    pub err_seen: u64,
-}
 
 impl Engine {
     /// Opens a handle on a file; it will see write-back errors from now on.

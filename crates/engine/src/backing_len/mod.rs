@@ -30,23 +30,14 @@
 //! data reaches the disk, for the same reason; `filemap` never writes past
 //! i_size. Ours is stricter about holes (a power cut may show XFS's).
 
+pub(crate) mod resizes;
+
 use crate::action::{Action, IoErrorKind};
 use crate::engine::Engine;
 use crate::ids::{FileId, PAGE_SIZE};
 use crate::page_cache::PG_DIRTY;
 use crate::task::WaitKey;
 use crate::time::Instant;
-use std::collections::BTreeMap;
-
-/// Length changes handed to the runtime (`Action::SetLength`).
-#[derive(Debug, Default)]
-pub(crate) struct Resizes {
-    next_id: u64,
-    /// In flight: id -> (file, length).
-    pending: BTreeMap<u64, (FileId, u64)>,
-    /// Reported and not yet taken by the truncation waiting for it.
-    done: BTreeMap<u64, Result<(), IoErrorKind>>,
-}
 
 impl Engine {
     /// A write-back of `file` ending at byte `end` landed.
