@@ -75,7 +75,7 @@ pub struct Engine {
     /// (memory_budget.rs, memory_pressure.rs).
     pub(crate) memory_pressure: Option<crate::memory_pressure::MemoryPressure>,
     /// The budget's counters and why it is what it is.
-    pub(crate) memory_stats: crate::memory_budget::MemoryBudgetStats,
+    pub(crate) memory_stats: crate::memory_budget::stats::MemoryBudgetStats,
     /// The global dirty limits and writeout shares (dirty_limits.rs).
     pub(crate) dom: WbDomain,
     pub(crate) files: Vec<CachedFile>,

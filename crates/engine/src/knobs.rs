@@ -102,14 +102,14 @@ impl Engine {
         }
         let budget = match knob {
             "memory" => {
-                self.memory_stats.reason = crate::memory_budget::BudgetReason::Knob;
+                self.memory_stats.reason = crate::memory_budget::stats::BudgetReason::Knob;
                 memory_pages
             }
             "memory_min" if self.memory_pressure.is_some() => {
                 let floor = (self.config.memory_min_bytes / crate::ids::PAGE_SIZE)
                     .min(self.ceiling_pages());
                 if floor > self.memory_pages {
-                    self.memory_stats.reason = crate::memory_budget::BudgetReason::Knob;
+                    self.memory_stats.reason = crate::memory_budget::stats::BudgetReason::Knob;
                 }
                 self.memory_pages.max(floor)
             }

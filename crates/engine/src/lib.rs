@@ -173,15 +173,17 @@ pub use drive::{NextEvent, VirtualRuntime};
 pub use engine::Engine;
 pub use error::EngineError;
 pub use ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
-pub use memory_budget::{
-    limit_cap_bytes, start_budget, BudgetReason, MemoryBudgetStats, StartBudget, StartSource,
-    LIMIT_HEADROOM_MIN_BYTES, LIMIT_SHARE_PERCENT, MEM_AVAILABLE_SHARE_PERCENT,
-    START_BUDGET_MIN_BYTES,
+pub use memory_budget::start::{
+    limit_cap_bytes, start_budget, StartBudget, StartSource, LIMIT_HEADROOM_MIN_BYTES,
+    LIMIT_SHARE_PERCENT, MEM_AVAILABLE_SHARE_PERCENT, START_BUDGET_MIN_BYTES,
+};
+pub use memory_budget::stats::{BudgetReason, MemoryBudgetStats};
+pub use memory_pressure::sample::{
+    CgroupMemory, LimitFile, MemorySample, PressureView, PsiTotals, MAX_CGROUP_LEVELS,
 };
 pub use memory_pressure::{
-    reserve_bytes, BudgetChange, CacheMemory, CgroupMemory, LimitFile, MemoryPressure,
-    MemorySample, PressureView, PsiTotals, DEMAND_MIN_RESERVE_DIVISOR, GROW_HOLD_NS,
-    GROW_PERMILLE_PER_S, MAX_CGROUP_LEVELS, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
+    reserve_bytes, BudgetChange, CacheMemory, MemoryPressure, DEMAND_MIN_RESERVE_DIVISOR,
+    GROW_HOLD_NS, GROW_PERMILLE_PER_S, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
     PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
 };
 pub use stats::counters::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};

@@ -143,7 +143,7 @@ pub struct Stats {
     /// The cache budget now.
     pub memory_pages: u64,
     /// Where the budget stands and what moved it (memory_budget.rs).
-    pub memory: crate::memory_budget::MemoryBudgetStats,
+    pub memory: crate::memory_budget::stats::MemoryBudgetStats,
     pub cached_pages: u64,
     /// Frames writes in flight keep for themselves after writers were
     /// given copies of their pages (`stable_writes = snapshot`), in pages.

@@ -49,9 +49,14 @@
 //! Pure: no clock, no I/O; the runtime reads the files and applies the
 //! decision (`Engine::note_memory_sample`, memory_budget.rs).
 
+pub(crate) mod sample;
+
 use crate::config::MIN_MEMORY_BYTES;
-use crate::memory_budget::{limit_cap_bytes, BudgetReason};
+use crate::memory_budget::start::limit_cap_bytes;
+use crate::memory_budget::stats::BudgetReason;
+use crate::memory_pressure::sample::{MemorySample, PressureView, PsiTotals, MAX_CGROUP_LEVELS};
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC, NS_PER_US};
+use crate::units::mul_div;
 
 /// Share of a level's limit (MemTotal for the machine) kept available to
 /// everyone else. A process that allocates fast takes ~6 GiB a second
@@ -104,72 +109,6 @@ pub const SAMPLE_INTERVAL_NS: u64 = 100 * NS_PER_MS;
 /// when the limit is reached with nothing left to reclaim. A sample costs
 /// ~50 µs of reading files: 0.5% of a CPU at this rate.
 pub const SAMPLE_INTERVAL_TIGHT_NS: u64 = 10 * NS_PER_MS;
-/// The most cgroup levels a sample may carry (a deeper hierarchy's
-/// outermost levels are left out by the runtime).
-pub const MAX_CGROUP_LEVELS: usize = 32;
-
-/// Which file a cgroup's limit came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LimitFile {
-    /// cgroup v2 `memory.max`: past it, the OOM killer.
-    V2Max,
-    /// cgroup v2 `memory.high`: past it, the cgroup's tasks are throttled
-    /// and reclaimed hard.
-    V2High,
-    /// cgroup v1 `memory.limit_in_bytes`.
-    V1Limit,
-}
-
-impl LimitFile {
-    pub fn name(self) -> &'static str {
-        match self {
-            LimitFile::V2Max => "memory.max",
-            LimitFile::V2High => "memory.high",
-            LimitFile::V1Limit => "memory.limit_in_bytes",
-        }
-    }
-}
-
-/// One cgroup with a memory limit, as sampled.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CgroupMemory {
-    /// Its path in its hierarchy ("/batch/job-1").
-    pub path: String,
-    /// The tighter of its limits, and where it came from.
-    pub limit_file: LimitFile,
-    pub limit_bytes: u64,
-    /// memory.current (v2) or memory.usage_in_bytes (v1).
-    pub usage_bytes: u64,
-    /// File pages on its LRU lists (memory.stat inactive_file +
-    /// active_file, v1 total_*): page cache reclaim takes without swap.
-    pub file_bytes: u64,
-}
-
-/// Total time tasks stalled on memory (PSI, microseconds since boot or
-/// since the cgroup was made).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PsiTotals {
-    /// Some task stalled.
-    pub some_us: u64,
-    /// Every non-idle task stalled at once.
-    pub full_us: u64,
-}
-
-/// The memory where the cache runs, at one moment.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MemorySample {
-    /// /proc/meminfo MemTotal.
-    pub mem_total_bytes: u64,
-    /// /proc/meminfo MemAvailable.
-    pub mem_available_bytes: u64,
-    /// The cgroups with a limit, the process's own first, then upward;
-    /// at most [`MAX_CGROUP_LEVELS`].
-    pub cgroups: Vec<CgroupMemory>,
-    /// Memory stalls where they are readable (cgroup v2 memory.pressure
-    /// of the nearest limited cgroup, else /proc/pressure/memory).
-    pub psi: Option<PsiTotals>,
-}
-
 /// The cache's side of a decision, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheMemory {
@@ -188,23 +127,6 @@ pub struct CacheMemory {
 pub struct BudgetChange {
     pub budget_bytes: u64,
     pub reason: BudgetReason,
-}
-
-/// What the last sample showed, for stats.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PressureView {
-    /// The binding level's available memory and reserve.
-    pub available_bytes: u64,
-    pub reserve_bytes: u64,
-    /// The binding level's limit (MemTotal for the machine).
-    pub limit_bytes: u64,
-    /// Whether a cgroup binds (else the machine).
-    pub cgroup_binds: bool,
-    /// What the others took since the sample before.
-    pub demand_bytes: u64,
-    /// PSI since the sample before, thousandths of the time.
-    pub some_permille: u64,
-    pub full_permille: u64,
 }
 
 /// One level as the policy sees it.
@@ -248,12 +170,6 @@ pub struct MemoryPressure {
     psi_last: (u64, u64),
     gave_back_at: Option<Instant>,
     view: PressureView,
-}
-
-/// `a * b / c` without overflow (u128 inside), rounded down.
-pub(crate) fn mul_div(a: u64, b: u64, c: u64) -> u64 {
-    debug_assert!(c > 0);
-    u64::try_from(a as u128 * b as u128 / c as u128).unwrap_or(u64::MAX)
 }
 
 /// The reserve kept at a level with this limit.
@@ -465,6 +381,7 @@ impl MemoryPressure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory_pressure::sample::{CgroupMemory, LimitFile};
     use crate::time::NS_PER_MS;
 
     const MIB: u64 = 1 << 20;
