@@ -7,24 +7,28 @@
 //!
 //! | call | file |
 //! |---|---|
-//! | `open`, `close` | `file_table.rs` |
-//! | `write` | `write_path.rs` |
+//! | `open`, `close` | `file_table/` |
+//! | `write` | `write_path/` |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
 //! | `fsync`, `fsync_all`, `sync` | `sync/` |
-//! | `durable_done`, `file_unsynced` | `durability.rs` |
-//! | `length_set` | `backing_len.rs` |
+//! | `durable_done`, `file_unsynced` | `durability/` |
+//! | `length_set` | `backing_len/` |
 //! | `set_len` | `truncate.rs` |
 //! | `invalidate_range` | `invalidate.rs` |
-//! | `set_free_space`, `space_unknown` | `space.rs` |
-//! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict.rs` |
-//! | `resume` | `task.rs` |
+//! | `set_free_space`, `space_unknown` | `space/` |
+//! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict/` |
+//! | `resume` | `task/` |
 //! | `io_complete` | `completion.rs` |
-//! | `poll_timeout`, `handle_timeout` | `timers.rs` |
+//! | `poll_timeout`, `handle_timeout` | `timers/` |
 //! | `set_knob`, `set_device_knob` | `knobs.rs` |
-//! | `note_memory_sample`, `note_memory_given_back` | `memory_budget.rs` |
-//! | `note_foreign_reads` | `device.rs` |
-//! | `stats` | `stats.rs` |
+//! | `note_memory_sample`, `note_memory_given_back` | `memory_budget/` |
+//! | `note_foreign_reads` | `device/` |
+//! | `stats` | `stats/` |
 //! | `check_invariants` | `invariants.rs` |
+//!
+//! The fields' types come from files that do not implement `Engine` (a
+//! stage's state file, such as `task/state.rs`, never its `mod.rs`), so
+//! no module imports itself through this one.
 //!
 //! Call order: a caller's operation (`write`, `read`, `fsync`, `sync`,
 //! `set_len`) returns [`Step::Done`](crate::Step::Done) or [`Step::Sleep`](crate::Step::Sleep); after a sleep the
@@ -64,7 +68,7 @@ pub const MAX_DOMAIN_NAME_BYTES: usize = 256;
 pub struct Engine {
     pub(crate) config: Config,
     /// The cache budget: the `memory` knob, lowered or raised at run time
-    /// within `frame_pages` (reclaim.rs, `trim_to_budget`).
+    /// within `frame_pages` (reclaim/, `trim_to_budget`).
     pub(crate) memory_pages: u64,
     /// The frames the runtime owns: the budget the cache started with.
     pub(crate) frame_pages: u64,
@@ -72,7 +76,7 @@ pub struct Engine {
     /// come clean until it is within it, and allocates none meanwhile.
     pub(crate) over_budget: bool,
     /// The memory pressure policy, once a runtime passes samples
-    /// (memory_budget.rs, memory_pressure.rs).
+    /// (memory_budget/, memory_pressure/).
     pub(crate) memory_pressure: Option<crate::memory_pressure::MemoryPressure>,
     /// The budget's counters and why it is what it is.
     pub(crate) memory_stats: crate::memory_budget::stats::MemoryBudgetStats,
@@ -87,7 +91,7 @@ pub struct Engine {
     pub(crate) domains: Vec<String>,
     pub(crate) wbs: Vec<Wb>,
     pub(crate) wb_index: BTreeMap<(DeviceId, DomainId), WbId>,
-    /// The inactive list: clean pages reclaim takes (reclaim.rs).
+    /// The inactive list: clean pages reclaim takes (reclaim/).
     pub(crate) reclaim: ReclaimQueue,
     /// The active list: clean pages used repeatedly (lru.rs).
     pub(crate) active_lru: ReclaimQueue,
@@ -101,24 +105,24 @@ pub struct Engine {
     /// of their pages (stable.rs); they count against the budget.
     pub(crate) nr_snapshot: u64,
     pub(crate) nr_dirty: u64,
-    /// Dirty pages written uncached, cache-wide (dontcache.rs).
+    /// Dirty pages written uncached, cache-wide (dontcache/).
     pub(crate) nr_dontcache_dirty: u64,
     pub(crate) nr_writeback: u64,
-    /// Requests handed to the runtime and not yet completed (dispatch.rs).
+    /// Requests handed to the runtime and not yet completed (dispatch/).
     pub(crate) io: IoTable,
     /// fsync and sync operations in progress (sync/).
     pub(crate) syncs: SyncTable,
     pub(crate) durability: crate::durability::state::Durability,
-    /// Length changes of backing files in flight (backing_len.rs).
+    /// Length changes of backing files in flight (backing_len/).
     pub(crate) resizes: crate::backing_len::resizes::Resizes,
     pub(crate) eviction: crate::evict::state::Eviction,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
     /// Pages writers are copying into outside the runtime's lock
-    /// (page_lock.rs); a handful at most: one entry per CopyIn.
+    /// (page_lock/); a handful at most: one entry per CopyIn.
     pub(crate) page_locks: Vec<crate::page_lock::state::PageLock>,
     pub(crate) dirty_exceeded_2007: bool,
-    /// The engine's clocks (timers.rs).
+    /// The engine's clocks (timers/).
     pub(crate) timers: Timers,
     pub(crate) stats: Stats,
     /// Frames whose pages a runtime read from its own index since reclaim

@@ -14,7 +14,7 @@
 //!   length when added, grown by completed write-backs, set by the lengths
 //!   it asks for (`Action::SetLength`, `Action::MakeDurable`).
 //! - Past `disk_size` a file grows in order: the flusher writes the lowest
-//!   waiting page there first (flusher.rs), so no page the file holds data
+//!   waiting page there first (flusher/), so no page the file holds data
 //!   in is skipped over and left reading zeros.
 //! - A length is only set over written data: a truncation that shortens
 //!   the file, or lengthens it with nothing waiting to be written past the

@@ -66,7 +66,7 @@ pub(crate) struct Device {
     /// Deferred releases of unlinked files (backlog/).
     /// Boxed: rarely used, and the device's hot fields stay together.
     pub backlog: Box<Backlog>,
-    /// Free space reserved for dirty pages (space.rs).
+    /// Free space reserved for dirty pages (space/).
     pub space: DeviceSpace,
     /// How long a full write takes, unqueued (write_latency.rs).
     pub full_write_latency: FullWriteLatency,

@@ -5,7 +5,7 @@
 //!   device's cache may hold the change.
 //! - `fsync` and `sync`, once their writes are done (sync/), emit
 //!   [`Action::MakeDurable`] for each of their files that is marked; the
-//!   runtime sets the backing file's length (backing_len.rs) and flushes it (fdatasync, or
+//!   runtime sets the backing file's length (backing_len/) and flushes it (fdatasync, or
 //!   fsync with metadata) and reports with `durable_done`. The sync waits
 //!   (reason `sync`) until all are done.
 //! - A mark is cleared only if nothing landed since the flush began (the

@@ -20,7 +20,7 @@ pub(crate) struct PendingFlush {
 pub(crate) enum FlushFor {
     /// This sync operation.
     Sync(u64),
-    /// Eviction (evict.rs): the file goes once it is durable.
+    /// Eviction (evict/): the file goes once it is durable.
     Eviction,
 }
 

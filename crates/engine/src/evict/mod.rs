@@ -16,7 +16,7 @@
 //!   files written faster than they expire keeps every file (and its
 //!   backing descriptor) live.
 //! - A file going has its landed writes flushed first (`Action::MakeDurable`,
-//!   durability.rs); once the flush is reported and the file is still idle
+//!   durability/); once the flush is reported and the file is still idle
 //!   and unchanged, its pages leave (`Action::Unmapped`) and
 //!   `Action::Evict` tells the runtime to close its backing file. A failed
 //!   flush keeps the file (still unsynced): the next sync reports it.

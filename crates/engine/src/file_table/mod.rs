@@ -57,7 +57,7 @@ impl Engine {
     /// The byte range as pages, or an error if it does not fit.
     /// The file behind `handle`, for an operation on bytes
     /// `offset..offset + len` (which must fit a file); the file counts as
-    /// used now (evict.rs).
+    /// used now (evict/).
     pub(crate) fn file_in_use(
         &mut self,
         handle: HandleId,

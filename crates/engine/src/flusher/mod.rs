@@ -2,7 +2,7 @@
 //!
 //! - Works, in order: queued works in FIFO order (a full queue folds into
 //!   the coalescing "write everything" bit, WB_start_all), then the
-//!   uncached writes' work (the WB_start_dontcache bit, dontcache.rs),
+//!   uncached writes' work (the WB_start_dontcache bit, dontcache/),
 //!   then periodic (kupdate) writeback of files dirtied longer than
 //!   dirty_expire_centisecs, then background writeback while the context is
 //!   over its background threshold.
@@ -15,7 +15,7 @@
 //! - Past the end of the backing file, a file grows in order: the flusher
 //!   never writes a page there while a page below it, also past that end,
 //!   waits dirty (ours; see `next_writable_from_index`).
-//! - Differs from Linux: the flusher is not a thread; `pump` (dispatch.rs)
+//! - Differs from Linux: the flusher is not a thread; `pump` (dispatch/)
 //!   runs it whenever the device can take a write.
 
 pub(crate) mod work;

@@ -47,7 +47,7 @@ pub struct Flusher {
     /// Linux's WB_start_all: "write everything" requests, coalesced.
     start_all: Option<WbReason>,
     /// Linux's WB_start_dontcache: uncached writes asked for writeback
-    /// (dontcache.rs); kicks while it is set coalesce.
+    /// (dontcache/); kicks while it is set coalesce.
     pub start_dontcache: bool,
     /// Periodic writeback is due.
     pub kupdate_due: bool,

@@ -15,7 +15,7 @@
 //!   `memory_sample_interval_ns`); the policy
 //!   (memory_pressure/) moves the budget between floor and ceiling, and
 //!   the change is applied as a lowered or raised knob is: over a lowered
-//!   budget clean pages go at once, oldest first (reclaim.rs, `shrink`),
+//!   budget clean pages go at once, oldest first (reclaim/, `shrink`),
 //!   and dirty ones are written back (reason vmscan) and go as they come
 //!   clean; the dirty thresholds follow the budget.
 //! - The runtime gives freed frames' memory back to the system and says
@@ -52,7 +52,7 @@ impl Engine {
     }
 
     /// A sample of the memory where the cache runs, taken at `now`: the
-    /// pressure policy (memory_pressure.rs) may move the budget between
+    /// pressure policy (memory_pressure/) may move the budget between
     /// `memory_min` and `memory` (and each cgroup limit's share). Call it
     /// about ten times a second; drain the actions after (writeback of
     /// dirty pages over a lowered budget starts here). Returns the budget
@@ -92,7 +92,7 @@ impl Engine {
     }
 
     /// How long a runtime following memory pressure waits before its
-    /// next sample (memory_pressure.rs: shorter near the reserve).
+    /// next sample (memory_pressure/: shorter near the reserve).
     pub fn memory_sample_interval_ns(&self) -> u64 {
         self.memory_pressure
             .as_ref()

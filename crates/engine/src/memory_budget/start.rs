@@ -13,7 +13,7 @@ use std::fmt;
 /// process's own memory (I/O buffers, up to 64 MiB of spare ones; the
 /// page index, which grows with the cache; FUSE's buffers: `wb mount`
 /// used 28 MiB beside a 320 MiB cache, 270 MiB beside a 10 GiB one), for
-/// the reserve the pressure policy keeps (10%, memory_pressure.rs) and
+/// the reserve the pressure policy keeps (10%, memory_pressure/) and
 /// for the others in the cgroup. Not more: the pressure policy gives
 /// memory back when others need it, so the cache may take most of the
 /// limit (a 12 GiB cgroup's cache holds 10.2 GiB); not all, as the

@@ -47,7 +47,7 @@
 //!   takes given back before it reaches it.
 //!
 //! Pure: no clock, no I/O; the runtime reads the files and applies the
-//! decision (`Engine::note_memory_sample`, memory_budget.rs).
+//! decision (`Engine::note_memory_sample`, memory_budget/).
 
 pub(crate) mod sample;
 

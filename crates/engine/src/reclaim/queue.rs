@@ -4,7 +4,7 @@ use crate::ids::{FileId, PageIndex};
 use std::collections::VecDeque;
 
 /// The CLOCK queue: ranges of pages in the order they became clean
-/// (reclaim.rs). A page is covered by an entry while it has PG_IN_LRU, so
+/// (reclaim/). A page is covered by an entry while it has PG_IN_LRU, so
 /// each clean page is queued once; entries for pages that left the cache
 /// otherwise are dropped when the hand reaches them.
 #[derive(Clone, Debug, Default)]

@@ -126,7 +126,7 @@ pub struct DeviceStats {
     pub stable_writes: String,
     /// The backlog of deferred releases (backlog/).
     pub backlog: crate::backlog::queue::BacklogStats,
-    /// Free space at the runtime's last report, in pages (space.rs; 0
+    /// Free space at the runtime's last report, in pages (space/; 0
     /// without a report).
     pub space_free_pages: u64,
     /// Dirty pages holding a reservation of it.
@@ -142,7 +142,7 @@ pub struct DeviceStats {
 pub struct Stats {
     /// The cache budget now.
     pub memory_pages: u64,
-    /// Where the budget stands and what moved it (memory_budget.rs).
+    /// Where the budget stands and what moved it (memory_budget/).
     pub memory: crate::memory_budget::stats::MemoryBudgetStats,
     pub cached_pages: u64,
     /// Frames writes in flight keep for themselves after writers were

@@ -419,7 +419,7 @@ impl Engine {
             }
             if f.resizing.is_some() {
                 // Its backing file's length is being set: length_set pumps
-                // the device (backing_len.rs).
+                // the device (backing_len/).
                 return SyncNext::Blocked;
             }
             let tagged_end = sf.ranges[sf.range].1;

@@ -31,7 +31,7 @@ pub(crate) enum Op {
         /// 2007-style throttle: waiting for own writeback since this count.
         wait_2007: Option<u64>,
         /// Too little free space was found once: the device's dirty pages
-        /// were written back to learn the real free space (space.rs).
+        /// were written back to learn the real free space (space/).
         space_flushed: bool,
     },
     Read {
@@ -48,7 +48,7 @@ pub(crate) enum Op {
         /// Under `backlog_throttle = flush-all`, the backlog item a large
         /// cut's producer waits for (backlog/).
         flush_until: Option<u64>,
-        /// The backing file's length change it waits for (backing_len.rs).
+        /// The backing file's length change it waits for (backing_len/).
         resize: Option<u64>,
     },
     /// Dropping cached pages `first..end` of a file (invalidate.rs).
@@ -108,6 +108,6 @@ pub(crate) enum WaitKey {
     /// The device's backlog went under its low watermark (or, flush-all,
     /// finished an item).
     Backlog(DeviceId),
-    /// The device's free space was reported (space.rs).
+    /// The device's free space was reported (space/).
     Space(DeviceId),
 }

@@ -41,11 +41,11 @@ pub(crate) struct Wb {
     pub nr_dontcache_unclean: u64,
     pub dontcache: DontcacheStats,
     /// When this context's uncached writers may dirty again (their pace,
-    /// dontcache.rs): the end of the time their pages dirtied so far take
+    /// dontcache/): the end of the time their pages dirtied so far take
     /// at the paced rate.
     pub dontcache_paced_until: Instant,
     /// The context's write completion rate over the last full slot, for
-    /// that pace (dontcache.rs).
+    /// that pace (dontcache/).
     pub written_rate: WrittenRate,
     /// Stalls of this context's writers and readers, by reason.
     pub stalls: [StallStats; StallReason::ALL.len()],

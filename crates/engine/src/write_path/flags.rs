@@ -5,11 +5,11 @@
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteFlags {
     /// Uncached (Linux's RWF_DONTCACHE): the pages leave the cache once
-    /// written back (`dontcache.rs`).
+    /// written back (`dontcache/`).
     pub dontcache: bool,
     /// The runtime copies the bytes of this call's `CopyIn` actions after
     /// releasing its lock, then calls `write_end`; the pages stay locked
-    /// meanwhile (page_lock.rs). Ignored for uncached writes, whose inline
+    /// meanwhile (page_lock/). Ignored for uncached writes, whose inline
     /// flush writes the pages back within the call.
     pub deferred_copy: bool,
 }

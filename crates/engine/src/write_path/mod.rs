@@ -125,7 +125,7 @@ impl Engine {
     }
 
     /// Room on the backing filesystem for what the write adds, checked
-    /// before any of it is in the cache (space.rs): Some(what to return)
+    /// before any of it is in the cache (space/): Some(what to return)
     /// when the write waits or fails here.
     fn write_space(
         &mut self,
