@@ -36,7 +36,7 @@ pub struct IoRequest {
     /// For writes: why it was written.
     pub reason: Option<WbReason>,
     /// A direct (O_DIRECT) write from the simulator: its data is not in
-    /// the cache (direct.rs). A runtime that takes data from frames fails it.
+    /// the cache (direct/). A runtime that takes data from frames fails it.
     pub direct: bool,
 }
 
@@ -80,17 +80,17 @@ pub enum Action {
         id: u64,
         file: FileId,
         metadata: bool,
-        /// The length to set the backing file to first (backing_len.rs):
+        /// The length to set the backing file to first (backing_len/):
         /// the file's, or None while data past the backing file's end is
         /// still to be written (the writes grow it).
         len: Option<u64>,
     },
     /// Set `file`'s backing file to `len` bytes (a truncation, shorter or
-    /// longer: backing_len.rs), outside any lock, then report with
+    /// longer: backing_len/), outside any lock, then report with
     /// `Engine::length_set(now, id, result)`. No write of the file is
     /// submitted until then.
     SetLength { id: u64, file: FileId, len: u64 },
-    /// `file` was evicted (evict.rs): its pages are gone (`Unmapped` came
+    /// `file` was evicted (evict/): its pages are gone (`Unmapped` came
     /// first) and its id is retired; close its backing file.
     Evict { file: FileId },
     /// Carry out a step of releasing unlinked `file`'s backing file
@@ -129,10 +129,10 @@ pub enum StallReason {
     /// An uncached write submitting writeback of what it wrote
     /// (`dontcache_flush = inline`, Linux 6.14–6.19).
     DontcacheFlush,
-    /// A direct (O_DIRECT) write waiting for its requests (direct.rs).
+    /// A direct (O_DIRECT) write waiting for its requests (direct/).
     DirectIo,
     /// A read or truncation waiting for a writer to finish copying into a
-    /// page outside the runtime's lock (page_lock.rs): one memcpy.
+    /// page outside the runtime's lock (page_lock/): one memcpy.
     PageLocked,
     /// An unlink held back by its device's full backlog of deferred
     /// releases (backlog/): about `backlog_wait_ms` with watermarks.
@@ -201,7 +201,7 @@ pub struct Stall {
     pub throttle: Option<ThrottleDetail>,
 }
 
-/// The figures behind a dirty-throttle pause (balance_dirty.rs), as
+/// The figures behind a dirty-throttle pause (balance_dirty/), as
 /// balance_dirty_pages' tracepoint shows them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ThrottleDetail {
@@ -248,7 +248,7 @@ impl fmt::Display for IoErrorKind {
     }
 }
 
-/// Linux's MAX_PAUSE: no single throttle pause is longer (balance_dirty.rs).
+/// Linux's MAX_PAUSE: no single throttle pause is longer (balance_dirty/).
 pub const MAX_PAUSE_NS: u64 = 200 * crate::time::NS_PER_MS;
 
 /// A caller waiting for an event is woken at the latest after this long
@@ -292,6 +292,12 @@ impl WbReason {
 
     pub fn index(self) -> usize {
         self as usize
+    }
+}
+
+impl fmt::Display for WbReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -8,7 +8,7 @@
 //!   count is under the threshold, looking again every congestion_wait.
 //! - A writer to an idle fast device therefore waits for a slow device
 //!   that holds most of the dirty memory: the bug the per-device limits of
-//!   balance_dirty.rs fixed.
+//!   balance_dirty/ fixed.
 
 use crate::action::WbReason;
 use crate::action::{Stall, StallReason, Step};

@@ -7,24 +7,28 @@
 //!
 //! | call | file |
 //! |---|---|
-//! | `open`, `close` | `file_table.rs` |
-//! | `write` | `write_path.rs` |
+//! | `open`, `close` | `file_table/` |
+//! | `write` | `write_path/` |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
 //! | `fsync`, `fsync_all`, `sync` | `sync/` |
-//! | `durable_done`, `file_unsynced` | `durability.rs` |
-//! | `length_set` | `backing_len.rs` |
+//! | `durable_done`, `file_unsynced` | `durability/` |
+//! | `length_set` | `backing_len/` |
 //! | `set_len` | `truncate.rs` |
 //! | `invalidate_range` | `invalidate.rs` |
-//! | `set_free_space`, `space_unknown` | `space.rs` |
-//! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict.rs` |
-//! | `resume` | `task.rs` |
+//! | `set_free_space`, `space_unknown` | `space/` |
+//! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict/` |
+//! | `resume` | `task/` |
 //! | `io_complete` | `completion.rs` |
-//! | `poll_timeout`, `handle_timeout` | `timers.rs` |
+//! | `poll_timeout`, `handle_timeout` | `timers/` |
 //! | `set_knob`, `set_device_knob` | `knobs.rs` |
-//! | `note_memory_sample`, `note_memory_given_back` | `memory_budget.rs` |
-//! | `note_foreign_reads` | `device.rs` |
-//! | `stats` | `stats.rs` |
+//! | `note_memory_sample`, `note_memory_given_back` | `memory_budget/` |
+//! | `note_foreign_reads` | `device/` |
+//! | `stats` | `stats/` |
 //! | `check_invariants` | `invariants.rs` |
+//!
+//! The fields' types come from files that do not implement `Engine` (a
+//! stage's state file, such as `task/state.rs`, never its `mod.rs`), so
+//! no module imports itself through this one.
 //!
 //! Call order: a caller's operation (`write`, `read`, `fsync`, `sync`,
 //! `set_len`) returns [`Step::Done`](crate::Step::Done) or [`Step::Sleep`](crate::Step::Sleep); after a sleep the
@@ -37,24 +41,24 @@
 //! armed), and passes monotonic time throughout.
 
 use crate::action::Action;
-use crate::balance_dirty::TaskDirty;
+use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
 use crate::config::{Config, DeviceConfig};
-use crate::device::{Device, MAX_DEVICES};
+use crate::device::state::{read_depth_max, Device, MAX_DEVICES};
 use crate::dirty_limits::{domain_dirty_limits, WbDomain};
-use crate::dispatch::IoTable;
+use crate::dispatch::inflight::IoTable;
 use crate::error::EngineError;
-use crate::file_table::Handle;
+use crate::file_table::handle::Handle;
 use crate::frame_space::FrameSpace;
 use crate::ids::{DeviceId, DomainId, FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::{CachedFile, PageCounts};
 use crate::proportions::FpropGlobal;
-use crate::reclaim::ReclaimQueue;
-use crate::stats::{DeviceStats, Stats};
-use crate::sync::SyncTable;
-use crate::task::{Op, Task, WaitKey, MAX_TASKS};
+use crate::reclaim::queue::ReclaimQueue;
+use crate::stats::counters::{DeviceStats, Stats};
+use crate::sync::table::SyncTable;
+use crate::task::state::{Op, Task, WaitKey, MAX_TASKS};
 use crate::time::Instant;
-use crate::timers::Timers;
-use crate::wb::{Wb, MAX_DOMAINS};
+use crate::timers::state::Timers;
+use crate::wb::state::{Wb, MAX_DOMAINS};
 use crate::wbt::Wbt;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -64,7 +68,7 @@ pub const MAX_DOMAIN_NAME_BYTES: usize = 256;
 pub struct Engine {
     pub(crate) config: Config,
     /// The cache budget: the `memory` knob, lowered or raised at run time
-    /// within `frame_pages` (reclaim.rs, `trim_to_budget`).
+    /// within `frame_pages` (reclaim/, `trim_to_budget`).
     pub(crate) memory_pages: u64,
     /// The frames the runtime owns: the budget the cache started with.
     pub(crate) frame_pages: u64,
@@ -72,10 +76,10 @@ pub struct Engine {
     /// come clean until it is within it, and allocates none meanwhile.
     pub(crate) over_budget: bool,
     /// The memory pressure policy, once a runtime passes samples
-    /// (memory_budget.rs, memory_pressure.rs).
+    /// (memory_budget/, memory_pressure/).
     pub(crate) memory_pressure: Option<crate::memory_pressure::MemoryPressure>,
     /// The budget's counters and why it is what it is.
-    pub(crate) memory_stats: crate::memory_budget::MemoryBudgetStats,
+    pub(crate) memory_stats: crate::memory_budget::stats::MemoryBudgetStats,
     /// The global dirty limits and writeout shares (dirty_limits.rs).
     pub(crate) dom: WbDomain,
     pub(crate) files: Vec<CachedFile>,
@@ -87,7 +91,7 @@ pub struct Engine {
     pub(crate) domains: Vec<String>,
     pub(crate) wbs: Vec<Wb>,
     pub(crate) wb_index: BTreeMap<(DeviceId, DomainId), WbId>,
-    /// The inactive list: clean pages reclaim takes (reclaim.rs).
+    /// The inactive list: clean pages reclaim takes (reclaim/).
     pub(crate) reclaim: ReclaimQueue,
     /// The active list: clean pages used repeatedly (lru.rs).
     pub(crate) active_lru: ReclaimQueue,
@@ -101,24 +105,24 @@ pub struct Engine {
     /// of their pages (stable.rs); they count against the budget.
     pub(crate) nr_snapshot: u64,
     pub(crate) nr_dirty: u64,
-    /// Dirty pages written uncached, cache-wide (dontcache.rs).
+    /// Dirty pages written uncached, cache-wide (dontcache/).
     pub(crate) nr_dontcache_dirty: u64,
     pub(crate) nr_writeback: u64,
-    /// Requests handed to the runtime and not yet completed (dispatch.rs).
+    /// Requests handed to the runtime and not yet completed (dispatch/).
     pub(crate) io: IoTable,
     /// fsync and sync operations in progress (sync/).
     pub(crate) syncs: SyncTable,
-    pub(crate) durability: crate::durability::Durability,
-    /// Length changes of backing files in flight (backing_len.rs).
-    pub(crate) resizes: crate::backing_len::Resizes,
-    pub(crate) eviction: crate::evict::Eviction,
+    pub(crate) durability: crate::durability::state::Durability,
+    /// Length changes of backing files in flight (backing_len/).
+    pub(crate) resizes: crate::backing_len::resizes::Resizes,
+    pub(crate) eviction: crate::evict::state::Eviction,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
     /// Pages writers are copying into outside the runtime's lock
-    /// (page_lock.rs); a handful at most: one entry per CopyIn.
-    pub(crate) page_locks: Vec<crate::page_lock::PageLock>,
+    /// (page_lock/); a handful at most: one entry per CopyIn.
+    pub(crate) page_locks: Vec<crate::page_lock::state::PageLock>,
     pub(crate) dirty_exceeded_2007: bool,
-    /// The engine's clocks (timers.rs).
+    /// The engine's clocks (timers/).
     pub(crate) timers: Timers,
     pub(crate) stats: Stats,
     /// Frames whose pages a runtime read from its own index since reclaim
@@ -253,7 +257,7 @@ impl Engine {
             last_bdp_sleep: None,
             write_bw_peak: 0,
             reads_inflight: 0,
-            read_depth_max: crate::device::read_depth_max(idle_read_latency_ns),
+            read_depth_max: read_depth_max(idle_read_latency_ns),
             wbs: Vec::new(),
             next_wb: 0,
             stable_required: false,
@@ -386,7 +390,7 @@ impl Engine {
     /// dirty up to its check interval (capped) plus one page before it
     /// looks at the limit again.
     pub fn dirty_slack_pages(&self) -> u64 {
-        self.tasks.len() as u64 * (crate::balance_dirty::MAX_DIRTIED_PAUSE + 1)
+        self.tasks.len() as u64 * (MAX_DIRTIED_PAUSE + 1)
     }
 
     /// The frame holding a cached page's data.
@@ -403,7 +407,7 @@ impl Engine {
     pub fn task_is_idle(&self, task: TaskId) -> bool {
         self.tasks
             .get(task.index())
-            .is_some_and(|t| t.op == crate::task::Op::Idle)
+            .is_some_and(|t| t.op == Op::Idle)
     }
 
     /// A file's cached pages, and how many of them are active (lru.rs);

@@ -17,7 +17,7 @@ pub enum EngineError {
     BadDevice(DeviceId),
     /// The writeback domain does not exist.
     BadDomain(DomainId),
-    /// The backing filesystem has no room for the write (space.rs): it
+    /// The backing filesystem has no room for the write (space/): it
     /// needs `needed_bytes` of new blocks, `room_bytes` are left after the
     /// margin and the other dirty data's reservations.
     NoSpace { needed_bytes: u64, room_bytes: u64 },

@@ -75,7 +75,7 @@ impl Engine {
     /// what the cache started with (the runtime's frames); over a lowered
     /// budget, clean pages go at once and dirty ones once written back.
     /// Written by hand, `memory` is the budget now and the ceiling a cache
-    /// following memory pressure grows back up to (memory_budget.rs);
+    /// following memory pressure grows back up to (memory_budget/);
     /// `memory_min` its floor (a budget below a raised floor rises to it).
     pub fn set_knob(&mut self, knob: &str, value: &str) -> Result<(), crate::config::KnobError> {
         let mut config = self.config.clone();
@@ -102,14 +102,14 @@ impl Engine {
         }
         let budget = match knob {
             "memory" => {
-                self.memory_stats.reason = crate::memory_budget::BudgetReason::Knob;
+                self.memory_stats.reason = crate::memory_budget::stats::BudgetReason::Knob;
                 memory_pages
             }
             "memory_min" if self.memory_pressure.is_some() => {
                 let floor = (self.config.memory_min_bytes / crate::ids::PAGE_SIZE)
                     .min(self.ceiling_pages());
                 if floor > self.memory_pages {
-                    self.memory_stats.reason = crate::memory_budget::BudgetReason::Knob;
+                    self.memory_stats.reason = crate::memory_budget::stats::BudgetReason::Knob;
                 }
                 self.memory_pages.max(floor)
             }

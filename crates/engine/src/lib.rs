@@ -8,74 +8,74 @@
 //! # One buffered write, step by step
 //!
 //! A write that is throttled, then written back, then synced passes these
-//! stages, a file each:
+//! stages, a file or directory each:
 //!
-//! 1. `Engine::write` (`write_path.rs`) starts the task's operation
-//!    (`task.rs`, `begin`) and walks the bytes in stretches of pages, each
+//! 1. `Engine::write` (`write_path/`) starts the task's operation
+//!    (`task/`, `begin`) and walks the bytes in stretches of pages, each
 //!    no longer than the pages the task may dirty before its next throttle
 //!    check.
-//! 2. `prepare_pages` (`write_path.rs`) makes a stretch cached and
-//!    modifiable: uncached pages get room (`reclaim.rs`, `shrink`, the inactive
+//! 2. `prepare_pages` (`write_path/`) makes a stretch cached and
+//!    modifiable: uncached pages get room (`reclaim/`, `shrink`, the inactive
 //!    list first: `lru.rs`) and frames (`frame_space.rs`) and become one run
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
-//!    is on disk is read first (`dispatch.rs`, `submit_read`; stall
+//!    is on disk is read first (`dispatch/`, `submit_read`; stall
 //!    `read_io`). A page under writeback is modified in place, waited for
 //!    (stall `stable_page`) or copied first (`stable.rs`,
 //!    `Action::CopyFrames`), as the device's `stable_writes` says.
-//! 3. `dirty_pages` (`write_path.rs`) marks the stretch dirty and accounts it
-//!    to the file's writeback context (`wb.rs`) and to the task, and
+//! 3. `dirty_pages` (`write_path/`) marks the stretch dirty and accounts it
+//!    to the file's writeback context (`wb/`) and to the task, and
 //!    `copy_in` emits `Action::CopyIn`: the runtime copies the caller's
 //!    bytes into the stretch's frames before it acts on anything later. A
 //!    write with `WriteFlags::deferred_copy` also locks the stretch's pages
-//!    (`page_lock.rs`): the runtime copies after releasing its own lock and
+//!    (`page_lock/`): the runtime copies after releasing its own lock and
 //!    calls `write_end`; meanwhile the pages are not written back, read or
 //!    truncated away.
-//! 4. `maybe_throttle` (`balance_dirty.rs`): past the task's
+//! 4. `maybe_throttle` (`balance_dirty/`): past the task's
 //!    `nr_dirtied_pause`, `balance_dirty_pages` compares the context's dirty
 //!    pages with its share of the limits (`dirty_limits.rs`,
 //!    `position_ratio.rs`, `ratelimit.rs`), kicks background writeback over
-//!    the background threshold (`flusher.rs`, `kick_background`) and returns
-//!    `Step::Sleep` with reason `dirty_throttle` and a bound (`task.rs`,
-//!    `stall`). The runtime sleeps and calls `resume` (`task.rs`), which
+//!    the background threshold (`flusher/`, `kick_background`) and returns
+//!    `Step::Sleep` with reason `dirty_throttle` and a bound (`task/`,
+//!    `stall`). The runtime sleeps and calls `resume` (`task/`), which
 //!    counts the stall and goes back to step 2.
-//! 5. The flusher writes (`dispatch.rs`, `pump`): `flusher_pick`
-//!    (`flusher.rs`) takes the context's next work — queued, periodic or
+//! 5. The flusher writes (`dispatch/`, `pump`): `flusher_pick`
+//!    (`flusher/`) takes the context's next work — queued, periodic or
 //!    background; wbt admits a write of its class (`wbt.rs`, `may_issue`;
 //!    at depth 1, slow commits pace background writes: `wbt_pace.rs`);
-//!    `flusher_build` (`flusher.rs`) picks the oldest dirtied file and a
+//!    `flusher_build` (`flusher/`) picks the oldest dirtied file and a
 //!    chunk of it (past the backing file's end, from its lowest dirty
-//!    page: `backing_len.rs`); `start_writeback` moves the pages to
+//!    page: `backing_len/`); `start_writeback` moves the pages to
 //!    writeback, bounds the request's bytes by the file's length, and
 //!    `issue` takes a request tag and emits `Action::Submit`.
 //! 6. The runtime performs the write and calls `io_complete`
 //!    (`completion.rs`): the tag is freed, wbt counts the completion (and
 //!    a paced write sets when the next may go), the
-//!    pages come clean and join the reclaim queue (`reclaim.rs`,
+//!    pages come clean and join the reclaim queue (`reclaim/`,
 //!    `update_and_queue`), the context's bandwidth and share of completions
-//!    are credited (`bandwidth.rs`, `proportions.rs`), waiting tasks get
+//!    are credited (`bandwidth/`, `proportions.rs`), waiting tasks get
 //!    `Action::Wake`, and the device is pumped again (step 5).
 //! 7. `Engine::fsync` (`sync/`) tags the file's dirty ranges, writes them
 //!    as integrity writes ahead of the flusher's (`pump_syncs`), sets a
 //!    barrier once all are issued and waits (reason `sync`) for every write
 //!    up to it. The writes that landed marked the file unsynced
-//!    (`durability.rs`): the sync emits `Action::MakeDurable`, the runtime
+//!    (`durability/`): the sync emits `Action::MakeDurable`, the runtime
 //!    flushes the backing file and reports with `durable_done`, and the
 //!    sync returns a write-back error this handle has not seen (errseq) or
 //!    a failed flush.
 //!
-//! An uncached write (`WriteFlags::DONTCACHE`, `dontcache.rs`) takes the
+//! An uncached write (`WriteFlags::DONTCACHE`, `dontcache/`) takes the
 //! same steps, with three differences: the pages it brings in are marked
 //! drop-behind (step 2); when it returns it kicks its context's flusher
 //! (a coalescing bit; or, with `dontcache_flush = inline`, submits its own
 //! range) and waits for completions once its uncached pages reach 50 ms of
 //! device writes (step 4); and in step 6 its pages leave the cache as soon
-//! as they are clean. A direct write (`Engine::write_direct`, `direct.rs`)
+//! as they are clean. A direct write (`Engine::write_direct`, `direct/`)
 //! skips the cache: it writes back and drops what the cache held of its
 //! range, then goes to the device and waits.
 //!
 //! Later, an idle file (no handle, nothing dirty or in flight) may be let
 //! go when the cache holds too many files, least recently used first,
-//! flushed first if unsynced (`evict.rs`, `Action::Evict`). A file whose
+//! flushed first if unsynced (`evict/`, `Action::Evict`). A file whose
 //! last name is gone (`Engine::unlink`, `backlog/`) leaves through its
 //! device's backlog instead: the unlink returns once the file is queued
 //! (or, when the backlog is full, after a bounded wait, stall `backlog`),
@@ -84,13 +84,13 @@
 //!
 //! The budget all this works within is the `memory` knob, or, for a
 //! runtime that follows memory pressure, what the policy
-//! (`memory_pressure.rs`) makes of the samples of memory the runtime
-//! passes (`Engine::note_memory_sample`, `memory_budget.rs`): a lowered
+//! (`memory_pressure/`) makes of the samples of memory the runtime
+//! passes (`Engine::note_memory_sample`, `memory_budget/`): a lowered
 //! budget drops clean pages at once, oldest first, and has dirty ones
 //! written back (reason vmscan) and dropped as they come clean
-//! (`reclaim.rs`, `trim_to_budget`).
+//! (`reclaim/`, `trim_to_budget`).
 //!
-//! Throughout, `handle_timeout` (`timers.rs`) runs the clocks: bandwidth
+//! Throughout, `handle_timeout` (`timers/`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
 //! windows. `check_invariants` (`invariants.rs`) checks the state after
 //! any step.
@@ -98,6 +98,17 @@
 //! A runtime with virtual time (the simulator, the engine's tests) drives
 //! all this through [`VirtualRuntime`] (`drive.rs`): carry out the actions
 //! in order, jump to the next completion or timer, complete, fire timers.
+//!
+//! # Layout
+//!
+//! A stage with both state and `Engine` methods is a directory: its
+//! `mod.rs` holds the methods (`impl Engine`), its other files the state,
+//! each type beside its small API (`task/state.rs`, `device/state.rs`, `flusher/work.rs`,
+//! `reclaim/queue.rs`, ...). `engine.rs` takes its fields' types from
+//! those files, and they import only each other, the vocabulary
+//! (`action.rs`, `ids.rs`, `time.rs`, `config/`) and pure policies
+//! (`wbt.rs`, `proportions.rs`, `memory_pressure/`, ...), never a file that
+//! implements `Engine`: no module imports itself through others.
 
 mod action;
 mod backing_len;
@@ -167,24 +178,27 @@ pub use config::{
     KnobError, Lru, StableWrites, DEFAULT_MEMORY_MIN_BYTES, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
 };
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
-pub use dontcache::{DontcacheStats, WRITTEN_RATE_SLOT_NS};
+pub use dontcache::stats::DontcacheStats;
+pub use dontcache::written_rate::WRITTEN_RATE_SLOT_NS;
 pub use drive::{NextEvent, VirtualRuntime};
 pub use engine::Engine;
 pub use error::EngineError;
 pub use ids::{DeviceId, DomainId, FileId, HandleId, IoId, PageIndex, TaskId, WbId, PAGE_SIZE};
-pub use memory_budget::{
-    limit_cap_bytes, start_budget, BudgetReason, MemoryBudgetStats, StartBudget, StartSource,
-    LIMIT_HEADROOM_MIN_BYTES, LIMIT_SHARE_PERCENT, MEM_AVAILABLE_SHARE_PERCENT,
-    START_BUDGET_MIN_BYTES,
+pub use memory_budget::start::{
+    limit_cap_bytes, start_budget, StartBudget, StartSource, LIMIT_HEADROOM_MIN_BYTES,
+    LIMIT_SHARE_PERCENT, MEM_AVAILABLE_SHARE_PERCENT, START_BUDGET_MIN_BYTES,
+};
+pub use memory_budget::stats::{BudgetReason, MemoryBudgetStats};
+pub use memory_pressure::sample::{
+    CgroupMemory, LimitFile, MemorySample, PressureView, PsiTotals, MAX_CGROUP_LEVELS,
 };
 pub use memory_pressure::{
-    reserve_bytes, BudgetChange, CacheMemory, CgroupMemory, LimitFile, MemoryPressure,
-    MemorySample, PressureView, PsiTotals, DEMAND_MIN_RESERVE_DIVISOR, GROW_HOLD_NS,
-    GROW_PERMILLE_PER_S, MAX_CGROUP_LEVELS, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
+    reserve_bytes, BudgetChange, CacheMemory, MemoryPressure, DEMAND_MIN_RESERVE_DIVISOR,
+    GROW_HOLD_NS, GROW_PERMILLE_PER_S, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
     PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
 };
-pub use stats::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
+pub use stats::counters::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
 pub use time::Instant;
 pub use wbt::{auto_target_ns, COMMIT_WRITE_MAX_PAGES};
 pub use wbt_pace::MAX_PACE_STEP;
-pub use write_path::WriteFlags;
+pub use write_path::flags::WriteFlags;

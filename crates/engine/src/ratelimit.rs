@@ -6,7 +6,7 @@
 //! matched the device's write bandwidth (`balanced`); `dirty_ratelimit`
 //! steps toward it, damped so it does not oscillate.
 
-use crate::bandwidth::INIT_BW_PAGES_S;
+use crate::bandwidth::estimate::INIT_BW_PAGES_S;
 use crate::time::NS_PER_SEC;
 
 #[derive(Clone, Debug)]

@@ -5,7 +5,7 @@
 //!   its final content is written once more (the write in flight may carry
 //!   a mix, harmless where the device does not checksum data in flight);
 //! - `wait`: it waits for the page's writeback to end (stall `stable_page`,
-//!   write_path.rs), as every Linux writer did from 3.0 to 3.9;
+//!   write_path/), as every Linux writer did from 3.0 to 3.9;
 //! - `snapshot` (here): copy on write. The writer's pages get fresh frames
 //!   holding a copy of their content (`Action::CopyFrames`), and the write
 //!   in flight keeps the old frames, which are freed when it completes.

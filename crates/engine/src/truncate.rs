@@ -22,7 +22,7 @@ use crate::time::Instant;
 
 impl Engine {
     /// Sets the file's length. The backing file's length follows as
-    /// backing_len.rs says: set by the runtime before this returns
+    /// backing_len/ says: set by the runtime before this returns
     /// (`Action::SetLength`), cut in steps by the backlog
     /// ([`Engine::cut_queued`], `Action::Release`), or, lengthened over
     /// data not yet written, by the next flush. The cached tail of a now

@@ -1,5 +1,6 @@
 //! Parsing of human-written quantities: sizes ("4KiB", "100MB") and
 //! durations ("200ms", "3s"). Used by knobs, scenario files and CLIs alike.
+//! Also the engine's shares of quantities (`mul_div`).
 
 use std::fmt;
 
@@ -105,6 +106,12 @@ pub fn format_bytes(bytes: u64) -> String {
     } else {
         format!("{value:.1}{}", UNITS[unit])
     }
+}
+
+/// `a * b / c` without overflow (u128 inside), rounded down.
+pub(crate) fn mul_div(a: u64, b: u64, c: u64) -> u64 {
+    debug_assert!(c > 0);
+    u64::try_from(a as u128 * b as u128 / c as u128).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

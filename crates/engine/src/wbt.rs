@@ -27,7 +27,7 @@
 //! - Ours: commits wait one after another (FUSE's fsync holds the file's
 //!   lock; a database commits in order), so their mean is what their
 //!   writers get: a window whose whole commits (fsync call to flush done,
-//!   durability.rs) average over twice the target is exceeded even when
+//!   durability/) average over twice the target is exceeded even when
 //!   its fastest read or commit write was quick, and one between one and
 //!   two targets holds the depth where it is.
 //! - Ours, off by default: write slices (`wbt_slice.rs`): while reads

@@ -8,7 +8,7 @@
 //! device's own, and a device that got slower shows it within two
 //! windows).
 //!
-//! Ours, for the uncached limit (`dontcache.rs`): a device that takes long
+//! Ours, for the uncached limit (`dontcache/`): a device that takes long
 //! per request but serves many at once (a deep array, network storage)
 //! runs at its rate only with rate × latency pages in flight (Little's
 //! law), which a window of the rate alone may not hold.

@@ -1,4 +1,4 @@
-//! Space reserved at write time (space.rs): a write past the backing
+//! Space reserved at write time (space/): a write past the backing
 //! filesystem's free space fails with NoSpace after one write-back that
 //! learns the real free space, and nothing of it is written; reservations
 //! are used by write-back and returned by truncation.

@@ -169,7 +169,7 @@ fn truncating_into_a_page_under_writeback_waits_for_its_write() {
             .unwrap();
         assert!(hs.now > start, "{mode}: the truncation waited");
         // Once per write request that completes (two of 128 pages), then
-        // once for the backing file's cut (backing_len.rs).
+        // once for the backing file's cut (backing_len/).
         assert_eq!(
             hs.stalls.iter().map(|s| s.reason).collect::<Vec<_>>(),
             [StallReason::Sync, StallReason::Sync, StallReason::Sync],

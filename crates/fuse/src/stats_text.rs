@@ -132,7 +132,7 @@ fn device_io_lines(out: &mut String, d: &wb_engine::DeviceStats) {
     );
     line(out, &format!("{name}.read_bytes"), d.pages_read * PAGE_SIZE);
     line(out, &format!("{name}.write_errors"), d.write_errors);
-    // Space reserved at write time for dirty data (the engine's space.rs).
+    // Space reserved at write time for dirty data (the engine's space/).
     line(
         out,
         &format!("{name}.space_free_bytes"),

@@ -25,7 +25,7 @@ pub enum Error {
     /// The range does not fit in a file.
     OutOfRange { offset: u64, len: u64 },
     /// The backing filesystem has no room for the write: nothing of it
-    /// was written (ENOSPC at write time; the engine's space.rs).
+    /// was written (ENOSPC at write time; the engine's space/).
     NoSpace(String),
     /// The cache was shut down while the file was still open.
     Closed,

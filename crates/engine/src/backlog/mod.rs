@@ -59,10 +59,9 @@
 //! worker's steps, dropping pages, retiring files, waking producers.
 
 mod estimate;
-mod queue;
+pub(crate) mod queue;
 
 pub use estimate::RELEASE_STEP_BYTES;
-pub(crate) use queue::Backlog;
 pub use queue::{BacklogStats, FLUSH_ALL_MAX_ITEMS};
 
 use crate::action::{Action, IoErrorKind, ReleaseStep, StallReason, Step};

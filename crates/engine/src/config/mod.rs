@@ -36,7 +36,7 @@ pub const MIN_MEMORY_BYTES: u64 = 4 << 20;
 /// The largest cache budget we accept (the page table uses u32 page counts per file).
 pub const MAX_MEMORY_BYTES: u64 = 1 << 44;
 /// Default `memory_min`: the budget a cache following memory pressure
-/// keeps however hard it is pressed (memory_budget.rs). 64 MiB keeps the
+/// keeps however hard it is pressed (memory_budget/). 64 MiB keeps the
 /// cache working as a cache: a dirty threshold of ~13 MiB (dirty_ratio 20)
 /// still lets writeback build large requests, and a few readahead windows
 /// fit; below it the cache would give back little and crawl.
@@ -46,7 +46,7 @@ pub const DEFAULT_MEMORY_MIN_BYTES: u64 = 64 << 20;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// The cache budget: clean + dirty + writeback pages never exceed it.
-    /// A cache that follows memory pressure (memory_budget.rs) takes it as
+    /// A cache that follows memory pressure (memory_budget/) takes it as
     /// its ceiling: the budget shrinks below it under pressure and grows
     /// back up to it.
     pub memory_bytes: u64,

@@ -22,9 +22,9 @@ use crate::time::Instant;
 const PLANTED_SKIP_FLUSH: bool = cfg!(feature = "planted-skip-flush");
 const PLANTED_EARLY_ACK: bool = cfg!(feature = "planted-early-ack");
 
-mod table;
+pub(crate) mod table;
 
-pub(crate) use table::{SyncFile, SyncOp, SyncTable};
+pub(crate) use table::{SyncFile, SyncOp};
 
 impl Engine {
     /// Makes the file's data durable (fsync). Reports a write-back error
@@ -419,7 +419,7 @@ impl Engine {
             }
             if f.resizing.is_some() {
                 // Its backing file's length is being set: length_set pumps
-                // the device (backing_len.rs).
+                // the device (backing_len/).
                 return SyncNext::Blocked;
             }
             let tagged_end = sf.ranges[sf.range].1;

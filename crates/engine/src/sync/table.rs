@@ -125,7 +125,7 @@ pub(crate) struct SyncOp {
     pub no_flush: bool,
     /// A commit (an fsync of one file that tagged at most
     /// `COMMIT_WRITE_MAX_PAGES`): its device and when it began; wbt hears
-    /// how long it took once its flush is done (durability.rs).
+    /// how long it took once its flush is done (durability/).
     pub commit: Option<(DeviceId, Instant)>,
 }
 

@@ -235,7 +235,7 @@ type FileKey = (u64, u64);
 /// with a hole below: zeros the file never held. So a write that ends past
 /// its file's size waits while another such write of the same file is in
 /// flight, and they go in the order they came (the engine's: it grows a
-/// file from the lowest page up, engine backing_len.rs).
+/// file from the lowest page up, engine backing_len/).
 ///
 /// The filesystems run them one at a time anyway: ext2/3/4 holds the
 /// inode's lock exclusively until the device has completed an O_DIRECT

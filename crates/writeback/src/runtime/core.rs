@@ -649,7 +649,7 @@ impl Core {
     }
 
     /// Adds a file the engine does not know yet.
-    /// The engine may give a new file the id of one it evicted (evict.rs):
+    /// The engine may give a new file the id of one it evicted (evict/):
     /// its slots are then taken over, after its Evict was carried out.
     pub fn add_file(&mut self, file: FileId, backing: StdFile, key: (u64, u64), size: u64) {
         let (backing, size) = (Some(Arc::new(backing)), Arc::new(AtomicU64::new(size)));

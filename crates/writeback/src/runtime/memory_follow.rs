@@ -2,7 +2,7 @@
 //! thread of its own samples the memory where the process runs
 //! (memory_sample.rs) as often as the engine asks (every 100 ms, 10 ms
 //! near the limit: `Engine::memory_sample_interval_ns`), hands each sample to the
-//! engine, which decides the budget (the engine's memory_pressure.rs) and
+//! engine, which decides the budget (the engine's memory_pressure/) and
 //! trims the cache to it, and then gives the freed frames' memory back to
 //! the system at once, a batch per hold of the cache's lock
 //! (`Core::give_back_memory`). No policy here: it samples and applies.

@@ -1,6 +1,6 @@
 //! Reading the memory where the process runs, for the engine's memory
-//! pressure policy and the start budget (the engine's memory_pressure.rs
-//! and memory_budget.rs decide; this only reads):
+//! pressure policy and the start budget (the engine's memory_pressure/
+//! and memory_budget/ decide; this only reads):
 //!
 //! - /proc/meminfo: MemTotal, MemAvailable.
 //! - The process's cgroups, found from /proc/self/cgroup (`0::/path` for

@@ -1,5 +1,5 @@
 //! How many backing files the cache may keep open: the engine decides
-//! which idle files go and when (wb-engine's evict.rs); the runtime only
+//! which idle files go and when (wb-engine's evict/); the runtime only
 //! tells it the limit, from the process's open-file limit, and closes a
 //! file's descriptor when told (`Action::Evict`).
 

@@ -1,5 +1,5 @@
 //! Free space of a device's filesystem, reported to the engine, which
-//! reserves it for dirty data (the engine's space.rs): when a device is
+//! reserves it for dirty data (the engine's space/): when a device is
 //! added and whenever the engine asks (`Action::StatFs`).
 
 use std::ffi::CString;

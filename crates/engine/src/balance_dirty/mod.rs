@@ -1,0 +1,439 @@
+//! IO-less dirty throttling of one writer (Linux's balance_dirty_pages
+//! since 3.2). A writer never writes back itself; it sleeps in short
+//! pauses sized so that it dirties at `dirty_ratelimit * pos_ratio`.
+//!
+//! - Below the freerun ceiling nobody sleeps; the writer looks again after
+//!   about sqrt(thresh - dirty) more pages.
+//! - Above it, the pause is the time the pages dirtied since the last pause
+//!   should have taken at the task's rate, minus the time that already
+//!   passed (think time), bounded by `max_pause` (≤ 200 ms).
+//! - Pauses shorter than `min_pause` are not taken; the debt is carried.
+//! - The engine pass (after the math): once a task has dirtied its
+//!   `nr_dirtied_pause` pages, `maybe_throttle` looks at its writeback
+//!   context's limits (the dirty_throttle_control, `dtc`), kicks background
+//!   writeback over the background threshold, and turns a pause into a
+//!   stall. `dirty_throttle = "global-2007"` goes to dirty_throttle_2007.rs.
+
+pub(crate) mod task_dirty;
+
+use crate::action::{Stall, StallReason, Step, ThrottleDetail};
+use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
+use crate::config::DirtyThrottle;
+use crate::dirty_limits::{dirty_freerun_ceiling, dirty_poll_interval, wb_calc_thresh};
+use crate::dirty_throttle_2007::{ratelimit_pages_2007, RATELIMIT_EXCEEDED_2007};
+use crate::engine::Engine;
+use crate::ids::{FileId, TaskId, WbId};
+use crate::position_ratio::{wb_position_ratio, Dtc};
+use crate::task::Op;
+use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
+
+use crate::action::MAX_PAUSE_NS;
+/// Linux's DIRTY_POLL_THRESH (128 KiB): the smallest useful batch of pages between checks.
+pub const DIRTY_POLL_THRESH: u64 = 32;
+/// The longest pause for a context: about 1/8 of the time its device needs
+/// to write the context's dirty pages, so the pool never runs dry while the
+/// writer sleeps; never above 200 ms.
+pub fn wb_max_pause(avg_write_bw: u64, wb_dirty: u64) -> u64 {
+    let t = wb_dirty as u128 * NS_PER_SEC as u128 / (8 * (avg_write_bw as u128 + 1));
+    (NS_PER_MS + t.min(u64::MAX as u128) as u64).min(MAX_PAUSE_NS)
+}
+
+/// The shortest pause worth taking, and how many pages to dirty before the
+/// next check (Linux's wb_min_pause). Aims for pauses near max_pause / 2 with
+/// at least DIRTY_POLL_THRESH pages in between.
+pub fn wb_min_pause(
+    avg_write_bw: u64,
+    dirty_ratelimit: u64,
+    task_ratelimit: u64,
+    max_pause_ns: u64,
+) -> (u64, u64) {
+    let hi = avg_write_bw.max(1).ilog2() as u64;
+    let lo = dirty_ratelimit.max(1).ilog2() as u64;
+    let mut t = max_pause_ns / 2;
+    // When the rate limit is far below the bandwidth, there are probably
+    // other dirtiers (or think time): allow longer pauses, ~10 ms per power of 2.
+    if hi > lo {
+        t += (hi - lo) * 10 * NS_PER_MS;
+    }
+    t = t.min(NS_PER_MS + max_pause_ns / 2);
+    let pages_in = |rate: u64, t: u64| (rate as u128 * t as u128 / NS_PER_SEC as u128) as u64;
+    let mut pages = pages_in(dirty_ratelimit, t);
+    if pages < DIRTY_POLL_THRESH {
+        t = max_pause_ns;
+        pages = pages_in(dirty_ratelimit, t);
+        if pages > DIRTY_POLL_THRESH {
+            pages = DIRTY_POLL_THRESH;
+            t = NS_PER_SEC * DIRTY_POLL_THRESH / dirty_ratelimit.max(1);
+        }
+    }
+    let pause = NS_PER_SEC as u128 * pages as u128 / (task_ratelimit as u128 + 1);
+    if pause > max_pause_ns as u128 {
+        t = max_pause_ns;
+        pages = pages_in(task_ratelimit, t);
+    }
+    let pages = pages.clamp(1, MAX_DIRTIED_PAUSE);
+    let min_pause = if pages >= DIRTY_POLL_THRESH {
+        NS_PER_MS + t / 2
+    } else {
+        t
+    };
+    (min_pause, pages)
+}
+
+/// Everything one decision needs about the writer's context.
+#[derive(Clone, Copy, Debug)]
+pub struct ThrottleInput {
+    /// Pages per second at pos_ratio 1.
+    pub dirty_ratelimit: u64,
+    pub pos_ratio: f64,
+    pub avg_write_bw: u64,
+    pub wb_dirty: u64,
+}
+
+/// What the writer must do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Throttle {
+    /// Carry on; the debt (if any) is remembered.
+    Proceed,
+    /// Sleep this long. `again`: over the hard limit, look again afterwards.
+    Pause { pause_ns: u64, again: bool },
+}
+
+/// The freerun case: nothing to do; check again after `poll_pages`.
+pub fn freerun(task: &mut TaskDirty, now: Instant, poll_pages: u64) {
+    task.dirty_paused_when = Some(now);
+    task.nr_dirtied = 0;
+    task.nr_dirtied_pause = poll_pages.clamp(1, MAX_DIRTIED_PAUSE);
+}
+
+/// One pass of balance_dirty_pages above the freerun ceiling.
+pub fn throttle(task: &mut TaskDirty, now: Instant, input: ThrottleInput) -> Throttle {
+    assert!(input.pos_ratio >= 0.0);
+    let pages_dirtied = task.nr_dirtied;
+    let task_ratelimit = (input.dirty_ratelimit as f64 * input.pos_ratio) as u64;
+    let max_pause = wb_max_pause(input.avg_write_bw, input.wb_dirty);
+    let (min_pause, nr_dirtied_pause) = wb_min_pause(
+        input.avg_write_bw,
+        input.dirty_ratelimit,
+        task_ratelimit,
+        max_pause,
+    );
+
+    if task_ratelimit == 0 {
+        // At or over the hard limit: sleep the longest pause and look again.
+        task.dirty_paused_when = Some(now + max_pause);
+        task.nr_dirtied = 0;
+        task.nr_dirtied_pause = nr_dirtied_pause;
+        return Throttle::Pause {
+            pause_ns: max_pause,
+            again: true,
+        };
+    }
+    let period = (NS_PER_SEC as u128 * pages_dirtied as u128 / task_ratelimit as u128) as i128;
+    let mut pause = period;
+    if let Some(when) = task.dirty_paused_when {
+        pause -= now.as_ns() as i128 - when.as_ns() as i128;
+    }
+    if pause < min_pause as i128 {
+        // Too short to be worth a sleep. Under a second of think time is
+        // compensated in later periods; more than that resets (a light dirtier).
+        if pause < -(NS_PER_SEC as i128) {
+            task.dirty_paused_when = Some(now);
+            task.nr_dirtied = 0;
+        } else if period > 0 {
+            let when = task.dirty_paused_when.unwrap_or(now);
+            task.dirty_paused_when = Some(when + period as u64);
+            task.nr_dirtied = 0;
+        } else if task.nr_dirtied_pause <= pages_dirtied {
+            task.nr_dirtied_pause = (task.nr_dirtied_pause + pages_dirtied).min(MAX_DIRTIED_PAUSE);
+        }
+        return Throttle::Proceed;
+    }
+    let mut wake = now;
+    let mut pause = pause as u64;
+    if pause > max_pause {
+        // The rate dropped sharply: take max_pause now and count part of the
+        // rest as already served, so the next period is not inflated.
+        wake = wake + (pause - max_pause).min(max_pause);
+        pause = max_pause;
+    }
+    task.dirty_paused_when = Some(wake + pause);
+    task.nr_dirtied = 0;
+    task.nr_dirtied_pause = nr_dirtied_pause;
+    assert!(pause <= MAX_PAUSE_NS);
+    Throttle::Pause {
+        pause_ns: pause,
+        again: false,
+    }
+}
+
+/// When the writeback context exceeds its share, check every 8 pages
+/// (Linux: 32 >> (PAGE_SHIFT - 10)).
+pub const RATELIMIT_EXCEEDED: u64 = 8;
+
+impl Engine {
+    /// The throttle control for a writeback context, in pages.
+    pub(crate) fn dtc(&self, wb_id: WbId) -> Dtc {
+        let wb = &self.wbs[wb_id.index()];
+        let device = &self.devices[wb.device.index()].config;
+        let (num, den) = wb.completions.fraction(&self.dom.completions);
+        let sum_min: u32 = self
+            .devices
+            .iter()
+            .map(|d| d.config.min_ratio)
+            .sum::<u32>()
+            .min(100);
+        let thresh = self.dom.thresh.thresh;
+        let wb_thresh = wb_calc_thresh(
+            thresh,
+            num,
+            den,
+            device.min_ratio,
+            device.max_ratio,
+            sum_min,
+        );
+        Dtc {
+            dirty: self.nr_dirty + self.nr_writeback,
+            thresh,
+            bg_thresh: self.dom.thresh.bg_thresh,
+            limit: self.hard_limit_pages(),
+            wb_dirty: wb.dirty + wb.writeback,
+            wb_thresh,
+            wb_bg_thresh: wb_thresh * self.dom.thresh.bg_thresh / thresh.max(1),
+        }
+    }
+
+    /// After dirtying a page: does the writer look at the limits now?
+    /// How many more pages `task` may newly dirty in `file` before
+    /// `maybe_throttle` looks at the limits (at least one).
+    pub(crate) fn pages_before_throttle_check(&self, task: TaskId, file: FileId) -> u64 {
+        let (dirtied, limit) = self.throttle_check_point(task, file);
+        limit.saturating_sub(dirtied).max(1)
+    }
+
+    /// The task's pages dirtied since its last look at the limits, and how
+    /// many it may dirty before it looks again (Linux's ratelimit, in the
+    /// configured throttle's terms).
+    fn throttle_check_point(&self, task: TaskId, file: FileId) -> (u64, u64) {
+        let t = &self.tasks[task.index()];
+        match self.config.dirty_throttle {
+            DirtyThrottle::IoLess => {
+                let wb = self.files[file.index()].wb;
+                let mut ratelimit = t.dirty.nr_dirtied_pause;
+                if self.wbs[wb.index()].dirty_exceeded {
+                    ratelimit = ratelimit.min(RATELIMIT_EXCEEDED);
+                }
+                (t.dirty.nr_dirtied, ratelimit)
+            }
+            DirtyThrottle::Global2007 => {
+                let limit = if self.dirty_exceeded_2007 {
+                    RATELIMIT_EXCEEDED_2007
+                } else {
+                    ratelimit_pages_2007(self.memory_pages)
+                };
+                (t.ratelimit_2007, limit)
+            }
+        }
+    }
+
+    pub(crate) fn maybe_throttle(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
+        let (dirtied, limit) = self.throttle_check_point(task, file);
+        if dirtied < limit {
+            return None;
+        }
+        match self.config.dirty_throttle {
+            DirtyThrottle::IoLess => self.balance_dirty_pages(now, task, file),
+            DirtyThrottle::Global2007 => {
+                self.tasks[task.index()].ratelimit_2007 = 0;
+                self.throttle_2007(now, task, file)
+            }
+        }
+    }
+
+    fn set_throttle_again(&mut self, task: TaskId, again: bool) {
+        if let Op::Write { throttle_again, .. } = &mut self.tasks[task.index()].op {
+            *throttle_again = again;
+        }
+    }
+
+    /// Linux's balance_dirty_pages, one pass. Returns a pause, if any.
+    pub(crate) fn balance_dirty_pages(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
+        let wb_id = self.files[file.index()].wb;
+        let device = self.wbs[wb_id.index()].device;
+        let strict = self.devices[device.index()].config.strict_limit;
+        // Start background writeback as soon as there is more dirty than
+        // the background threshold, well before anyone is throttled.
+        if self.nr_dirty > self.dom.thresh.bg_thresh {
+            self.kick_background(now, wb_id);
+        }
+        let dtc = self.dtc(wb_id);
+        let (dirty, ceiling, thresh) = if strict {
+            (
+                dtc.wb_dirty,
+                dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh),
+                dtc.wb_thresh,
+            )
+        } else {
+            (dtc.dirty, dtc.freerun(), dtc.thresh)
+        };
+        if dirty <= ceiling {
+            freerun(
+                &mut self.tasks[task.index()].dirty,
+                now,
+                dirty_poll_interval(dirty, thresh),
+            );
+            self.set_throttle_again(task, false);
+            return None;
+        }
+        self.kick_background(now, wb_id);
+        let wb = &mut self.wbs[wb_id.index()];
+        let pos_ratio = wb_position_ratio(&dtc, wb.bw.avg_write_bw, strict);
+        wb.dirty_exceeded = dtc.wb_dirty > dtc.wb_thresh && (dtc.dirty > dtc.thresh || strict);
+        let input = ThrottleInput {
+            dirty_ratelimit: wb.rl.dirty_ratelimit,
+            pos_ratio,
+            avg_write_bw: wb.bw.avg_write_bw,
+            wb_dirty: dtc.wb_dirty,
+        };
+        let dirty_ratelimit = input.dirty_ratelimit;
+        match throttle(&mut self.tasks[task.index()].dirty, now, input) {
+            Throttle::Proceed => {
+                self.set_throttle_again(task, false);
+                None
+            }
+            Throttle::Pause { pause_ns, again } => {
+                self.set_throttle_again(task, again);
+                self.devices[device.index()].last_bdp_sleep = Some(now);
+                let stall = Stall {
+                    reason: StallReason::DirtyThrottle,
+                    until: now + pause_ns,
+                    wakeable: false,
+                    throttle: Some(ThrottleDetail {
+                        pause_ns,
+                        pos_ratio_permille: (pos_ratio * 1000.0) as u64,
+                        task_ratelimit_pages_s: (dirty_ratelimit as f64 * pos_ratio) as u64,
+                        dirty_pages: dtc.dirty,
+                        thresh_pages: dtc.thresh,
+                        limit_pages: dtc.limit,
+                        wb_dirty_pages: dtc.wb_dirty,
+                        wb_thresh_pages: dtc.wb_thresh,
+                    }),
+                };
+                Some(self.stall(task, now, stall, None))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_pause_bounds() {
+        assert_eq!(wb_max_pause(25_600, 0), NS_PER_MS);
+        assert_eq!(wb_max_pause(1, 1 << 30), MAX_PAUSE_NS);
+        // 2560 pages/s, 2560 dirty: 1/8 s = 125 ms (+1 ms).
+        let p = wb_max_pause(2560, 2560);
+        assert!(
+            (p as i64 - 126 * NS_PER_MS as i64).abs() < NS_PER_MS as i64,
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn pause_matches_rate() {
+        let mut task = TaskDirty::default();
+        let now = Instant(10 * NS_PER_SEC);
+        task.dirty_paused_when = Some(now);
+        task.nr_dirtied = 256;
+        let input = ThrottleInput {
+            dirty_ratelimit: 2560,
+            pos_ratio: 1.0,
+            avg_write_bw: 2560,
+            wb_dirty: 50_000,
+        };
+        // 256 pages at 2560 pages/s = 100 ms, none of it already served.
+        assert_eq!(
+            throttle(&mut task, now, input),
+            Throttle::Pause {
+                pause_ns: 100 * NS_PER_MS,
+                again: false
+            }
+        );
+        assert_eq!(task.dirty_paused_when, Some(now + 100 * NS_PER_MS));
+        assert_eq!(task.nr_dirtied, 0);
+    }
+
+    #[test]
+    fn think_time_is_credited() {
+        let mut task = TaskDirty::default();
+        let now = Instant(10 * NS_PER_SEC);
+        task.dirty_paused_when = Some(now - 90 * NS_PER_MS);
+        task.nr_dirtied = 256;
+        let input = ThrottleInput {
+            dirty_ratelimit: 2560,
+            pos_ratio: 1.0,
+            avg_write_bw: 2560,
+            wb_dirty: 50_000,
+        };
+        assert_eq!(
+            throttle(&mut task, now, input),
+            Throttle::Proceed,
+            "10 ms left < min_pause"
+        );
+        assert_eq!(
+            task.dirty_paused_when,
+            Some(now - 90 * NS_PER_MS + 100 * NS_PER_MS)
+        );
+    }
+
+    #[test]
+    fn pauses_never_exceed_bound() {
+        let mut task = TaskDirty {
+            nr_dirtied: 100_000,
+            ..TaskDirty::default()
+        };
+        let input = ThrottleInput {
+            dirty_ratelimit: 1000,
+            pos_ratio: 0.01,
+            avg_write_bw: 10,
+            wb_dirty: 1 << 30,
+        };
+        match throttle(&mut task, Instant(NS_PER_SEC), input) {
+            Throttle::Pause { pause_ns, again } => {
+                assert_eq!(pause_ns, MAX_PAUSE_NS);
+                assert!(!again);
+            }
+            other => panic!("{other:?}"),
+        }
+        let over = ThrottleInput {
+            pos_ratio: 0.0,
+            ..input
+        };
+        assert_eq!(
+            throttle(&mut task, Instant(NS_PER_SEC), over),
+            Throttle::Pause {
+                pause_ns: MAX_PAUSE_NS,
+                again: true
+            }
+        );
+    }
+
+    #[test]
+    fn min_pause_aims_for_batches() {
+        let (min_pause, pages) = wb_min_pause(25_600, 25_600, 25_600, MAX_PAUSE_NS);
+        assert!(pages >= DIRTY_POLL_THRESH);
+        assert!(min_pause <= MAX_PAUSE_NS / 2 + 2 * NS_PER_MS);
+    }
+}

@@ -1,0 +1,86 @@
+//! A device's state: its knobs, its writeback throttle, its request tags
+//! and the reads waiting for one, its writeback contexts, backlog and free
+//! space (device/ holds the Engine's side).
+
+use crate::action::IoRequest;
+use crate::backlog::queue::Backlog;
+use crate::config::{DeviceConfig, StableWrites};
+use crate::ids::WbId;
+use crate::space::state::DeviceSpace;
+use crate::stats::counters::DeviceStats;
+use crate::time::{Instant, NS_PER_MS};
+use crate::wbt::Wbt;
+use crate::write_latency::FullWriteLatency;
+use std::collections::VecDeque;
+
+/// Most devices one engine serves (the table is dense).
+pub const MAX_DEVICES: usize = 256;
+
+/// A device whose idle 4 KiB read takes this long or more seeks (a disk).
+pub const SEEKING_DEVICE_NS: u64 = NS_PER_MS;
+/// Reads a seeking device may hold at once (ours, not Linux's).
+pub const SEEKING_READ_DEPTH: u32 = 2;
+
+/// How many reads a device may hold at once. A disk reorders what it
+/// holds for the shortest seek: with many reads queued it serves, again
+/// and again, the reader whose next block is under the head (one of four
+/// equal sequential readers got 2.9× the others, and the four together
+/// left the writers a third of their bandwidth). So a seeking device gets
+/// at most SEEKING_READ_DEPTH reads; the rest wait with us in arrival
+/// order. Flash serves reads in parallel: no limit.
+pub fn read_depth_max(idle_read_latency_ns: u64) -> u32 {
+    if idle_read_latency_ns >= SEEKING_DEVICE_NS {
+        SEEKING_READ_DEPTH
+    } else {
+        u32::MAX
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Device {
+    pub config: DeviceConfig,
+    pub wbt: Wbt,
+    pub idle_read_latency_ns: u64,
+    pub tags_used: u32,
+    /// nr_requests was lowered below the tags in use: no tag is handed out
+    /// until they drain below it (Linux freezes the queue instead).
+    pub tags_draining: bool,
+    /// Reads waiting for a tag, in arrival order.
+    pub tag_waiters: VecDeque<IoRequest>,
+    /// Last time a writer to this device slept in the dirty throttle.
+    pub last_bdp_sleep: Option<Instant>,
+    /// The highest write bandwidth measured on the device (its contexts'
+    /// estimates summed, pages/s): what it can write when not throttled.
+    pub write_bw_peak: u64,
+    /// Reads handed to the device and not yet complete.
+    pub reads_inflight: u32,
+    /// At most this many reads in flight (see `read_depth_max`).
+    pub read_depth_max: u32,
+    pub wbs: Vec<WbId>,
+    /// Which context the flusher pump starts with next (round robin).
+    pub next_wb: usize,
+    /// The device checksums data in flight and needs pages stable while
+    /// they are written (a fact the runtime reports: Linux's
+    /// queue/stable_writes, or the model's).
+    pub stable_required: bool,
+    /// Deferred releases of unlinked files (backlog/).
+    /// Boxed: rarely used, and the device's hot fields stay together.
+    pub backlog: Box<Backlog>,
+    /// Free space reserved for dirty pages (space/).
+    pub space: DeviceSpace,
+    /// How long a full write takes, unqueued (write_latency.rs).
+    pub full_write_latency: FullWriteLatency,
+    pub stats: DeviceStats,
+}
+
+impl Device {
+    /// What writers do with pages under writeback on this device:
+    /// `stable_writes`, with `auto` resolved by what the device needs.
+    pub(crate) fn stable_mode(&self) -> StableWrites {
+        match self.config.stable_writes {
+            StableWrites::Auto if self.stable_required => StableWrites::Snapshot,
+            StableWrites::Auto => StableWrites::None,
+            mode => mode,
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The requests handed to the runtime and not yet completed, and the
+//! next request id (dispatch/ issues them, completion.rs retires them).
+
+use crate::action::IoRequest;
+use crate::ids::{IoId, TaskId};
+use crate::time::Instant;
+use std::collections::BTreeMap;
+
+/// A request handed to the runtime and not yet completed.
+#[derive(Debug)]
+pub(crate) struct Inflight {
+    pub req: IoRequest,
+    pub issued_at: Instant,
+    /// Counted against wbt's in-flight limit.
+    pub tracked: bool,
+    /// A write of a commit (`Engine::issue`).
+    pub commit: bool,
+    /// Frames the request still writes from after writers were given
+    /// copies of their pages (stable.rs), as (first frame, count): freed at
+    /// completion.
+    pub snapshot_frames: Vec<(u32, u64)>,
+}
+
+/// The requests in flight, and the next request id (ids only grow, so
+/// "issued before" is "smaller id").
+#[derive(Debug)]
+pub(crate) struct IoTable {
+    pub inflight: BTreeMap<IoId, Inflight>,
+    pub next_io: u64,
+    /// Direct write requests in flight, by the task that waits for them.
+    pub direct_ios: BTreeMap<IoId, TaskId>,
+}
+
+impl Default for IoTable {
+    fn default() -> IoTable {
+        IoTable {
+            inflight: BTreeMap::new(),
+            next_io: 1,
+            direct_ios: BTreeMap::new(),
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! The buffered write path: copy page by page into the cache (reading a
+//! page first when only part of it is overwritten), mark pages dirty, and
+//! let the dirty throttle decide whether the writer sleeps.
+
+pub(crate) mod flags;
+
+use crate::action::{Action, StallReason, Step};
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
+use crate::page_cache::{PG_DIRTY, PG_DROPBEHIND, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::task::{Op, WaitKey};
+use crate::time::Instant;
+use crate::write_path::flags::WriteFlags;
+
+/// Pages `first..want_end` of `file` a write is about to fill.
+#[derive(Clone, Copy, Debug)]
+struct Stretch {
+    file: FileId,
+    first: PageIndex,
+    want_end: PageIndex,
+    /// The write covers the pages whole (else it is one page, partly
+    /// overwritten).
+    whole: bool,
+    flags: WriteFlags,
+}
+
+impl Engine {
+    /// Writes `len` bytes at `offset` through the cache.
+    pub fn write(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Step, EngineError> {
+        self.write_with(now, task, handle, offset, len, WriteFlags::default())
+    }
+
+    /// As `write`, with `flags` (for example uncached).
+    pub fn write_with(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+        flags: WriteFlags,
+    ) -> Result<Step, EngineError> {
+        self.file_in_use(handle, offset, len)?;
+        let end = offset + len;
+        self.begin(
+            task,
+            Op::Write {
+                handle,
+                start: offset,
+                pos: offset,
+                end,
+                flags,
+                flush_op: None,
+                throttle_again: false,
+                wait_2007: None,
+                space_flushed: false,
+            },
+        )?;
+        self.continue_write(now, task)
+    }
+
+    pub(crate) fn continue_write(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::Write {
+            handle,
+            start,
+            mut pos,
+            end,
+            flags,
+            flush_op,
+            throttle_again,
+            wait_2007,
+            space_flushed,
+        } = self.tasks[task.index()].op.clone()
+        else {
+            unreachable!("continue_write on a task that is not writing");
+        };
+        let file = self.handle(handle)?.file;
+        if pos == start {
+            if let Some(stop) = self.write_space(now, task, file, (start, end), space_flushed) {
+                return stop;
+            }
+        }
+        if let Some(step) =
+            self.write_throttles_again(now, task, file, wait_2007.is_some(), throttle_again)
+        {
+            return Ok(step);
+        }
+        while pos < end {
+            // The backing file still holds old data past the end: a queued
+            // cut frees it first (truncate.rs).
+            if self.extends_over_cut(file, end) {
+                return Ok(self.wait_for_cut(now, task, file));
+            }
+            if flags.dontcache {
+                if let Some(step) = self.dontcache_throttle(now, task, file) {
+                    return Ok(step);
+                }
+            }
+            pos = match self.write_stretch(now, task, file, (pos, end), flags) {
+                Ok(pos) => pos,
+                Err(step) => return Ok(step),
+            };
+            if let Some(step) = self.maybe_throttle(now, task, file) {
+                return Ok(step);
+            }
+        }
+        if flags.dontcache {
+            if let Some(step) = self.dontcache_written(now, task, file, start, end, flush_op) {
+                return Ok(step);
+            }
+        }
+        self.finish(task, Ok(Step::Done))
+    }
+
+    /// Room on the backing filesystem for what the write adds, checked
+    /// before any of it is in the cache (space/): Some(what to return)
+    /// when the write waits or fails here.
+    fn write_space(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        range: (u64, u64),
+        mut space_flushed: bool,
+    ) -> Option<Result<Step, EngineError>> {
+        let checked = self.check_space(now, task, file, range, &mut space_flushed);
+        if let Op::Write {
+            space_flushed: f, ..
+        } = &mut self.tasks[task.index()].op
+        {
+            *f = space_flushed;
+        }
+        match checked {
+            None => None,
+            Some(Ok(step)) => Some(Ok(step)),
+            Some(Err(e)) => Some(self.finish(task, Err(e))),
+        }
+    }
+
+    /// A write that woke from a dirty throttle checks it again.
+    fn write_throttles_again(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        wait_2007: bool,
+        throttle_again: bool,
+    ) -> Option<Step> {
+        if wait_2007 {
+            if let Some(step) = self.throttle_2007(now, task, file) {
+                return Some(step);
+            }
+        }
+        if throttle_again {
+            return self.balance_dirty_pages(now, task, file);
+        }
+        None
+    }
+
+    /// Copies one stretch of the write at `pos` (of `pos..end`) into the
+    /// cache and dirties it: the write's new position, or the step it
+    /// waits in for its pages.
+    fn write_stretch(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        (mut pos, end): (u64, u64),
+        flags: WriteFlags,
+    ) -> Result<u64, Step> {
+        let page = pos / PAGE_SIZE;
+        let whole = pos % PAGE_SIZE == 0 && end - pos >= PAGE_SIZE;
+        // Dirty no more new pages than the task may before its next
+        // throttle check: the checks fall where a page-at-a-time loop
+        // would make them.
+        let want_end = if whole {
+            page + ((end - pos) / PAGE_SIZE).min(self.pages_before_throttle_check(task, file))
+        } else {
+            page + 1
+        };
+        let stretch = Stretch {
+            file,
+            first: page,
+            want_end,
+            whole,
+            flags,
+        };
+        let ready_end = self.prepare_pages(now, task, stretch)?;
+        self.dirty_pages(now, task, file, page, ready_end, flags);
+        let copied = pos;
+        pos = end.min(ready_end * PAGE_SIZE);
+        self.copy_in(task, file, copied, pos);
+        if flags.deferred_copy && !flags.dontcache {
+            self.lock_pages(task, file, page, ready_end);
+        }
+        let f = &mut self.files[file.index()];
+        f.size = f.size.max(pos);
+        if let Op::Write { pos: p, .. } = &mut self.tasks[task.index()].op {
+            *p = pos;
+        }
+        Ok(pos)
+    }
+
+    /// Makes the stretch's pages from `first` (up to `want_end`) cached
+    /// and modifiable. Returns the end of the pages made ready (past
+    /// `first`), or the wait the task must make when not even `first` is
+    /// ready. Inserts at most one run of new pages, so nothing it prepared
+    /// can be reclaimed before the caller dirties it.
+    fn prepare_pages(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        stretch: Stretch,
+    ) -> Result<PageIndex, Step> {
+        let Stretch {
+            file,
+            first,
+            want_end,
+            ..
+        } = stretch;
+        let stable = self.devices[self.files[file.index()].device.index()].stable_mode();
+        let stable_wait = stable == crate::config::StableWrites::Wait;
+        let mut p = first;
+        while p < want_end {
+            let f = &self.files[file.index()];
+            let Some((start, run)) = f.run_at(p) else {
+                if p > first {
+                    break;
+                }
+                return self.insert_for_write(now, task, stretch);
+            };
+            let wait = if run.flags & PG_READING != 0 {
+                Some((StallReason::ReadIo, WaitKey::FileIo(file)))
+            } else if run.flags & PG_WRITEBACK != 0 && stable_wait {
+                // The device checksums data in flight: wait for the write to finish.
+                Some((StallReason::StablePage, WaitKey::FileIo(file)))
+            } else {
+                None
+            };
+            if let Some((reason, key)) = wait {
+                if p > first {
+                    break;
+                }
+                return Err(self.wait_for(now, task, reason, key));
+            }
+            if run.flags & PG_WRITEBACK != 0 && stable == crate::config::StableWrites::Snapshot {
+                // The write in flight keeps its frames; this writer gets copies.
+                let end = (start + run.len).min(want_end);
+                match self.snapshot_pages(file, p, end) {
+                    Some(copied_end) => {
+                        p = copied_end;
+                        continue;
+                    }
+                    None if p > first => break,
+                    None => {
+                        return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory))
+                    }
+                }
+            }
+            p = (start + run.len).min(want_end);
+        }
+        Ok(p)
+    }
+
+    /// Inserts the uncached pages from the stretch's `first` (up to
+    /// `want_end`), as far as memory allows; see `prepare_pages`.
+    fn insert_for_write(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        stretch: Stretch,
+    ) -> Result<PageIndex, Step> {
+        let Stretch {
+            file,
+            first: page,
+            want_end,
+            whole,
+            flags,
+        } = stretch;
+        // Pages an uncached write brings in are marked to leave after
+        // writeback; pages cached already keep their state (as Linux marks
+        // only the folios it creates).
+        let mark = if flags.dontcache { PG_DROPBEHIND } else { 0 };
+        let f = &self.files[file.index()];
+        let on_disk = page * PAGE_SIZE < f.size;
+        let hole = f.hole_len(page, want_end - page);
+        // Room for the whole stretch at once: the clock hand runs once per
+        // stretch rather than once per RECLAIM_BATCH pages.
+        let free = self.free_pages();
+        if free < hole {
+            self.shrink((hole - free).max(crate::reclaim::RECLAIM_BATCH));
+        }
+        if self.free_pages() == 0 && !self.reserve(now, 1) {
+            return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
+        }
+        if on_disk && !whole {
+            // Read-modify-write: the rest of the page must come from the device.
+            self.insert_pages(file, page, 1, PG_READING | mark, false);
+            self.submit_read(now, file, page, 1);
+            return Err(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
+        }
+        let pages = hole.min(self.free_pages());
+        // Whole-page writes need no zeroed frames: their data is copied
+        // over all of them first.
+        self.insert_pages(file, page, pages, mark, whole);
+        Ok(page + pages)
+    }
+
+    /// Asks the runtime to copy the write's bytes `from..to` (file
+    /// offsets) into the frames of their pages, one action per run.
+    fn copy_in(&mut self, task: TaskId, file: FileId, from: u64, to: u64) {
+        let mut pos = from;
+        while pos < to {
+            let page = pos / PAGE_SIZE;
+            let (start, run) = self.files[file.index()]
+                .run_at(page)
+                .expect("pages to copy into are cached");
+            let len = ((start + run.len) * PAGE_SIZE).min(to) - pos;
+            self.actions.push_back(Action::CopyIn {
+                task,
+                file,
+                pos,
+                len,
+                frame: run.frame + (page - start) as u32,
+            });
+            pos += len;
+        }
+    }
+
+    /// Marks cached pages `first..end` dirty and accounts those that were
+    /// not. An ordinary write takes the drop-behind mark off.
+    fn dirty_pages(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+        flags: WriteFlags,
+    ) {
+        let clear = if flags.dontcache { 0 } else { PG_DROPBEHIND };
+        // A write is not an access with two lists (lru.rs); under CLOCK it
+        // gives the page its second chance.
+        let used = match self.config.lru {
+            crate::config::Lru::Clock => PG_REFERENCED,
+            crate::config::Lru::ActiveInactive => 0,
+        };
+        // Overwriting pages that are dirty (and referenced) already changes
+        // no state: no split of their run, no accounting.
+        if self.files[file.index()].all_match(first, end, PG_DIRTY | used, clear) {
+            return;
+        }
+        self.wake_timers(now, false);
+        let f = &mut self.files[file.index()];
+        let before = f.counts();
+        // Whether the context had I/O before these pages (its bandwidth
+        // estimate restarts when it had none).
+        let had_io = self.wbs[f.wb.index()].has_io();
+        f.update(first, end, |fl| (fl | PG_DIRTY | used) & !clear);
+        self.account_pages(file, before);
+        self.reserve_dirtied(file, first, end);
+        let f = &mut self.files[file.index()];
+        let newly = f.counts().dirty - before.dirty;
+        if newly == 0 {
+            return;
+        }
+        let wb_id = f.wb;
+        let newly_dirty_file = f.dirtied_when.is_none();
+        if newly_dirty_file {
+            f.dirtied_when = Some(now);
+        }
+        let wb = &mut self.wbs[wb_id.index()];
+        if newly_dirty_file {
+            wb.dirty_files.insert((now, file));
+        }
+        if !had_io {
+            wb.bw.restart(now, wb.written, wb.dirtied);
+        }
+        wb.dirtied += newly;
+        if flags.dontcache {
+            self.pace_dontcache(now, wb_id, newly);
+        }
+        self.stats.dirtied_pages += newly;
+        let t = &mut self.tasks[task.index()];
+        t.dirty.nr_dirtied += newly;
+        t.ratelimit_2007 += newly;
+        self.note_peaks();
+    }
+}
