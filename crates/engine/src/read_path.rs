@@ -150,12 +150,18 @@ impl Engine {
         // No read may start an asynchronous readahead. Nothing changes
         // the cache while they are served: the first hole ahead is the
         // same for all of them.
+        let sequential_first = self.sequential_read(task, file, first);
+        if served == 1 && !sequential_first {
+            return served;
+        }
         let dev = &self.devices[f.device.index()].config;
         let window = (dev.read_ahead_kb as u64 / 4).max(2 * pages);
-        let Some(hole) = f.first_hole(pos, f.size.div_ceil(PAGE_SIZE)) else {
+        // Only a hole less than half a window past the last read's end
+        // (`pos`) can start one.
+        let near = (pos + window / 2).min(f.size.div_ceil(PAGE_SIZE));
+        let Some(hole) = f.first_hole(pos, near) else {
             return served;
         };
-        let sequential_first = self.sequential_read(task, file, first);
         // Read i (ending at first + (i + 1) × pages) starts one when it is
         // sequential (all but maybe the first) and hole − end < window / 2.
         let starts_one = |i: u64| {

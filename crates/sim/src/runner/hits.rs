@@ -40,13 +40,18 @@ impl Sim {
         let Some(extra) = self.hit_events_left else {
             return false;
         };
+        let repeats = self.jobs[job].workload.repeats().min(extra);
+        if repeats == 0 {
+            // One read: the ordinary path costs no more.
+            return false;
+        }
         let now = self.now;
         let op_ns = op_cpu_ns(&op);
         let horizon = self.hits_horizon(job);
         // Read i ≥ 1 starts at now + i × op_ns, before the horizon.
         let by_time = horizon.as_ns().saturating_sub(now.as_ns() + 1) / op_ns;
+        let count = 1 + repeats.min(by_time);
         let j = &self.jobs[job];
-        let count = 1 + j.workload.repeats().min(by_time).min(extra);
         let served = self
             .engine
             .read_hits(j.task, j.handles[file], offset, len, count)
