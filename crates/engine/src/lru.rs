@@ -2,7 +2,7 @@
 //! (Linux's two-list LRU: mm/swap.c folio_mark_accessed, mm/vmscan.c
 //! shrink_active_list and inactive_is_low).
 //!
-//! - Clean pages sit on one of two queues of ranges (reclaim.rs). A page
+//! - Clean pages sit on one of two queues of ranges (reclaim/). A page
 //!   comes clean onto the inactive queue, or the active one if PG_ACTIVE.
 //! - An access (`mark_accessed`: a read the engine serves, a cached read a
 //!   runtime reports, a frame note the hand finds) sets PG_REFERENCED the

@@ -301,7 +301,7 @@ impl Engine {
         }
         if self.any_locked(file, first, cached_end) {
             // A writer is copying into a page: its frame may not hold the
-            // page's data yet (page_lock.rs).
+            // page's data yet (page_lock/).
             return Ok(self.wait_for(now, task, StallReason::PageLocked, WaitKey::FileIo(file)));
         }
         self.mark_read(task, file, first, cached_end);
@@ -378,7 +378,7 @@ mod tests {
     const FILE_PAGES: u64 = 512;
 
     /// What a stretch of the file holds: nothing, or pages with flags
-    /// (not PG_LOCKED: a page is locked with page_lock.rs's table).
+    /// (not PG_LOCKED: a page is locked with page_lock/'s table).
     const KINDS: [Option<PageFlags>; 8] = [
         None,
         Some(0),

@@ -90,18 +90,18 @@ pub struct CachedFile {
     /// large truncation, backlog/): writes that extend the file, and
     /// truncations that do, wait for it.
     pub cut_pending: bool,
-    /// Changes landed since the last flush, with their mark (durability.rs).
+    /// Changes landed since the last flush, with their mark (durability/).
     pub unsynced: Option<u64>,
-    /// When the file was last used (evict.rs).
+    /// When the file was last used (evict/).
     pub last_use: u64,
-    /// Pages below this are on the backing file (space.rs): its length
+    /// Pages below this are on the backing file (space/): its length
     /// when added, grown by completed write-backs, cut by truncation.
     pub disk_pages: PageIndex,
     /// The backing file's length in bytes as the engine made it
-    /// (backing_len.rs): a write-back past it makes it longer.
+    /// (backing_len/): a write-back past it makes it longer.
     pub disk_size: u64,
     /// A length change of the backing file in flight (its id): no write
-    /// of the file starts meanwhile (backing_len.rs).
+    /// of the file starts meanwhile (backing_len/).
     pub resizing: Option<u64>,
 }
 

@@ -18,12 +18,12 @@ pub const PG_IN_LRU: PageFlags = 16;
 /// clean (Linux's PG_dropbehind). An ordinary access clears it.
 pub const PG_DROPBEHIND: PageFlags = 32;
 /// A writer is copying into the page outside the runtime's lock (Linux's
-/// PG_locked from write_begin to write_end; page_lock.rs): not written
+/// PG_locked from write_begin to write_end; page_lock/): not written
 /// back, reclaimed, truncated or read through the engine until unlocked.
 pub const PG_LOCKED: PageFlags = 64;
 /// Dirtied past the end of its backing file: a block of the backing
 /// filesystem's free space is reserved for it until it is written back
-/// (space.rs).
+/// (space/).
 pub const PG_RESERVED: PageFlags = 128;
 /// On the active list: accessed twice while cached, or refaulted within
 /// the working set (lru.rs, workingset.rs). Reclaim takes it only after
