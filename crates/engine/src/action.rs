@@ -38,6 +38,13 @@ pub struct IoRequest {
     /// A direct (O_DIRECT) write from the simulator: its data is not in
     /// the cache (direct/). A runtime that takes data from frames fails it.
     pub direct: bool,
+    /// A write of someone's commit: an fsync or sync that tagged at most
+    /// `COMMIT_WRITE_MAX_PAGES` in all (sync/ decides, and only there), its
+    /// caller waiting for these few writes alone. A runtime may carry them
+    /// out on the caller's own thread instead of a backend's (the real
+    /// runtime does, when all the writes a sleeping caller's call emitted
+    /// are its commit's).
+    pub commit: bool,
 }
 
 /// Something the runtime must do.

@@ -154,3 +154,59 @@ fn commits_slowed_in_their_flush_pace_the_copy() {
     // Flushes of 100 µs: commits within the target, nothing paced.
     assert_eq!(pace_step_beside_commits(100_000), 0);
 }
+
+/// The writes to `file` in `actions`: (marked `commit`, not marked).
+fn writes_to(actions: &[Action], file: FileId) -> (usize, usize) {
+    let marks = actions.iter().filter_map(|a| match a {
+        Action::Submit(r) if r.file == file && r.dir == IoDir::Write => Some(r.commit),
+        _ => None,
+    });
+    marks.fold((0, 0), |(c, p), m| if m { (c + 1, p) } else { (c, p + 1) })
+}
+
+/// A runtime may carry out a commit's writes on the caller's thread: the
+/// engine marks them (`IoRequest::commit`), and only them: not a larger
+/// fsync's, not the flusher's.
+#[test]
+fn the_writes_of_a_commit_are_marked_and_no_others() {
+    let CopyAndDb {
+        mut hs,
+        copy: (copy, ha),
+        db: (db, hb, b),
+        ..
+    } = copy_and_db("queue_depth", "32", 1_000);
+    // copy_and_db adds the copy's file first, then the database's.
+    let a = FileId(0);
+    assert_eq!(b, FileId(1));
+    // 8 MiB of a copy, written back by the flusher (dirty_expire).
+    let before = hs.actions.len();
+    for i in 0..8 {
+        hs.run(copy, |e, now| e.write(now, copy, ha, i * MIB, MIB))
+            .unwrap();
+    }
+    let later = hs.now + 40_000_000_000;
+    hs.idle_until(later);
+    let (marked, plain) = writes_to(&hs.actions[before..], a);
+    assert_eq!(marked, 0, "flusher writes marked as a commit's");
+    assert!(plain > 0, "the copy was written back");
+    // A commit: 8 KiB and its fsync.
+    hs.run(db, |e, now| e.write(now, db, hb, 0, 8 << 10))
+        .unwrap();
+    let before = hs.actions.len();
+    hs.run(db, |e, now| e.fsync(now, db, hb)).unwrap();
+    assert_eq!(
+        writes_to(&hs.actions[before..], b),
+        (1, 0),
+        "the commit's write"
+    );
+    // Not a commit: 256 KiB (64 pages, over COMMIT_WRITE_MAX_PAGES).
+    const { assert!(64 > COMMIT_WRITE_MAX_PAGES) };
+    hs.run(db, |e, now| e.write(now, db, hb, 0, 256 << 10))
+        .unwrap();
+    let before = hs.actions.len();
+    hs.run(db, |e, now| e.fsync(now, db, hb)).unwrap();
+    let (marked, plain) = writes_to(&hs.actions[before..], b);
+    assert_eq!(marked, 0, "a larger fsync's writes marked as a commit's");
+    assert!(plain > 0, "the fsync wrote");
+    hs.engine.check_invariants();
+}

@@ -484,6 +484,16 @@ impl Cache {
             * wb_engine::PAGE_SIZE
     }
 
+    /// How many writes the cache carried out on the thread of a caller
+    /// waiting for them, instead of handing them to its I/O backend: the
+    /// writes of commits (an fsync or sync of a few pages, as the engine
+    /// defines them), which then wait for no other thread.
+    pub fn writes_on_caller(&self) -> u64 {
+        self.shared
+            .writes_on_caller
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The frames in use end below this many bytes of the cache's memory
     /// (the engine hands frames out first fit, from the start).
     pub fn frames_used_bytes(&self) -> u64 {

@@ -258,10 +258,15 @@ fn small_syncs_land_every_page_at_its_place() {
     let c = cache("64MiB");
     let f = c.open(&path, OpenOptions::default()).unwrap();
     let mut expect = std::fs::read(&path).unwrap();
+    let mut writes = 0;
     for round in 0..20u8 {
         // Three scattered pages, then one: each round's pages differ.
         let pages = [round as usize, 20 + 2 * round as usize, 63 - round as usize];
         let count = if round % 2 == 0 { 3 } else { 1 };
+        // One write per stretch of adjacent pages (round 14: 48 and 49).
+        let mut sorted = pages[..count].to_vec();
+        sorted.sort();
+        writes += 1 + sorted.windows(2).filter(|w| w[1] != w[0] + 1).count() as u64;
         for &p in &pages[..count] {
             let data = pattern(u64::from(round) << 8 | p as u64, page);
             f.write_at(&data, (p * page) as u64).unwrap();
@@ -276,4 +281,14 @@ fn small_syncs_land_every_page_at_its_place() {
             "round {round}: the file differs after the sync"
         );
     }
+    // Each round's sync was a commit, written by the syncing thread itself.
+    assert_eq!(c.writes_on_caller(), writes, "commit writes on the caller");
+    // 256 KiB is more than a commit: written by the backend.
+    f.write_at(&pattern(99, 64 * page), 0).unwrap();
+    f.sync_data().unwrap();
+    assert_eq!(
+        c.writes_on_caller(),
+        writes,
+        "a larger sync's writes on the caller"
+    );
 }

@@ -165,13 +165,15 @@ impl Engine {
             class: Some(class),
             reason: Some(reason),
             direct: false,
+            commit: false,
         }
     }
 
     /// Hands a request to the runtime. `commit`: a write of an fsync that
     /// tagged at most `COMMIT_WRITE_MAX_PAGES` in all, someone's commit
     /// waiting (wbt.rs; sync/ decides).
-    pub(crate) fn issue(&mut self, now: Instant, req: IoRequest, tracked: bool, commit: bool) {
+    pub(crate) fn issue(&mut self, now: Instant, mut req: IoRequest, tracked: bool, commit: bool) {
+        req.commit = commit;
         let dev = &mut self.devices[req.device.index()];
         assert!(
             dev.tags_used < dev.config.nr_requests,
@@ -266,6 +268,7 @@ impl Engine {
             class: None,
             reason: None,
             direct,
+            commit: false,
         }
     }
 }

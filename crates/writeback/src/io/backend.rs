@@ -107,8 +107,10 @@ pub trait IoBackend: Send + Sync {
     }
     /// As [`Self::read_on_caller`], for the small writes within their
     /// files' sizes of one commit (each at most
-    /// [`WRITE_ON_CALLER_MAX_BYTES`](super::WRITE_ON_CALLER_MAX_BYTES); the caller bounds their number and
-    /// total): an fsync's writes, which its caller only waits for. Returns
+    /// [`WRITE_ON_CALLER_MAX_BYTES`](super::WRITE_ON_CALLER_MAX_BYTES);
+    /// the engine's definition of a commit, `IoRequest::commit`, bounds
+    /// their number and total to `COMMIT_WRITE_MAX_PAGES` pages): an
+    /// fsync's writes, which its caller only waits for. Returns
     /// the completions of those it wrote, and hands back the others (an
     /// extending write goes through the backend, which orders them; a
     /// backend that only queues hands back all).

@@ -120,6 +120,8 @@ pub(crate) struct LengthSet {
 #[derive(Default)]
 pub(crate) struct Out {
     pub ops: Vec<IoOp>,
+    /// How many of `ops` are writes of a commit (`IoRequest::commit`).
+    pub commit_ops: usize,
     /// Requests this runtime cannot carry out (direct writes: their data
     /// is not in the frames), to be reported failed once the lock is free.
     pub refused: Vec<IoId>,
@@ -152,6 +154,7 @@ impl Out {
     /// Adds what a later engine call left, to be carried out after this.
     pub fn merge(&mut self, later: Out) {
         self.ops.extend(later.ops);
+        self.commit_ops += later.commit_ops;
         self.refused.extend(later.refused);
         self.flushes.extend(later.flushes);
         self.length_sets.extend(later.length_sets);
@@ -381,7 +384,10 @@ impl Core {
                 return self.copy_in_or_defer(c, write, out);
             }
             Action::Submit(req) if req.direct => out.refused.push(req.id),
-            Action::Submit(req) => out.ops.push(self.build_op(req)),
+            Action::Submit(req) => {
+                out.commit_ops += req.commit as usize;
+                out.ops.push(self.build_op(req));
+            }
             Action::Wake(task) => {
                 self.woken[task.index()] = true;
                 out.woken.push((task, self.sleepers[task.index()].clone()));

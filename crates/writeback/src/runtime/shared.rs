@@ -65,6 +65,9 @@ pub(crate) struct Shared {
     /// Frames below this are backed with memory, by use or by the
     /// populating thread (populate.rs), which keeps it.
     pub populated_pages: AtomicU64,
+    /// Writes carried out on a sleeping caller's own thread: its commit's
+    /// (`IoRequest::commit`), for `Cache::writes_on_caller`.
+    pub writes_on_caller: AtomicU64,
     /// Signalled when the timer thread should look again: an earlier
     /// timeout (`Out::kick_timer`), or the cache closing. A sleeping task
     /// is unparked alone (`Core::sleepers`): one wake-up per task woken,
@@ -104,6 +107,7 @@ impl Shared {
             index,
             closed: AtomicBool::new(false),
             populated_pages: AtomicU64::new(0),
+            writes_on_caller: AtomicU64::new(0),
             timer_cv: Condvar::new(),
             backend: RwLock::new(Some(backend)),
             backend_name,
@@ -321,16 +325,22 @@ impl Shared {
     /// thread (IoBackend::read_on_caller, writes_on_caller).
     fn carry_out_while_waiting(&self, task: TaskId, reason: StallReason, mut out: Out) {
         let read = matches!(out.ops.as_slice(), [op] if !op.write);
-        let commit = reason == StallReason::Sync && is_commit(&out.ops);
+        // The engine says which writes are a commit's (sync/).
+        let commit =
+            reason == StallReason::Sync && !out.ops.is_empty() && out.commit_ops == out.ops.len();
         if !read && !commit {
             return self.carry_out(out);
         }
         let ops = std::mem::take(&mut out.ops);
+        out.commit_ops = 0;
         let done = {
             let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
             match backend.as_ref() {
                 Some(backend) if commit => {
                     let (done, others) = backend.writes_on_caller(ops);
+                    self.writes_on_caller
+                        .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    out.commit_ops = others.len();
                     out.ops = others;
                     done
                 }
@@ -745,14 +755,4 @@ fn track_name(task: TaskId) -> String {
         Some(name) => format!("{name} (task {})", task.index()),
         None => format!("task {}", task.index()),
     }
-}
-
-/// Whether `ops` are the writes of one commit: at most its pages, in all
-/// at most what a commit writes (wb_engine::COMMIT_WRITE_MAX_PAGES).
-fn is_commit(ops: &[crate::io::IoOp]) -> bool {
-    let bytes: usize = ops.iter().map(|op| op.buf.len()).sum();
-    !ops.is_empty()
-        && ops.len() <= wb_engine::COMMIT_WRITE_MAX_PAGES as usize
-        && ops.iter().all(|op| op.write)
-        && bytes <= crate::io::WRITE_ON_CALLER_MAX_BYTES
 }
