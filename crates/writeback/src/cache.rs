@@ -466,7 +466,9 @@ impl Cache {
 
     /// Changes a cache-wide knob at run time.
     pub fn set_knob(&self, knob: &str, value: &str) -> Result<(), Error> {
-        self.shared.lock().engine.set_knob(knob, value)?;
+        let mut core = self.shared.lock();
+        core.engine.set_knob(knob, value)?;
+        self.shared.tuning.update(core.engine.config());
         Ok(())
     }
 

@@ -11,10 +11,6 @@ use wb_engine::{FileId, HandleId, WriteFlags, PAGE_SIZE};
 
 /// Largest piece of a read handed to the engine at once.
 const READ_CHUNK: usize = 256 * 1024;
-/// Writes at least this long copy their bytes outside the engine's lock
-/// (`WriteFlags::deferred_copy`): 64 KiB take some 5 us to copy, several
-/// times the cost of the second lock round trip and page unlock.
-const DEFERRED_COPY_MIN_BYTES: usize = 64 * 1024;
 
 /// An open file. Reads see every write made through any handle of the
 /// same file; lengths include extensions not yet written back.
@@ -118,10 +114,11 @@ impl File {
         let (data, offset) = (&data[done..], offset + done as u64);
         let len = data.len() as u64;
         let handle = self.handle;
-        // A long copy goes outside the engine's lock, so other threads'
-        // reads, writes and completions do not wait behind it; a short one
-        // costs less than the second lock round trip that takes.
-        let deferred = !flags.dontcache && data.len() >= DEFERRED_COPY_MIN_BYTES;
+        // A long copy (the `deferred_copy_min` knob) goes outside the
+        // engine's lock, so other threads' reads, writes and completions
+        // do not wait behind it; a short one costs less than the second
+        // lock round trip that takes.
+        let deferred = !flags.dontcache && self.shared.tuning.defers_copy(data.len());
         let flags = WriteFlags {
             deferred_copy: deferred,
             ..flags

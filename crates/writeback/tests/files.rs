@@ -292,3 +292,50 @@ fn small_syncs_land_every_page_at_its_place() {
         "a larger sync's writes on the caller"
     );
 }
+
+/// The runtime's tuning knobs (`deferred_copy_min`, `prefault_read_min`,
+/// `release_batch`) change at run time through `Cache::set_knob`, refuse
+/// bad values with the knob's own message, and every setting keeps the
+/// data: writes copied under the lock or outside it, reads prefaulted or
+/// not, read back the same.
+#[test]
+fn runtime_tuning_knobs_change_at_run_time_and_keep_the_data() {
+    let Some(d) = dir("tuning") else { return };
+    let c = cache("64MiB");
+    let e = c.set_knob("release_batch", "1MiB").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid value '1MiB' for release_batch: must be between 2MiB and 16TiB"
+    );
+    c.set_knob("release_batch", "2MiB").unwrap();
+    let settings = [
+        ("0", "0"),         // every copy under the lock, no read prefaulted
+        ("4KiB", "4KiB"),   // every copy outside it, every read prefaulted
+        ("64KiB", "64KiB"), // the defaults
+    ];
+    for (round, (copy, prefault)) in settings.into_iter().enumerate() {
+        c.set_knob("deferred_copy_min", copy).unwrap();
+        c.set_knob("prefault_read_min", prefault).unwrap();
+        let path = d.join(format!("f{round}"));
+        let f = c.open(&path, CREATE).unwrap();
+        let mut expect = Vec::new();
+        for (i, len) in [4096usize, 5000, 65536, 300_000].into_iter().enumerate() {
+            let data = pattern((round * 10 + i) as u64, len);
+            f.write_at(&data, expect.len() as u64).unwrap();
+            expect.extend_from_slice(&data);
+        }
+        f.sync_data().unwrap();
+        let mut back = vec![0u8; expect.len()];
+        assert_eq!(f.read_at(&mut back, 0).unwrap(), expect.len());
+        assert!(
+            back == expect,
+            "deferred_copy_min={copy}: read back through the cache"
+        );
+        drop(f);
+        assert!(
+            std::fs::read(&path).unwrap() == expect,
+            "deferred_copy_min={copy}: the disk"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -225,18 +225,6 @@ impl WriteData<'_> {
     }
 }
 
-/// Most free frames given back to the system per `give_back_memory`:
-/// 256 MiB. MADV_DONTNEED frees populated huge pages at ~400 GiB/s on
-/// this project's virtual machine (0.6–0.8 ms for 256 MiB, measured), so
-/// a batch holds the cache's lock and the frame locks under a
-/// millisecond, and 8 GiB go back in 32 batches.
-const RELEASE_BATCH_PAGES: u64 = (256 << 20) / PAGE_SIZE;
-/// Reads at least this large (64 KiB: readahead, sequential reads) have
-/// their frames backed with memory before the copy into them under the
-/// engine's lock (`read_frames_hint`); a small read rarely meets a fresh
-/// huge page, and the look-up costs a second trip through the lock.
-pub(crate) const PREFAULT_READ_MIN_PAGES: u64 = 16;
-
 impl Core {
     pub fn new(
         engine: Engine,
@@ -275,7 +263,7 @@ impl Core {
 
     /// Under a budget lowered below the frames the cache started with,
     /// gives the memory of free frames back to the system, at most
-    /// `RELEASE_BATCH_PAGES` per call: a sweep from the highest frame
+    /// the `release_batch` knob per call: a sweep from the highest frame
     /// down, started again from the top once it reaches frame 0 if frames
     /// were freed since the last sweep began (frames freed meanwhile are
     /// released by the next sweep; ones handed out again take memory
@@ -301,9 +289,10 @@ impl Core {
         let Some(populating) = self.frames.try_populating() else {
             return true;
         };
+        let batch_pages = self.engine.config().release_batch_bytes / PAGE_SIZE;
         let ranges = self
             .engine
-            .free_frames_below(self.release_below, RELEASE_BATCH_PAGES);
+            .free_frames_below(self.release_below, batch_pages);
         let mut given_back = 0;
         for &(first, count) in &ranges {
             given_back += self.frames.release(&populating, first, count);
@@ -591,27 +580,30 @@ impl Core {
         }
     }
 
-    /// The frames (first, end) a finished read of at least
-    /// `PREFAULT_READ_MIN_PAGES` will be copied into, as the engine holds
+    /// The frames (first, end) a finished read of at least the
+    /// `prefault_read_min` knob will be copied into, as the engine holds
     /// them now: a hint for backing them with memory before `complete`
     /// copies under this lock (populate.rs). None for other ops, for
     /// frames scattered over the arena, or while the budget is lowered
     /// (memory is then being given back).
     pub fn read_frames_hint(&self, id: u64) -> Option<(u64, u64)> {
         let req = self.inflight.get(&id)?;
+        let min_bytes = self.engine.config().prefault_read_min_bytes;
         if req.dir != IoDir::Read
-            || (req.pages as u64) < PREFAULT_READ_MIN_PAGES
+            || min_bytes == 0
+            || (req.pages as u64) * PAGE_SIZE < min_bytes
             || self.engine.memory_pages() < self.engine.frame_pages()
         {
             return None;
         }
+        let min_pages = min_bytes.div_ceil(PAGE_SIZE);
         let frames = (0..req.pages as u64)
             .filter_map(|i| self.engine.page_frame(req.file, req.first_page + i));
         let (first, last) = frames.fold((u32::MAX, 0), |(lo, hi), f| (lo.min(f), hi.max(f)));
         // Only frames together (as first fit gives a read of a fresh
         // cache): scattered ones would span memory the read does not use.
         let span = (last as u64 + 1).saturating_sub(first as u64);
-        (first <= last && span <= req.pages as u64 + PREFAULT_READ_MIN_PAGES)
+        (first <= last && span <= req.pages as u64 + min_pages)
             .then_some((first as u64, last as u64 + 1))
     }
 

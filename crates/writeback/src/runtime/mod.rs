@@ -24,3 +24,4 @@ pub(crate) mod shared;
 pub(crate) mod statfs;
 pub(crate) mod times;
 pub(crate) mod trace;
+pub(crate) mod tuning;

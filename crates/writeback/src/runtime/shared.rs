@@ -65,6 +65,9 @@ pub(crate) struct Shared {
     /// Frames below this are backed with memory, by use or by the
     /// populating thread (populate.rs), which keeps it.
     pub populated_pages: AtomicU64,
+    /// The engine's knobs for this runtime's work, readable without the
+    /// lock (tuning.rs).
+    pub tuning: super::tuning::Tuning,
     /// Writes carried out on a sleeping caller's own thread: its commit's
     /// (`IoRequest::commit`), for `Cache::writes_on_caller`.
     pub writes_on_caller: AtomicU64,
@@ -95,6 +98,7 @@ impl Shared {
         let frames = Arc::new(super::frames::Frames::new(engine.frame_pages())?);
         let (release_tx, release_rx) = std::sync::mpsc::channel();
         let index = Arc::new(PageMap::new());
+        let tuning = super::tuning::Tuning::new(engine.config());
         Ok(Shared {
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             core: Mutex::new(Core::new(
@@ -107,6 +111,7 @@ impl Shared {
             index,
             closed: AtomicBool::new(false),
             populated_pages: AtomicU64::new(0),
+            tuning,
             writes_on_caller: AtomicU64::new(0),
             timer_cv: Condvar::new(),
             backend: RwLock::new(Some(backend)),
@@ -663,12 +668,10 @@ impl Shared {
     /// meanwhile) costs nothing but the work. Skipped while the populating
     /// thread holds `populating` (it is likely backing these very frames).
     fn back_read_frames(&self, done: &IoDone) {
-        // Only a read of PREFAULT_READ_MIN_PAGES or more comes with a
-        // buffer of its own that large (a lent write has none): other
+        // Only a read of `prefault_read_min` or more comes with a buffer
+        // of its own that large (a lent write has none): other
         // completions do not take the engine's lock twice.
-        let large = |b: &crate::io::AlignedBuf| {
-            b.len() as u64 >= super::core::PREFAULT_READ_MIN_PAGES * wb_engine::PAGE_SIZE
-        };
+        let large = |b: &crate::io::AlignedBuf| self.tuning.prefaults_read(b.len() as u64);
         if done.result.is_err() || !done.buf.owned().is_some_and(large) {
             return;
         }
