@@ -11,6 +11,7 @@
 mod common;
 use common::*;
 use std::fs;
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -204,6 +205,50 @@ fn an_outside_umount_ends_serving_and_the_unmount_then_writes_everything_back() 
     assert!(ended.trace.is_none());
     assert!(fs::read(backing.join("f")).expect("read back") == data);
     assert_eq!(mount_threads(), Vec::<String>::new(), "threads left");
+}
+
+/// Whether fusectl is mounted (/sys/fs/fuse/connections): a connection
+/// can then be aborted.
+fn fusectl_mounted() -> bool {
+    fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(2) == Some("fusectl"))
+}
+
+/// A session unmounted while a file is still open on it writes everything
+/// back all the same; its serving threads end at once where fusectl can
+/// abort the connection, otherwise with the last close.
+#[test]
+fn a_session_unmounted_with_a_file_open_ends_serving_by_the_last_close() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("session-busy");
+    let (backing, mnt) = (root.dir("backing"), root.dir("mnt"));
+    let session = wb_fuse::mount(Mount::options(&backing, &mnt)).expect("mount");
+    let mut data = vec![0u8; 8 << 20];
+    pattern(10, &mut data);
+    let mut f = fs::File::create(mnt.join("f")).expect("create");
+    f.write_all(&data).expect("write");
+    let ended = session.unmount_with(|_, _| {});
+    assert!(ended.written_back.is_ok(), "{:?}", ended.written_back);
+    assert!(!is_mounted(&mnt), "detached");
+    assert!(fs::read(backing.join("f")).expect("read back") == data);
+    if fusectl_mounted() {
+        assert!(ended.serving_ended, "the connection was aborted");
+        assert!(f.write_all(b"x").is_err(), "the open file is cut off");
+        assert_eq!(mount_threads(), Vec::<String>::new(), "threads left");
+    } else {
+        assert!(!ended.serving_ended, "served until the last close");
+        assert!(!mount_threads().is_empty());
+    }
+    drop(f);
+    assert!(
+        wait_until(Duration::from_secs(10), || mount_threads().is_empty()),
+        "threads left after the last close: {:?}",
+        mount_threads()
+    );
+    assert_eq!(fuse_descriptors(), 0, "/dev/fuse descriptors left");
 }
 
 /// The process's umask (read by setting it and setting it back).
