@@ -103,6 +103,8 @@ impl ZramExt4 {
 
 impl Drop for ZramExt4 {
     fn drop(&mut self) {
+        // The script's umount fails while busy: unmounted here first.
+        umount_bounded(&self.mnt);
         let _ = Command::new(ZRAM_SCRIPT)
             .arg("down")
             .arg(&self.mnt)

@@ -84,7 +84,7 @@ impl SmallFs {
 
 impl Drop for SmallFs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        umount_bounded(&self.0);
     }
 }
 

@@ -198,6 +198,23 @@ pub fn stop_ok(mount: Mount) {
     }
 }
 
+/// Unmounts what a test mounted at `dir` (a small tmpfs, a zram
+/// filesystem): retried for up to 5 s while busy (the files the mount's
+/// cache had open there may still be being let go of by the kernel just
+/// after the session ended), then lazily.
+pub fn umount_bounded(dir: &Path) {
+    let done = wait_until(Duration::from_secs(5), || {
+        !is_mounted(dir)
+            || Command::new("umount")
+                .arg(dir)
+                .status()
+                .is_ok_and(|s| s.success())
+    });
+    if !done {
+        let _ = Command::new("umount").arg("-l").arg(dir).status();
+    }
+}
+
 pub fn is_mounted(mnt: &Path) -> bool {
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let want = mnt.to_string_lossy();
