@@ -1,17 +1,17 @@
 //! `wb mount BACKING_DIR MOUNTPOINT`: serves a directory through the
 //! engine with FUSE (the `wb-fuse` crate), in the foreground, until a
 //! signal or `umount`; then writes all dirty data back and exits 0.
+//! Mounting, serving and the write-back are `wb_fuse::mount` and its
+//! session; here are the arguments, the signals, the messages and the
+//! exit codes.
 
 use crate::bench::human_bytes;
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::Args;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use wb_engine::{Config, DeviceConfig};
-use wb_fuse::{Event, Lifecycle, WbFs};
-use writeback::Cache;
+use wb_fuse::{Event, Lifecycle, MountError, MountOptions, TraceWritten};
 
 #[derive(Args)]
 #[command(after_help = "\
@@ -115,125 +115,29 @@ fn failure(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_FAILURE)
 }
 
-/// The cache-wide and device knobs from `--set`, validated.
-fn knobs(sets: &[String]) -> Result<(Config, DeviceConfig), String> {
-    let mut config = Config::default();
-    let mut device = DeviceConfig::default();
-    for spec in sets {
-        let Some((knob, value)) = spec.split_once('=') else {
-            return Err(format!("--set {spec}: expected KNOB=VALUE"));
-        };
-        let knob = knob.trim();
-        let result = if Config::KNOBS.contains(&knob) {
-            config.set(knob, value)
-        } else if DeviceConfig::KNOBS.contains(&knob) {
-            device.set(knob, value)
-        } else {
-            return Err(format!(
-                "--set {spec}: unknown knob '{knob}'; cache knobs: {}; device knobs: {}",
-                Config::KNOBS.join(", "),
-                DeviceConfig::KNOBS.join(", ")
-            ));
-        };
-        result.map_err(|e| format!("--set {spec}: {e}"))?;
+/// What `wb mount` asks [`wb_fuse::mount`] for.
+fn options(args: MountArgs, lifecycle: Lifecycle) -> MountOptions {
+    let trace = args.trace.trace.clone().map(|path| wb_fuse::TraceTarget {
+        path,
+        events: args.trace.events(),
+    });
+    MountOptions {
+        knobs: args.sets,
+        allow_other: args.allow_other,
+        backing: match args.shared_backing {
+            true => wb_fuse::Backing::Shared,
+            false => wb_fuse::Backing::Exclusive,
+        },
+        data_dir: args.data_dir,
+        calibrate: !args.no_calibrate,
+        io_backend: args.io_backend,
+        trace,
+        fixed_memory: args.fixed_memory,
+        fault_seam: args.fault_seam,
+        raise_fd_limit: true,
+        signals: Some(lifecycle),
+        ..MountOptions::new(args.backing_dir, args.mountpoint)
     }
-    Ok((config, device))
-}
-
-/// The engine's name for the backing directory's device: the block
-/// device's name (`vda`) where the kernel has one.
-fn device_name(backing: &Path) -> Result<String, String> {
-    let st_dev =
-        writeback::io::device_id(backing).map_err(|e| format!("{}: {e}", backing.display()))?;
-    let link = format!(
-        "/sys/dev/block/{}:{}",
-        libc::major(st_dev),
-        libc::minor(st_dev)
-    );
-    Ok(std::fs::read_link(link)
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| format!("dev-{st_dev:x}")))
-}
-
-/// The cache (with the fault seam's rules if asked for), the name of
-/// BACKING_DIR's device, and where the budget came from.
-type Built = (Arc<Cache>, String, Option<writeback::io::Faults>, String);
-
-/// The default cache budget, from where the process runs
-/// (`wb_engine::start_budget`: the tightest cgroup limit's share, at most
-/// half of MemAvailable), and where it came from; the engine's own
-/// default when /proc/meminfo cannot be read.
-fn default_memory() -> (u64, String) {
-    match writeback::sample_memory() {
-        Ok(sample) => {
-            let start = wb_engine::start_budget(&sample);
-            (start.bytes, start.source.to_string())
-        }
-        Err(e) => (
-            Config::default().memory_bytes,
-            format!("the default: reading the memory available failed: {e}"),
-        ),
-    }
-}
-
-fn build_cache(args: &MountArgs, backing: &Path) -> Result<Built, String> {
-    let (mut config, device) = knobs(&args.sets)?;
-    let memory_set = args
-        .sets
-        .iter()
-        .any(|s| s.trim_start().starts_with("memory="));
-    let source = if memory_set {
-        "--set memory".to_string()
-    } else {
-        let (bytes, source) = default_memory();
-        config.memory_bytes = bytes;
-        source
-    };
-    // Sized by the open-file limit: raised first.
-    let nofile = wb_fuse::raise_fd_limit();
-    let mut builder = Cache::builder()
-        .max_files((nofile * wb_fuse::BACKING_FILES_PERCENT / 100) as usize)
-        .config(config)
-        .data_dir(&args.data_dir)
-        .calibrate(!args.no_calibrate)
-        .follow_memory_pressure(!args.fixed_memory);
-    for knob in DeviceConfig::KNOBS {
-        if let Some(value) = device.get(knob) {
-            builder = builder
-                .device_knob(knob, &value)
-                .map_err(|e| e.to_string())?;
-        }
-    }
-    if let Some(name) = &args.io_backend {
-        builder = builder.io_backend(name);
-    }
-    let faults = args.fault_seam.then(writeback::io::Faults::new);
-    if let Some(faults) = &faults {
-        builder = builder.faults(faults.clone());
-    }
-    let cache = builder.build().map_err(|e| e.to_string())?;
-    let name = device_name(backing)?;
-    cache
-        .add_device(backing, &name, device)
-        .map_err(|e| format!("setting up the device of {}: {e}", backing.display()))?;
-    Ok((Arc::new(cache), name, faults, source))
-}
-
-fn preflight(backing: &Path) -> Result<(), String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Err("must run as root (it mounts through /dev/fuse itself)".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Err("/dev/fuse is missing (load the fuse module: modprobe fuse)".into());
-    }
-    if !writeback::io::supports_direct(backing) {
-        return Err(format!(
-            "the filesystem of {} does not support O_DIRECT (tmpfs?); the engine needs it",
-            backing.display()
-        ));
-    }
-    Ok(())
 }
 
 pub fn run(args: MountArgs) -> ExitCode {
@@ -242,142 +146,67 @@ pub fn run(args: MountArgs) -> ExitCode {
         Ok(l) => l,
         Err(e) => return failure(format!("taking over signals: {e}")),
     };
-    let (backing, mountpoint) = match wb_fuse::check_paths(&args.backing_dir, &args.mountpoint) {
-        Ok(paths) => paths,
-        Err(e) => return bad_input(e),
+    let session = match wb_fuse::mount(options(args, lifecycle)) {
+        Ok(session) => session,
+        Err(e) => return mount_failed(e),
     };
-    if let Err(e) = knobs(&args.sets) {
-        return bad_input(e);
-    }
-    if let Err(e) = preflight(&backing) {
-        return failure(e);
-    }
-    let (cache, device, faults, memory_source) = match build_cache(&args, &backing) {
-        Ok(c) => c,
-        Err(e) => return failure(e),
-    };
-    if let Some(signal) = lifecycle.pending_signal() {
-        return failure(format!("{signal} during setup; not mounting"));
-    }
-    // The trace file is made before mounting: a bad path fails at once.
-    let trace = match args.trace.create("wb mount") {
-        Ok(file) => file.map(|_| wb_fuse::TraceTarget {
-            path: args.trace.trace.clone().unwrap_or_default(),
-            events: args.trace.events(),
-        }),
-        Err(code) => return code,
-    };
-    if let Some(target) = &trace {
-        cache.start_trace(target.events);
-    }
-    let fs = match WbFs::new(Arc::clone(&cache), &backing) {
-        Ok(fs) => fs
-            .with_fault_seam(faults)
-            .with_backing(if args.shared_backing {
-                wb_fuse::Backing::Shared
-            } else {
-                wb_fuse::Backing::Exclusive
-            })
-            .with_trace(trace.clone()),
-        Err(e) => return failure(format!("{}: {e}", backing.display())),
-    };
-    let memory = MemoryLine {
-        source: memory_source,
-        fixed: args.fixed_memory,
-    };
-    let code = serve(
-        &lifecycle,
-        fs,
-        Arc::clone(&cache),
-        (&backing, &mountpoint),
-        &device,
-        &memory,
-        args.allow_other,
-    );
-    // A trace still under way covers the shutdown too.
-    if let (Some(target), Some(recorded)) = (&trace, cache.stop_trace()) {
-        match wb_fuse::write_trace(&recorded, &target.path) {
-            Ok(()) => eprintln!("wb: trace written to {}", target.path.display()),
-            Err(e) => eprintln!(
-                "wb: writing the trace to {} failed: {e}",
-                target.path.display()
-            ),
-        }
-    }
-    code
-}
-
-/// What the start line says of the budget: where it came from, and
-/// whether it is fixed.
-struct MemoryLine {
-    source: String,
-    fixed: bool,
-}
-
-fn serve(
-    lifecycle: &Lifecycle,
-    fs: WbFs,
-    cache: Arc<Cache>,
-    (backing, mountpoint): (&Path, &Path),
-    device: &str,
-    memory_line: &MemoryLine,
-    allow_other: bool,
-) -> ExitCode {
-    // Files an earlier mount was removing when it died: released in the
-    // background while this one serves.
-    fs.remove_leftover_orphans();
-    let mounted = match lifecycle.mount(fs, mountpoint, allow_other) {
-        Ok(m) => m,
-        Err(e) => return failure(format!("mounting at {}: {e}", mountpoint.display())),
-    };
-    let memory = cache
-        .knob("memory")
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    let stable = cache
-        .stats()
-        .devices
-        .iter()
-        .find(|d| d.name == device)
-        .map_or_else(String::new, |d| d.stable_writes.clone());
-    let follows = match memory_line.fixed {
-        true => "fixed",
-        false => "follows memory pressure",
-    };
-    println!(
-        "wb: serving {} at {} (engine: {}, memory {}: {}, {follows}, device {device}, \
-         stable_writes {stable})",
-        backing.display(),
-        mountpoint.display(),
-        cache.io_backend(),
-        wb_engine::units::format_bytes(memory),
-        memory_line.source,
-    );
+    // Files this process makes from now on (a trace written at the end)
+    // get exactly the modes asked for, as the files it serves do.
+    nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+    println!("wb: {}", session.description());
     let _ = std::io::stdout().flush();
-    let why = match lifecycle.wait() {
+    let why = match session.wait() {
         Event::Signal(s) => format!("{s}"),
         Event::Unmounted(Ok(())) => "unmounted".to_string(),
         Event::Unmounted(Err(e)) => format!("serving failed: {e}"),
     };
     eprintln!(
         "wb: {why}; writing back all dirty data to {}",
-        backing.display()
+        session.backing_dir().display()
     );
-    let result = lifecycle.shutdown(&mounted, &cache, |dirty, writeback| {
+    let ended = session.unmount_with(|dirty, writeback| {
         eprintln!(
             "wb: writing back: {} dirty, {} under writeback",
             human_bytes(dirty),
             human_bytes(writeback)
         );
     });
-    match result {
+    let code = match ended.written_back {
         Ok(()) => {
-            // Every release is done (sync waits for the backlogs): the
-            // orphan directory is empty, and BACKING_DIR as it was.
-            wb_fuse::remove_orphan_dir(backing);
             eprintln!("wb: all data written back; exiting");
             ExitCode::SUCCESS
         }
-        Err(e) => failure(format!("writing back failed: {e}")),
+        Err(e) => failure(e),
+    };
+    report_trace(ended.trace);
+    code
+}
+
+/// Says why mounting failed, in `wb mount`'s words; bad input exits 2,
+/// the rest 1.
+fn mount_failed(e: MountError) -> ExitCode {
+    match e {
+        MountError::Knob { spec, reason } => bad_input(format!("--set {spec}: {reason}")),
+        MountError::Mount {
+            mountpoint,
+            source,
+            trace,
+        } => {
+            let code = failure(format!("mounting at {}: {source}", mountpoint.display()));
+            report_trace(trace);
+            code
+        }
+        e if e.is_bad_input() => bad_input(e),
+        e => failure(e),
+    }
+}
+
+/// Says where the trace went (or why it did not).
+fn report_trace(trace: Option<TraceWritten>) {
+    if let Some(TraceWritten { path, result }) = trace {
+        match result {
+            Ok(()) => eprintln!("wb: trace written to {}", path.display()),
+            Err(e) => eprintln!("wb: writing the trace to {} failed: {e}", path.display()),
+        }
     }
 }

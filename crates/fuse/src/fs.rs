@@ -95,7 +95,7 @@ pub enum Backing {
 }
 
 /// Stops data changes on a filesystem that is being served.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct StopHandle(Arc<RwLock<bool>>);
 
 impl StopHandle {
@@ -472,6 +472,7 @@ impl Filesystem for WbFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        crate::sys::exact_modes();
         let result = self.backing_parent(parent).and_then(|p| {
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
             self.mknod(&p, name, mode & !umask, rdev, owner)
@@ -488,6 +489,7 @@ impl Filesystem for WbFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        crate::sys::exact_modes();
         let result = self.backing_parent(parent).and_then(|p| {
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
             self.mkdir(&p, name, mode & !umask, owner)
@@ -799,6 +801,7 @@ impl Filesystem for WbFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        crate::sys::exact_modes();
         let result = self.backing_parent(parent).and_then(|p| {
             let name = self.backing_name(&p, name)?;
             let owner = self.owner_in(&p, req.uid(), req.gid())?;

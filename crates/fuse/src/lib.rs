@@ -1,6 +1,15 @@
 //! `wb-fuse`: the FUSE front end of the writeback engine. `wb mount
 //! BACKING_DIR MOUNTPOINT` serves a directory through the engine so that
-//! unmodified programs get its writeback policies.
+//! unmodified programs get its writeback policies; it calls [`mount`],
+//! which a program (or a test) can call too:
+//!
+//! ```no_run
+//! let options = wb_fuse::MountOptions::new("/srv/data", "/mnt/wb").knob("memory", "1GiB");
+//! let session = wb_fuse::mount(options)?;        // mounted and served
+//! std::fs::write(session.mountpoint().join("f"), b"hello")?;
+//! session.unmount()?;                            // everything written back
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! - File data goes through [`writeback::Cache`]; files are opened with
 //!   direct I/O on the FUSE side, so the kernel's page cache is bypassed
@@ -21,7 +30,9 @@
 //! engine), `meta.rs` (metadata), `dir.rs` (listings), `xattr.rs`
 //! (extended attributes), `control.rs` and `stats_text.rs` (the
 //! `.writeback` tree), `attr.rs` (attributes), `orphans.rs` (removed files), `sys.rs` (system calls),
-//! `lifecycle.rs` (mount and shutdown).
+//! `lifecycle.rs` (mount and shutdown), `mount.rs` (the library call:
+//! checks, the cache, the mount), `session.rs` (a mount being served and
+//! its end), `mount_error.rs` (why mounting failed).
 
 mod attr;
 mod cgroup;
@@ -34,8 +45,11 @@ mod handles;
 mod inode;
 mod lifecycle;
 mod meta;
+mod mount;
+mod mount_error;
 mod orphans;
 mod prune;
+mod session;
 mod stats_text;
 mod sys;
 mod xattr;
@@ -43,8 +57,11 @@ mod xattr;
 pub use control::{write_trace, TraceTarget, CONTROL_DIR};
 pub use fs::{Backing, StopHandle, WbFs, ATTR_TTL_EXCLUSIVE, ATTR_TTL_SHARED, MAX_WRITE_BYTES};
 pub use lifecycle::{
-    check_paths, raise_fd_limit, Event, Lifecycle, Mounted, BACKING_FILES_PERCENT, INODES_PERCENT,
-    PROGRESS_INTERVAL, SERVE_THREADS,
+    check_paths, fd_limit, raise_fd_limit, Event, Lifecycle, BACKING_FILES_PERCENT, INODES_PERCENT,
+    PROGRESS_INTERVAL, SERVE_END_TIMEOUT, SERVE_THREADS,
 };
+pub use mount::{mount, MountOptions};
+pub use mount_error::{MountError, TraceWritten};
 pub use orphans::{remove_orphan_dir, ORPHAN_DIR};
+pub use session::{MountSession, Unmounted};
 pub use xattr::DONTCACHE_XATTR;

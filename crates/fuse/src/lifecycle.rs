@@ -3,6 +3,8 @@
 //! 1. [`Lifecycle::start`] blocks SIGINT, SIGTERM and SIGHUP in the calling
 //!    thread before any other thread exists (threads inherit the mask), and
 //!    one thread waits for them with sigwait: no work in signal handlers.
+//!    [`Lifecycle::without_signals`] leaves signals alone (a library
+//!    caller, a test): only the end of the session is waited for.
 //! 2. [`check_paths`] refuses a mountpoint that is not an empty directory
 //!    or lies inside the backing directory.
 //! 3. [`Lifecycle::mount`] mounts through /dev/fuse (as root, no libfuse),
@@ -14,15 +16,20 @@
 //! 4. A signal, or the kernel unmounting (`umount MOUNTPOINT`), ends it:
 //!    [`Lifecycle::shutdown`] refuses further data changes (after the ones
 //!    under way finish), detaches the mount, and writes every dirty page
-//!    back with `Cache::sync`, reporting progress.
+//!    back with `Cache::sync`, reporting progress; then
+//!    [`Mounted::end_serving`] waits (bounded) for the serving threads to
+//!    end, so that a process that goes on (a test) keeps no thread or
+//!    descriptor of the mount.
 
 use crate::fs::{StopHandle, WbFs};
 use fuser::{MountOption, SessionACL};
 use nix::sys::signal::{SigSet, Signal};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use writeback::Cache;
 
 /// Threads serving FUSE requests. Each holds at most one request, so a
@@ -31,6 +38,11 @@ use writeback::Cache;
 pub const SERVE_THREADS: usize = 8;
 /// How often the write-back at shutdown reports progress.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
+/// How long the end of serving waits for the serving threads once the
+/// kernel has ended the connection (they only have to see it and return).
+pub const SERVE_END_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often that wait looks.
+const SERVE_END_POLL: Duration = Duration::from_millis(5);
 
 /// Why serving ended.
 #[derive(Debug)]
@@ -41,17 +53,29 @@ pub enum Event {
     Unmounted(std::io::Result<()>),
 }
 
+#[derive(Debug)]
 pub struct Lifecycle {
     tx: Sender<Event>,
     rx: Receiver<Event>,
 }
 
 /// A mounted filesystem being served.
-pub struct Mounted {
+pub(crate) struct Mounted {
     mountpoint: PathBuf,
     stop: StopHandle,
+    /// The thread running the session; it ends when the kernel ends the
+    /// connection (an unmount of a mount no file is open on).
+    serving: Option<JoinHandle<()>>,
+    /// Dropped to end the thread that keeps the inode table in its budget.
+    prune_stop: Option<Sender<()>>,
+    prune: Option<JoinHandle<()>>,
+    /// A duplicate of the session's /dev/fuse descriptor: tells whether
+    /// the kernel still has the connection (poll reports POLLERR once not).
+    device: OwnedFd,
+    /// The connection's number under /sys/fs/fuse/connections (the minor
+    /// device number of the mount), where it could be read.
+    connection: Option<u32>,
 }
-
 impl Lifecycle {
     /// Takes over SIGINT, SIGTERM and SIGHUP. Call before any thread is
     /// started (before building the cache).
@@ -75,6 +99,13 @@ impl Lifecycle {
         Ok(Lifecycle { tx, rx })
     }
 
+    /// Leaves signals to the process (a library caller, a test): only the
+    /// end of the session is waited for.
+    pub fn without_signals() -> Lifecycle {
+        let (tx, rx) = channel();
+        Lifecycle { tx, rx }
+    }
+
     /// A signal that arrived already (during setup), if any.
     pub fn pending_signal(&self) -> Option<Signal> {
         match self.rx.try_recv() {
@@ -83,14 +114,16 @@ impl Lifecycle {
         }
     }
 
-    /// Mounts `fs` at `mountpoint` and serves it in the background.
-    pub fn mount(
+    /// Mounts `fs` at `mountpoint` and serves it in the background,
+    /// keeping the inode table within [`INODES_PERCENT`] of `nofile` open
+    /// descriptors.
+    pub(crate) fn mount(
         &self,
         fs: WbFs,
         mountpoint: &Path,
         allow_other: bool,
+        nofile: u64,
     ) -> std::io::Result<Mounted> {
-        prepare_process();
         let stop = fs.stop_handle();
         let inodes = fs.inode_table();
         let notifier = fs.notifier_slot();
@@ -108,11 +141,13 @@ impl Lifecycle {
         config.n_threads = Some(SERVE_THREADS);
         config.clone_fd = true;
         let session = fuser::Session::new(fs, mountpoint, &config)?;
+        let device = session.as_fd().try_clone_to_owned()?;
         let _ = notifier.set(session.notifier());
-        let budget = crate::prune::inode_budget(fd_limit(), INODES_PERCENT);
-        crate::prune::spawn(inodes, session.notifier(), budget)?;
+        let budget = crate::prune::inode_budget(nofile, INODES_PERCENT);
+        let (prune_stop, prune_stopped) = channel();
+        let prune = crate::prune::spawn(inodes, session.notifier(), budget, prune_stopped)?;
         let tx = self.tx.clone();
-        std::thread::Builder::new()
+        let serving = std::thread::Builder::new()
             .name("wb-fuse".into())
             .spawn(move || {
                 let result = session.run();
@@ -121,6 +156,11 @@ impl Lifecycle {
         Ok(Mounted {
             mountpoint: mountpoint.to_path_buf(),
             stop,
+            serving: Some(serving),
+            prune_stop: Some(prune_stop),
+            prune: Some(prune),
+            device,
+            connection: connection_of(mountpoint),
         })
     }
 
@@ -133,7 +173,7 @@ impl Lifecycle {
     /// under way), detaches the mount, and writes back all dirty data,
     /// calling `progress(dirty_bytes, writeback_bytes)` every
     /// [`PROGRESS_INTERVAL`] meanwhile.
-    pub fn shutdown(
+    pub(crate) fn shutdown(
         &self,
         mounted: &Mounted,
         cache: &Arc<Cache>,
@@ -141,7 +181,8 @@ impl Lifecycle {
     ) -> Result<(), writeback::Error> {
         mounted.stop.stop_writes();
         // Lazy: a busy mount (a writer still has files open) is detached
-        // at once; its open files see errors once this process exits.
+        // at once; its open files see errors once serving ends
+        // (`Mounted::end_serving`, or the exit of the process).
         let _ = nix::mount::umount2(&mounted.mountpoint, nix::mount::MntFlags::MNT_DETACH);
         let (done_tx, done_rx) = channel();
         let syncing = Arc::clone(cache);
@@ -168,17 +209,124 @@ impl Lifecycle {
     }
 }
 
+impl Mounted {
+    /// After [`Lifecycle::shutdown`]: ends the pruning thread and waits
+    /// (at most [`SERVE_END_TIMEOUT`]) for the serving threads to return,
+    /// which they do once the kernel has ended the connection. A detached
+    /// mount that files are still open on keeps its connection: it is
+    /// aborted through /sys/fs/fuse/connections where that is mounted;
+    /// elsewhere its threads are left to end with the last close (a
+    /// process that exits ends them with it). Returns whether the serving
+    /// threads ended.
+    pub(crate) fn end_serving(mut self) -> bool {
+        drop(self.prune_stop.take());
+        let ended = match self.serving.take() {
+            Some(serving) => {
+                if !serving.is_finished() && connected(&self.device) {
+                    abort_connection(self.connection);
+                }
+                if serving.is_finished() || !connected(&self.device) {
+                    join_bounded(serving, SERVE_END_TIMEOUT)
+                } else {
+                    false
+                }
+            }
+            None => true,
+        };
+        // It looks every prune::INTERVAL whether it should stop.
+        if let Some(prune) = self.prune.take() {
+            join_bounded(prune, SERVE_END_TIMEOUT);
+        }
+        ended
+    }
+}
+
+/// Joins `thread` if it ends within `limit`; otherwise leaves it running.
+fn join_bounded(thread: JoinHandle<()>, limit: Duration) -> bool {
+    let start = Instant::now();
+    while !thread.is_finished() {
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(SERVE_END_POLL);
+    }
+    thread.join().is_ok()
+}
+
+/// Whether the kernel still has the FUSE connection of `device` (a
+/// descriptor of /dev/fuse): it reports POLLERR once the connection ended.
+fn connected(device: &OwnedFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        let mut fds = [PollFd::new(device.as_fd(), PollFlags::empty())];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(0) => return true,
+            Ok(_) => {
+                return !fds[0]
+                    .revents()
+                    .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLNVAL))
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            // Cannot tell: taken as ended (nothing is waited for).
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Where fusectl is mounted: each connection has a directory named by its
+/// number, with a file `abort`.
+const FUSE_CONNECTIONS: &str = "/sys/fs/fuse/connections";
+
+/// Ends FUSE connection `connection` (requests under way fail with
+/// ENOTCONN), if fusectl is mounted; otherwise does nothing.
+fn abort_connection(connection: Option<u32>) {
+    if let Some(id) = connection {
+        let abort = Path::new(FUSE_CONNECTIONS)
+            .join(id.to_string())
+            .join("abort");
+        if abort.exists() {
+            let _ = std::fs::write(abort, "1");
+        }
+    }
+}
+
+/// The connection number of the FUSE mount at `mountpoint` (its minor
+/// device number), from /proc/self/mountinfo (a stat would be a request
+/// to the server). The last entry wins: a mount on top of others.
+fn connection_of(mountpoint: &Path) -> Option<u32> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = mountinfo_escape(mountpoint);
+    info.lines()
+        .rev()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            (fields.get(4) == Some(&want.as_str())).then(|| fields.get(2).copied())?
+        })
+        .and_then(|dev| dev.split_once(':'))
+        .and_then(|(_, minor)| minor.parse().ok())
+}
+
+/// A path as /proc/self/mountinfo writes it: space, tab, newline and
+/// backslash as octal escapes.
+fn mountinfo_escape(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            ' ' => out.push_str("\\040"),
+            '\t' => out.push_str("\\011"),
+            '\n' => out.push_str("\\012"),
+            '\\' => out.push_str("\\134"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Shares of the open-file limit: backing files the cache keeps open
 /// (`CacheBuilder::max_files`) and inodes the server holds (prune.rs);
 /// the rest is for data descriptors of open handles and the like.
 pub const BACKING_FILES_PERCENT: u64 = 40;
 pub const INODES_PERCENT: u64 = 40;
-
-/// Permission bits exactly as asked (the kernel already applied the
-/// caller's umask).
-fn prepare_process() {
-    nix::sys::stat::umask(nix::sys::stat::Mode::empty());
-}
 
 /// Raises the open-file limit as far as allowed and returns it: the
 /// server holds a descriptor per inode the kernel remembers and the cache
@@ -200,7 +348,7 @@ pub fn raise_fd_limit() -> u64 {
 }
 
 /// The soft open-file limit (1024 if it cannot be read).
-fn fd_limit() -> u64 {
+pub fn fd_limit() -> u64 {
     nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .map_or(1024, |(soft, _)| soft)
 }
@@ -253,6 +401,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         dir
+    }
+
+    #[test]
+    fn mountinfo_escapes_as_the_kernel_does() {
+        assert_eq!(
+            mountinfo_escape(Path::new("/tmp/a b\\c\td\ne")),
+            "/tmp/a\\040b\\134c\\011d\\012e"
+        );
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! an entry, which a request in that directory may hold.
 
 use crate::inode::InodeTable;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How often the table's size is looked at.
@@ -32,18 +34,23 @@ pub fn inode_budget(nofile: u64, share_percent: u64) -> usize {
 }
 
 /// Starts the thread that keeps `inodes` within `budget`, sending its
-/// notifications through `notifier`. It ends when the session does (a
+/// notifications through `notifier`. It ends when `stop`'s sender is
+/// dropped (it looks every [`INTERVAL`]) or when the session does (a
 /// notification then fails with something other than ENOENT).
 pub fn spawn(
     inodes: Arc<InodeTable>,
     notifier: fuser::Notifier,
     budget: usize,
-) -> std::io::Result<()> {
+    stop: Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
     let low = budget * LOW_PERCENT / 100;
     std::thread::Builder::new()
         .name("wb-prune".into())
         .spawn(move || loop {
-            std::thread::sleep(INTERVAL);
+            match stop.recv_timeout(INTERVAL) {
+                Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
             let held = inodes.len();
             if held <= budget {
                 continue;
@@ -56,6 +63,5 @@ pub fn spawn(
                     Err(_) => return,
                 }
             }
-        })?;
-    Ok(())
+        })
 }

@@ -22,6 +22,28 @@ pub(crate) fn errno(e: nix::Error) -> Errno {
     e as i32
 }
 
+/// Makes the calling thread create files with exactly the modes it asks
+/// for: a umask of 0 of its own. The kernel sends a new file's mode with
+/// the caller's umask (fs.rs applies it), so the server's umask must not
+/// apply a second time; and unsharing the thread's filesystem attributes
+/// (CLONE_FS: root, working directory, umask) first leaves the process's
+/// umask as it was, which matters where the mount is served inside a
+/// program (a test) that creates files of its own. Serving threads call
+/// this before they create; it acts once per thread. Should the unshare
+/// fail, the process's umask is set to 0, as a standalone server would.
+pub(crate) fn exact_modes() {
+    thread_local! {
+        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    DONE.with(|done| {
+        if !done.get() {
+            let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS);
+            nix::sys::stat::umask(Mode::empty());
+            done.set(true);
+        }
+    });
+}
+
 /// A name the kernel asked about must be one path component.
 pub(crate) fn check_name(name: &OsStr) -> Result<&OsStr, Errno> {
     let bytes = name.as_bytes();

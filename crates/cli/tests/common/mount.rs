@@ -1,6 +1,7 @@
 //! Running `wb mount` in tests: a temporary tree, a mount started as a
 //! child process and always unmounted (a Drop guard: SIGTERM, then `umount
-//! -l`), and what the tests that use one share.
+//! -l`), and what the tests that use one share. (Tests of what a mount
+//! serves mount in-process instead: crates/fuse/tests/common.)
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -81,11 +82,6 @@ pub struct Mount {
 
 impl Mount {
     pub fn start(backing: &Path, mnt: &Path, extra: &[&str]) -> Mount {
-        Mount::start_limited(backing, mnt, extra, None)
-    }
-
-    /// As `start`, with the server's open-file limit set to `nofile`.
-    pub fn start_limited(backing: &Path, mnt: &Path, extra: &[&str], nofile: Option<u64>) -> Mount {
         let data = backing
             .parent()
             .expect("backing has a parent")
@@ -97,25 +93,6 @@ impl Mount {
             .args(["--no-calibrate", "--set", TEST_MEMORY, "--data-dir"])
             .arg(&data)
             .args(extra);
-        if let Some(n) = nofile {
-            use std::os::unix::process::CommandExt;
-            let limit = libc::rlimit {
-                rlim_cur: n,
-                rlim_max: n,
-            };
-            // SAFETY: runs in the child between fork and exec, where only
-            // async-signal-safe calls are allowed: setrlimit is one, and it
-            // reads a struct copied into the closure.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                });
-            }
-        }
         Mount::spawn(cmd, backing, mnt)
     }
 
