@@ -366,6 +366,12 @@ impl Engine {
         self.files.get(file.index()).map(|f| f.size)
     }
 
+    /// Whether actions wait to be carried out (`poll_action` would return
+    /// one).
+    pub fn has_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
     pub fn poll_action(&mut self) -> Option<Action> {
         let action = self.actions.pop_front();
         if action.is_none() && !self.eviction.retiring.is_empty() {

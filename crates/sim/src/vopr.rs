@@ -146,6 +146,16 @@ pub fn run_seed_report(
     seed: u64,
     profile: FaultProfile,
 ) -> Result<(RunReport, FaultOutcome), String> {
+    run_seed_with(seed, profile, false)
+}
+
+/// As [`run_seed_report`]; `one_event_per_read` as in [`SimOptions`] (the
+/// same outcome, slower: for tests that show it is the same).
+pub fn run_seed_with(
+    seed: u64,
+    profile: FaultProfile,
+    one_event_per_read: bool,
+) -> Result<(RunReport, FaultOutcome), String> {
     let text = scenario_text(seed);
     let path = std::path::Path::new("vopr");
     let scenario = wb_scenario::parse(path, &text, &crate::device::validate)
@@ -156,7 +166,7 @@ pub fn run_seed_report(
             progress: None,
             faults: Some(profile),
             trace: None,
-            one_event_per_read: false,
+            one_event_per_read,
         };
         runner::run_with_faults(&scenario, options)
     });

@@ -10,6 +10,9 @@
 //!
 //! - read `i` starts at `now + i × c`, `c` the read's own time
 //!   (`op_cpu_ns`), as the job would run it after read `i − 1` ended;
+//! - none while the engine has actions not carried out yet (they are
+//!   carried out after the job's read and may bring an event before the
+//!   next one: a woken job, a request's completion);
 //! - only reads starting strictly before the horizon: the next completion,
 //!   engine timer or other job's event (at an equal time those go first),
 //!   the next engine sample of the timeline, a fault due (power cut, crash,
@@ -40,6 +43,12 @@ impl Sim {
         let Some(extra) = self.hit_events_left else {
             return false;
         };
+        if self.engine.has_actions() {
+            // Actions not carried out yet (a completion's wake-up, a
+            // request to submit) take effect after this read, before the
+            // next: they may schedule a job or a completion before it.
+            return false;
+        }
         let repeats = self.jobs[job].workload.repeats().min(extra);
         if repeats == 0 {
             // One read: the ordinary path costs no more.
