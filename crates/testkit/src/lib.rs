@@ -5,6 +5,8 @@
 //! reason; CI sets [`REQUIRE_ALL_ENV`] so that a skip fails instead of
 //! passing green without checking anything.
 
+pub mod mount_env;
+
 /// Set (to anything but "0") by `.ci/run`: every test must really run.
 pub const REQUIRE_ALL_ENV: &str = "WB_REQUIRE_ALL_TESTS";
 

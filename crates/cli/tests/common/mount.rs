@@ -8,7 +8,6 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub const WB: &str = env!("CARGO_BIN_EXE_wb");
@@ -19,56 +18,9 @@ pub const EXIT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Cache budget for the tests: small enough that large writes are throttled.
 pub const TEST_MEMORY: &str = "memory=256MiB";
 
-pub static SERIAL: Mutex<()> = Mutex::new(());
-
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-pub fn skip_reason(needs_fio: bool) -> Option<String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    if needs_fio && Command::new("fio").arg("--version").output().is_err() {
-        return Some("fio is not installed".into());
-    }
-    None
-}
-
-/// A temporary directory tree under /tmp, removed on drop.
-pub struct TempRoot(pub PathBuf);
-
-impl TempRoot {
-    pub fn new(name: &str) -> TempRoot {
-        TempRoot::new_in(Path::new("/tmp"), name)
-    }
-
-    /// As `new`, under `base` (/var/tmp: a disk where /tmp may not be).
-    pub fn new_in(base: &Path, name: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let root = base.join(format!("wb-mount-{name}-{}-{nanos}", std::process::id()));
-        fs::create_dir_all(&root).expect("create temp root");
-        TempRoot(root)
-    }
-
-    pub fn dir(&self, rel: &str) -> PathBuf {
-        let p = self.0.join(rel);
-        fs::create_dir_all(&p).expect("create temp dir");
-        p
-    }
-}
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use wb_testkit::mount_env::{is_mounted, pattern, run, serial, skip_reason, TempRoot};
 
 /// A running `wb mount`.
 pub struct Mount {
@@ -224,28 +176,4 @@ pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
         std::thread::sleep(Duration::from_millis(20));
     }
     None
-}
-
-pub fn is_mounted(mnt: &Path) -> bool {
-    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let want = mnt.to_string_lossy();
-    info.lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
-}
-
-pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Deterministic pseudo-random bytes, so content can be re-made.
-pub fn pattern(seed: u64, buf: &mut [u8]) {
-    use rand_xoshiro::rand_core::{RngCore, SeedableRng};
-    rand_xoshiro::SplitMix64::seed_from_u64(seed).fill_bytes(buf);
 }

@@ -19,12 +19,15 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use wb_fuse::{MountError, MountOptions, MountSession, Unmounted};
 
 /// Cache budget for the tests: small enough that large writes are throttled.
 pub const TEST_MEMORY: &str = "256MiB";
+
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use wb_testkit::mount_env::{is_mounted, pattern, run, serial, skip_reason, TempRoot};
 
 /// Skips the calling test (returning from it) where it cannot mount:
 /// `require!(true)` when it needs fio too.
@@ -37,27 +40,6 @@ macro_rules! require {
     };
 }
 
-pub static SERIAL: Mutex<()> = Mutex::new(());
-
-/// One mount at a time: held for the whole test.
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Why a mount cannot be tested here, if it cannot.
-pub fn skip_reason(needs_fio: bool) -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("not root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    if needs_fio && Command::new("fio").arg("--version").output().is_err() {
-        return Some("fio is not installed".into());
-    }
-    None
-}
-
 /// Whether `tool` (run with `arg`) cannot run here: then the calling test
 /// is skipped, with the reason (a failure under CI).
 pub fn tool_missing(tool: &str, arg: &str) -> bool {
@@ -68,32 +50,6 @@ pub fn tool_missing(tool: &str, arg: &str) -> bool {
         "{tool} is not installed (./scripts/setup.sh installs it)"
     ));
     true
-}
-
-/// A temporary directory tree under /tmp, removed on drop.
-pub struct TempRoot(pub PathBuf);
-
-impl TempRoot {
-    pub fn new(name: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let root = Path::new("/tmp").join(format!("wb-fuse-{name}-{}-{nanos}", std::process::id()));
-        fs::create_dir_all(&root).expect("create temp root");
-        TempRoot(root)
-    }
-
-    pub fn dir(&self, rel: &str) -> PathBuf {
-        let p = self.0.join(rel);
-        fs::create_dir_all(&p).expect("create temp dir");
-        p
-    }
-}
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A mount served by this process, unmounted on drop.
@@ -213,31 +169,6 @@ pub fn umount_bounded(dir: &Path) {
     if !done {
         let _ = Command::new("umount").arg("-l").arg(dir).status();
     }
-}
-
-pub fn is_mounted(mnt: &Path) -> bool {
-    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let want = mnt.to_string_lossy();
-    info.lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
-}
-
-/// Runs `cmd`; its stdout, or a failure with its output.
-pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Deterministic pseudo-random bytes, so content can be re-made.
-pub fn pattern(seed: u64, buf: &mut [u8]) {
-    use rand_xoshiro::rand_core::{RngCore, SeedableRng};
-    rand_xoshiro::SplitMix64::seed_from_u64(seed).fill_bytes(buf);
 }
 
 /// A file of `mib` MiB of `pattern` data at `path`.
