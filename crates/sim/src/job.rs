@@ -162,11 +162,10 @@ impl JobRun {
     /// (a runner that served them at once).
     pub fn record_repeats(&mut self, op: Op, start: Instant, op_ns: u64, n: u64) {
         debug_assert!(self.op.is_none(), "an operation is in progress");
-        for i in 1..=n {
-            self.record(&op, op_ns, true);
-            if !matches!(op, Op::Fsync { .. } | Op::Sync) {
-                self.lat_over_time.record(start.as_ns() + i * op_ns, op_ns);
-            }
+        self.record_n(&op, op_ns, true, n);
+        if !matches!(op, Op::Fsync { .. } | Op::Sync) {
+            self.lat_over_time
+                .record_every(start.as_ns() + op_ns, op_ns, n, op_ns);
         }
     }
 
@@ -175,20 +174,25 @@ impl JobRun {
     /// latencies; an fsync or sync goes into the sync latencies; either
     /// counts an error if it failed.
     pub fn record(&mut self, op: &Op, latency_ns: u64, ok: bool) {
+        self.record_n(op, latency_ns, ok, 1);
+    }
+
+    /// `n` operations like `op`, each as `record` records one.
+    fn record_n(&mut self, op: &Op, latency_ns: u64, ok: bool, n: u64) {
         if !ok {
-            self.errors += 1;
+            self.errors += n;
         }
         match *op {
             Op::Write { len, .. } | Op::Read { len, .. } => {
-                self.lat.record(latency_ns);
-                self.ops += 1;
-                self.bytes += len;
+                self.lat.record_n(latency_ns, n);
+                self.ops += n;
+                self.bytes += len * n;
             }
             Op::Unlink { .. } => {
-                self.lat.record(latency_ns);
-                self.ops += 1;
+                self.lat.record_n(latency_ns, n);
+                self.ops += n;
             }
-            Op::Fsync { .. } | Op::Sync => self.sync_lat.record(latency_ns),
+            Op::Fsync { .. } | Op::Sync => self.sync_lat.record_n(latency_ns, n),
         }
         let kind = match op {
             Op::Write { .. } => 0,
@@ -196,7 +200,7 @@ impl JobRun {
             Op::Fsync { .. } | Op::Sync => 2,
             Op::Unlink { .. } => 3,
         };
-        self.kinds[kind].record(latency_ns);
+        self.kinds[kind].record_n(latency_ns, n);
     }
 
     /// The job's report when the run ends at `end`: a job not finished by

@@ -30,6 +30,12 @@ impl Latency {
         self.hist.saturating_record(ns.clamp(1, LATENCY_MAX_NS));
     }
 
+    /// `n` operations of `ns` each.
+    pub fn record_n(&mut self, ns: u64, n: u64) {
+        self.hist
+            .saturating_record_n(ns.clamp(1, LATENCY_MAX_NS), n);
+    }
+
     pub fn count(&self) -> u64 {
         self.hist.len()
     }
@@ -68,8 +74,16 @@ pub struct KindTally {
 
 impl KindTally {
     pub fn record(&mut self, ns: u64) {
-        self.count += 1;
-        self.total_ns += ns as u128;
+        self.record_n(ns, 1);
+    }
+
+    /// `n` operations of `ns` each.
+    pub fn record_n(&mut self, ns: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.count += n;
+        self.total_ns += ns as u128 * n as u128;
         self.max_ns = self.max_ns.max(ns);
     }
 

@@ -190,18 +190,34 @@ impl Default for LatencyTimeline {
 impl LatencyTimeline {
     /// An operation that ended at `end_ns` after `latency_ns`.
     pub fn record(&mut self, end_ns: u64, latency_ns: u64) {
-        let mut slot = (end_ns / self.width_ns) as usize;
-        while slot >= TIMELINE_POINTS {
-            self.coarsen();
-            slot = (end_ns / self.width_ns) as usize;
+        self.record_every(end_ns, 1, 1, latency_ns);
+    }
+
+    /// `n` operations that each took `latency_ns`, the first ending at
+    /// `first_end_ns` and each next `step_ns` later: as `n` calls of
+    /// `record`, slot by slot.
+    pub fn record_every(&mut self, first_end_ns: u64, step_ns: u64, n: u64, latency_ns: u64) {
+        debug_assert!(step_ns > 0 || n <= 1);
+        let mut done = 0;
+        while done < n {
+            let end_ns = first_end_ns + done * step_ns;
+            let mut slot = (end_ns / self.width_ns) as usize;
+            while slot >= TIMELINE_POINTS {
+                self.coarsen();
+                slot = (end_ns / self.width_ns) as usize;
+            }
+            if self.slots.len() <= slot {
+                self.slots.resize(slot + 1, Slot::default());
+            }
+            // The operations from this one that end within its slot.
+            let slot_end_ns = (slot as u64 + 1) * self.width_ns;
+            let here = ((slot_end_ns - 1 - end_ns) / step_ns.max(1) + 1).min(n - done);
+            let s = &mut self.slots[slot];
+            s.ops += here;
+            s.total_ns += latency_ns as u128 * here as u128;
+            s.max_ns = s.max_ns.max(latency_ns);
+            done += here;
         }
-        if self.slots.len() <= slot {
-            self.slots.resize(slot + 1, Slot::default());
-        }
-        let s = &mut self.slots[slot];
-        s.ops += 1;
-        s.total_ns += latency_ns as u128;
-        s.max_ns = s.max_ns.max(latency_ns);
     }
 
     fn coarsen(&mut self) {
@@ -237,6 +253,35 @@ impl LatencyTimeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operations_recorded_together_fill_the_slots_one_by_one_would() {
+        // Runs of operations across slot edges and coarsenings, as a
+        // reader's hits served at once record them.
+        let mut one_by_one = LatencyTimeline::default();
+        let mut together = LatencyTimeline::default();
+        let mut end = 5_000;
+        for (n, step, latency) in [
+            (1, 1, 9),
+            (700, 1_400, 1_400),
+            (3, 999_999, 7),
+            (90_000, 700, 700),
+        ] {
+            for i in 0..n {
+                one_by_one.record(end + i * step, latency);
+            }
+            together.record_every(end, step, n, latency);
+            end += n * step + 12_345;
+        }
+        for _ in 0..20 {
+            // Far ahead: both coarsen.
+            end *= 3;
+            one_by_one.record(end, 5);
+            together.record_every(end, 1, 1, 5);
+        }
+        assert_eq!(together.width_s(), one_by_one.width_s());
+        assert_eq!(together.slots(), one_by_one.slots());
+    }
 
     #[test]
     fn an_engine_timeline_keeps_at_most_its_points_evenly_spaced() {
