@@ -95,9 +95,7 @@ impl Engine {
             return Ok(0);
         }
         let end = first + served * pages;
-        for _ in 0..served {
-            self.touch_file(file);
-        }
+        self.touch_file_times(file, served);
         // Each read marks its own pages and takes their drop-behind mark
         // off; over distinct pages, once over all of them is the same.
         let t = &mut self.tasks[task.index()];
@@ -163,12 +161,12 @@ impl Engine {
             return served;
         };
         // Read i (ending at first + (i + 1) × pages) starts one when it is
-        // sequential (all but maybe the first) and hole − end < window / 2.
-        let starts_one = |i: u64| {
-            let end = first + (i + 1) * pages;
-            (i > 0 || sequential_first) && hole - end < window / 2
-        };
-        (0..served).find(|&i| starts_one(i)).unwrap_or(served)
+        // sequential (all but maybe the first) and hole − end < window / 2,
+        // that is end > hole − window / 2: from read
+        // ⌊(hole − window / 2 − first) / pages⌋ on.
+        let from = hole.saturating_sub(window / 2).saturating_sub(first) / pages;
+        let from = if sequential_first { from } else { from.max(1) };
+        from.min(served)
     }
 
     /// Serves a read whose pages (up to the end of the file) lie in one

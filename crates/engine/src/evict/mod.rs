@@ -78,7 +78,12 @@ impl Engine {
     /// Notes a use of `file`: a stamp, so a read or write pays nothing
     /// more; the order is made only when files must go.
     pub(crate) fn touch_file(&mut self, file: FileId) {
-        self.eviction.next_use += 1;
+        self.touch_file_times(file, 1);
+    }
+
+    /// `uses` uses of `file` one after another (as many `touch_file`).
+    pub(crate) fn touch_file_times(&mut self, file: FileId, uses: u64) {
+        self.eviction.next_use += uses;
         self.files[file.index()].last_use = self.eviction.next_use;
     }
 
