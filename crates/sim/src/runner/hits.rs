@@ -61,6 +61,8 @@ impl Sim {
         let by_time = horizon.as_ns().saturating_sub(now.as_ns() + 1) / op_ns;
         let count = 1 + repeats.min(by_time);
         let j = &self.jobs[job];
+        // An error (a bad handle) is the ordinary path's to report: it
+        // takes the read again and returns it.
         let served = self
             .engine
             .read_hits(j.task, j.handles[file], offset, len, count)
