@@ -139,7 +139,7 @@ pub enum StallReason {
     /// A direct (O_DIRECT) write waiting for its requests (direct/).
     DirectIo,
     /// A read or truncation waiting for a writer to finish copying into a
-    /// page outside the runtime's lock (page_lock/): one memcpy.
+    /// page outside the runtime's lock (page_cache/page_lock.rs): one memcpy.
     PageLocked,
     /// An unlink held back by its device's full backlog of deferred
     /// releases (backlog/): about `backlog_wait_ms` with watermarks.

@@ -47,7 +47,9 @@ impl Engine {
                     dev.wbt.on_commit_write_done(now, latency);
                 }
                 if req.direct {
-                    self.files[req.file.index()].inflight_writes.remove(&req.id);
+                    self.cache.files[req.file.index()]
+                        .inflight_writes
+                        .remove(&req.id);
                     self.complete_direct(&req, result);
                 } else {
                     self.complete_write(&req, result);
@@ -55,7 +57,7 @@ impl Engine {
                 self.check_syncs();
             }
         }
-        if self.over_budget && !self.trim_to_budget() {
+        if self.cache.over_budget && !self.trim_to_budget() {
             self.wake(crate::task::WaitKey::Memory);
         }
         self.pump(now, req.device);
@@ -68,21 +70,22 @@ impl Engine {
         let (first, end) = (req.first_page, req.first_page + req.pages as u64);
         if result.is_ok() {
             // Under `lru = clock` a page read is a page used; with two
-            // lists its reader marks it (lru.rs), readahead does not.
+            // lists its reader marks it (page_cache/lru.rs), readahead does not.
             let used = match self.config.lru {
                 crate::config::Lru::Clock => PG_REFERENCED,
                 crate::config::Lru::ActiveInactive => 0,
             };
-            self.update_and_queue(req.file, first, end, |flags| {
+            self.cache.update_and_queue(req.file, first, end, |flags| {
                 assert!(flags & PG_READING != 0);
                 (flags & !PG_READING) | used
             });
         } else {
             // Pages truncated meanwhile are gone already; the rest goes.
-            self.remove_pages(req.file, first, end);
+            self.cache
+                .remove_pages(req.file, first, end, &mut self.actions);
         }
         if let Err(e) = result {
-            self.files[req.file.index()].read_error = Some(e);
+            self.cache.files[req.file.index()].read_error = Some(e);
         }
         self.wake(WaitKey::FileIo(req.file));
         self.wake(WaitKey::Memory);
@@ -91,26 +94,27 @@ impl Engine {
     fn complete_write(&mut self, req: &IoRequest, result: Result<(), IoErrorKind>) {
         let pages = req.pages as u64;
         let file = req.file;
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         f.inflight_writes.remove(&req.id);
         let wb_id = f.wb;
         let before = f.counts();
         let failed = result.is_err();
-        self.update_and_queue(file, req.first_page, req.first_page + pages, |flags| {
-            assert!(
-                flags & PG_WRITEBACK != 0,
-                "page under writeback stays cached"
-            );
-            // A failed write leaves the data dirty: never silently clean.
-            (flags & !PG_WRITEBACK)
-                | if failed && !PLANTED_CLEAN_ON_ERROR {
-                    PG_DIRTY
-                } else {
-                    0
-                }
-        });
-        self.account_pages(file, before);
-        let after = self.files[file.index()].counts();
+        self.cache
+            .update_and_queue(file, req.first_page, req.first_page + pages, |flags| {
+                assert!(
+                    flags & PG_WRITEBACK != 0,
+                    "page under writeback stays cached"
+                );
+                // A failed write leaves the data dirty: never silently clean.
+                (flags & !PG_WRITEBACK)
+                    | if failed && !PLANTED_CLEAN_ON_ERROR {
+                        PG_DIRTY
+                    } else {
+                        0
+                    }
+            });
+        self.cache.account(file, before);
+        let after = self.cache.files[file.index()].counts();
         assert_eq!(before.writeback - after.writeback, pages);
         match result {
             Ok(()) => {
@@ -121,7 +125,7 @@ impl Engine {
                 self.drop_behind(file, req.first_page, req.first_page + pages);
             }
             Err(e) => {
-                let f = &mut self.files[file.index()];
+                let f = &mut self.cache.files[file.index()];
                 f.err_seq += 1;
                 f.last_err = Some(e);
                 self.devices[req.device.index()].stats.write_errors += 1;
@@ -150,7 +154,7 @@ impl Engine {
     /// them): the file goes to the back of the flusher's order so other
     /// files are not starved by retries.
     fn redirty_after_error(&mut self, file: FileId) {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         let wb = &mut self.wbs[f.wb.index()];
         if f.dirtied_when.is_none() && f.counts().dirty > 0 {
             // Not "now": the retry time is chosen by the flusher's next pass.

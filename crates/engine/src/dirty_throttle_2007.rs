@@ -52,9 +52,9 @@ impl Engine {
         task: TaskId,
         file: FileId,
     ) -> Option<Step> {
-        let wb_id = self.files[file.index()].wb;
-        let over = self.nr_dirty + self.nr_writeback > self.dom.thresh.thresh;
-        if self.nr_dirty > self.dom.thresh.bg_thresh {
+        let wb_id = self.cache.files[file.index()].wb;
+        let over = self.cache.nr_dirty + self.cache.nr_writeback > self.dom.thresh.thresh;
+        if self.cache.nr_dirty > self.dom.thresh.bg_thresh {
             self.kick_background(now, wb_id);
         }
         let written = self.wbs[wb_id.index()].written;
@@ -62,17 +62,18 @@ impl Engine {
             unreachable!("2007 throttle outside a write");
         };
         let baseline = *wait_2007.get_or_insert(written);
-        if !over || written - baseline >= write_chunk_2007(self.memory_pages) {
+        if !over || written - baseline >= write_chunk_2007(self.cache.memory_pages) {
             *wait_2007 = None;
             self.dirty_exceeded_2007 = over;
             return None;
         }
         self.dirty_exceeded_2007 = true;
+        let dirty = self.cache.wb(wb_id).dirty;
         let wb = &mut self.wbs[wb_id.index()];
-        if wb.dirty > 0 && wb.flusher.current.is_none() && !wb.flusher.has_queued() {
+        if dirty > 0 && wb.flusher.current.is_none() && !wb.flusher.has_queued() {
             wb.flusher.queue(Work {
                 reason: WbReason::BalanceDirty,
-                nr_pages: write_chunk_2007(self.memory_pages),
+                nr_pages: write_chunk_2007(self.cache.memory_pages),
                 for_background: false,
                 older_than: None,
             });

@@ -48,11 +48,9 @@ use crate::dirty_limits::{domain_dirty_limits, WbDomain};
 use crate::dispatch::inflight::IoTable;
 use crate::error::EngineError;
 use crate::file_table::handle::Handle;
-use crate::frame_space::FrameSpace;
 use crate::ids::{DeviceId, DomainId, FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
-use crate::page_cache::{CachedFile, PageCounts};
+use crate::page_cache::{CachedFile, PageCache};
 use crate::proportions::FpropGlobal;
-use crate::reclaim::queue::ReclaimQueue;
 use crate::stats::counters::{DeviceStats, Stats};
 use crate::sync::table::SyncTable;
 use crate::task::state::{Op, Task, WaitKey, MAX_TASKS};
@@ -67,14 +65,8 @@ pub const MAX_DOMAIN_NAME_BYTES: usize = 256;
 
 pub struct Engine {
     pub(crate) config: Config,
-    /// The cache budget: the `memory` knob, lowered or raised at run time
-    /// within `frame_pages` (reclaim/, `trim_to_budget`).
-    pub(crate) memory_pages: u64,
-    /// The frames the runtime owns: the budget the cache started with.
-    pub(crate) frame_pages: u64,
-    /// The cache holds more than a lowered budget; it frees pages as they
-    /// come clean until it is within it, and allocates none meanwhile.
-    pub(crate) over_budget: bool,
+    /// Files, frames, lists, budget and page counts (page_cache/).
+    pub(crate) cache: PageCache,
     /// The memory pressure policy, once a runtime passes samples
     /// (memory_budget/, memory_pressure/).
     pub(crate) memory_pressure: Option<crate::memory_pressure::MemoryPressure>,
@@ -82,7 +74,6 @@ pub struct Engine {
     pub(crate) memory_stats: crate::memory_budget::stats::MemoryBudgetStats,
     /// The global dirty limits and writeout shares (dirty_limits.rs).
     pub(crate) dom: WbDomain,
-    pub(crate) files: Vec<CachedFile>,
     pub(crate) handles: Vec<Option<Handle>>,
     /// Slots of closed handles, for the next opens.
     pub(crate) free_handles: Vec<u32>,
@@ -91,23 +82,6 @@ pub struct Engine {
     pub(crate) domains: Vec<String>,
     pub(crate) wbs: Vec<Wb>,
     pub(crate) wb_index: BTreeMap<(DeviceId, DomainId), WbId>,
-    /// The inactive list: clean pages reclaim takes (reclaim/).
-    pub(crate) reclaim: ReclaimQueue,
-    /// The active list: clean pages used repeatedly (lru.rs).
-    pub(crate) active_lru: ReclaimQueue,
-    /// Pages with PG_ACTIVE, in any state.
-    pub(crate) nr_active: u64,
-    /// Shadows of evicted pages, for refault distance (workingset.rs).
-    pub(crate) workingset: crate::workingset::Workingset,
-    pub(crate) frames: FrameSpace,
-    pub(crate) nr_cached: u64,
-    /// Frames that in-flight writes keep after a writer was given a copy
-    /// of their pages (stable.rs); they count against the budget.
-    pub(crate) nr_snapshot: u64,
-    pub(crate) nr_dirty: u64,
-    /// Dirty pages written uncached, cache-wide (dontcache/).
-    pub(crate) nr_dontcache_dirty: u64,
-    pub(crate) nr_writeback: u64,
     /// Requests handed to the runtime and not yet completed (dispatch/).
     pub(crate) io: IoTable,
     /// fsync and sync operations in progress (sync/).
@@ -118,61 +92,22 @@ pub struct Engine {
     pub(crate) eviction: crate::evict::state::Eviction,
     pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
-    /// Pages writers are copying into outside the runtime's lock
-    /// (page_lock/); a handful at most: one entry per CopyIn.
-    pub(crate) page_locks: Vec<crate::page_lock::state::PageLock>,
     pub(crate) dirty_exceeded_2007: bool,
     /// The engine's clocks (timers/).
     pub(crate) timers: Timers,
     pub(crate) stats: Stats,
-    /// Frames whose pages a runtime read from its own index since reclaim
-    /// last looked (see `note_referenced_frames`).
-    pub(crate) frame_notes: crate::frame_notes::FrameNotes,
     /// Calls of `check_invariants` so far (some checks are sampled).
     pub(crate) invariant_checks: std::cell::Cell<u64>,
 }
 
-/// `counter` follows a file's count that went from `before` to `after`.
-fn follow(counter: &mut u64, before: u64, after: u64) {
-    *counter = *counter - before + after;
-}
-
 impl Engine {
-    /// Keeps the cache-wide and per-context page counters (cached,
-    /// active, dirty, under writeback, uncached) equal to the sums of the
-    /// files' own after a change to `file`'s pages whose counts were
-    /// `before`. Every change of page state is accounted here, and only
-    /// here (invariants.rs checks the sums).
-    pub(crate) fn account_pages(&mut self, file: FileId, before: PageCounts) {
-        let f = &self.files[file.index()];
-        let after = f.counts();
-        if after == before {
-            // The common change: a page marked referenced, counted nowhere.
-            return;
-        }
-        let wb = &mut self.wbs[f.wb.index()];
-        follow(&mut wb.dirty, before.dirty, after.dirty);
-        follow(&mut wb.writeback, before.writeback, after.writeback);
-        follow(&mut self.nr_dirty, before.dirty, after.dirty);
-        follow(&mut self.nr_writeback, before.writeback, after.writeback);
-        follow(&mut self.nr_cached, before.cached, after.cached);
-        follow(&mut self.nr_active, before.active, after.active);
-        let (was, now) = (before.dontcache_dirty, after.dontcache_dirty);
-        follow(&mut wb.nr_dontcache_dirty, was, now);
-        follow(&mut self.nr_dontcache_dirty, was, now);
-        let (was, now) = (before.dontcache_unclean, after.dontcache_unclean);
-        follow(&mut wb.nr_dontcache_unclean, was, now);
-    }
-
     pub fn new(config: Config, now: Instant) -> Engine {
         let memory_pages = config.memory_bytes / PAGE_SIZE;
         let thresh = domain_dirty_limits(&config, memory_pages);
         let timers = Timers::new(&config, now);
         let mut engine = Engine {
+            cache: PageCache::new(memory_pages, config.lru),
             config,
-            memory_pages,
-            frame_pages: memory_pages,
-            over_budget: false,
             memory_pressure: None,
             memory_stats: Default::default(),
             dom: WbDomain {
@@ -180,7 +115,6 @@ impl Engine {
                 dirty_limit: thresh.thresh,
                 completions: FpropGlobal::default(),
             },
-            files: Vec::new(),
             handles: Vec::new(),
             free_handles: Vec::new(),
             tasks: Vec::new(),
@@ -188,16 +122,6 @@ impl Engine {
             domains: vec!["root".to_string()],
             wbs: Vec::new(),
             wb_index: BTreeMap::new(),
-            reclaim: ReclaimQueue::default(),
-            active_lru: ReclaimQueue::default(),
-            nr_active: 0,
-            workingset: Default::default(),
-            frames: FrameSpace::new(memory_pages),
-            nr_cached: 0,
-            nr_snapshot: 0,
-            nr_dirty: 0,
-            nr_dontcache_dirty: 0,
-            nr_writeback: 0,
             io: IoTable::default(),
             syncs: SyncTable::default(),
             durability: Default::default(),
@@ -205,11 +129,9 @@ impl Engine {
             eviction: Default::default(),
             waiting: Vec::new(),
             actions: VecDeque::new(),
-            page_locks: Vec::new(),
             dirty_exceeded_2007: false,
             timers,
             stats: Stats::default(),
-            frame_notes: crate::frame_notes::FrameNotes::new(memory_pages),
             invariant_checks: std::cell::Cell::new(0),
         };
         engine.stats.memory_pages = memory_pages;
@@ -235,8 +157,8 @@ impl Engine {
         idle_read_latency_ns: u64,
     ) -> DeviceId {
         assert!(self.devices.len() < MAX_DEVICES, "too many devices");
-        let target = Self::wbt_target(&config, idle_read_latency_ns);
-        let mut wbt = Wbt::new(Self::wbt_queue_depth(&config), target);
+        let target = crate::device::state::wbt_target(&config, idle_read_latency_ns);
+        let mut wbt = Wbt::new(crate::device::state::wbt_queue_depth(&config), target);
         wbt.serial = config.serial;
         wbt.set_pace(config.wbt_pace);
         wbt.slice
@@ -319,6 +241,19 @@ impl Engine {
         TaskId((self.tasks.len() - 1) as u32)
     }
 
+    /// The writeback context of (`device`, `domain`), made if new.
+    fn wb_for(&mut self, device: DeviceId, domain: DomainId, now: Instant) -> WbId {
+        if let Some(&wb) = self.wb_index.get(&(device, domain)) {
+            return wb;
+        }
+        let id = WbId(self.wbs.len() as u32);
+        self.wbs.push(Wb::new(device, domain, now));
+        self.cache.add_wb(id);
+        self.wb_index.insert((device, domain), id);
+        self.devices[device.index()].wbs.push(id);
+        id
+    }
+
     /// Makes a file known to the cache: `size` bytes already on the device.
     /// An unknown device or domain is an error.
     pub fn add_file(
@@ -338,12 +273,12 @@ impl Engine {
         let record = CachedFile::new(device, wb, size);
         let file = match self.reusable_file_id() {
             Some(id) => {
-                self.files[id.index()] = record;
+                self.cache.files[id.index()] = record;
                 id
             }
             None => {
-                self.files.push(record);
-                FileId((self.files.len() - 1) as u32)
+                self.cache.files.push(record);
+                FileId((self.cache.files.len() - 1) as u32)
             }
         };
         self.eviction.live += 1;
@@ -354,7 +289,8 @@ impl Engine {
 
     /// Handles open on a file; None for an unknown or evicted file.
     pub fn file_open_handles(&self, file: FileId) -> Option<u32> {
-        self.files
+        self.cache
+            .files
             .get(file.index())
             .filter(|f| !f.evicted)
             .map(|f| f.open_handles)
@@ -363,7 +299,7 @@ impl Engine {
     /// A file's size in bytes, including extensions not yet written back;
     /// None for an unknown file.
     pub fn file_size(&self, file: FileId) -> Option<u64> {
-        self.files.get(file.index()).map(|f| f.size)
+        self.cache.files.get(file.index()).map(|f| f.size)
     }
 
     /// Whether actions wait to be carried out (`poll_action` would return
@@ -384,7 +320,7 @@ impl Engine {
 
     /// Pages dirty or under writeback, globally.
     pub fn dirty_and_writeback_pages(&self) -> u64 {
-        self.nr_dirty + self.nr_writeback
+        self.cache.nr_dirty + self.cache.nr_writeback
     }
 
     /// The hard dirty limit in pages (max of thresh and the decaying dirty_limit).
@@ -401,11 +337,16 @@ impl Engine {
 
     /// The frame holding a cached page's data.
     pub fn page_frame(&self, file: FileId, page: PageIndex) -> Option<u32> {
-        self.files.get(file.index())?.frame(page)
+        self.cache.files.get(file.index())?.frame(page)
+    }
+
+    /// Pages on the active list (PG_ACTIVE, in any state).
+    pub fn nr_active(&self) -> u64 {
+        self.cache.nr_active
     }
 
     pub fn cached_pages(&self) -> u64 {
-        self.nr_cached
+        self.cache.nr_cached
     }
 
     /// Whether a task has no operation in progress (false for an unknown
@@ -416,22 +357,22 @@ impl Engine {
             .is_some_and(|t| t.op == Op::Idle)
     }
 
-    /// A file's cached pages, and how many of them are active (lru.rs);
+    /// A file's cached pages, and how many of them are active (page_cache/lru.rs);
     /// None for an unknown file.
     pub fn file_cached_pages(&self, file: FileId) -> Option<(u64, u64)> {
-        let counts = self.files.get(file.index())?.counts();
+        let counts = self.cache.files.get(file.index())?.counts();
         Some((counts.cached, counts.active))
     }
 
     /// The cache budget now (the `memory` knob).
     pub fn memory_pages(&self) -> u64 {
-        self.memory_pages
+        self.cache.memory_pages
     }
 
     /// The frames the runtime provides: the budget the cache started with,
     /// the most the `memory` knob can be raised to.
     pub fn frame_pages(&self) -> u64 {
-        self.frame_pages
+        self.cache.frame_pages
     }
 
     /// One past the highest frame in use: no frame from there on is in
@@ -439,7 +380,7 @@ impl Engine {
     /// a growing cache uses the frames from here up next. A runtime may
     /// prepare their memory ahead (runtime/populate.rs in the library).
     pub fn frames_used_end(&self) -> u64 {
-        self.frames.used_end() as u64
+        self.cache.frames.used_end() as u64
     }
 
     /// Free frames below frame `end`, highest first, `max` in all at most:
@@ -448,13 +389,13 @@ impl Engine {
     /// come back zeroed when next used; the engine fills a frame before
     /// any reader sees it).
     pub fn free_frames_below(&self, end: u32, max: u64) -> Vec<(u32, u64)> {
-        self.frames.free_below(end, max)
+        self.cache.frames.free_below(end, max)
     }
 
     /// Frames freed since the engine started, counted: unchanged since a
     /// runtime last gave free frames' memory back, there is nothing new
     /// to give back.
     pub fn frames_freed_total(&self) -> u64 {
-        self.frames.freed_total()
+        self.cache.frames.freed_total()
     }
 }

@@ -50,19 +50,26 @@ impl Engine {
             unreachable!("continue_invalidate on a task that is not invalidating");
         };
         self.discard_dirty_range(file, first, end);
-        let runs: Vec<_> = self.files[file.index()].runs_over(first, end).collect();
+        let runs: Vec<_> = self.cache.files[file.index()]
+            .runs_over(first, end)
+            .collect();
         let mut busy = false;
         for (start, run) in runs {
             if run.flags & (PG_WRITEBACK | PG_READING | PG_LOCKED) != 0 {
                 busy = true;
             } else {
-                self.remove_pages(file, start.max(first), (start + run.len).min(end));
+                self.cache.remove_pages(
+                    file,
+                    start.max(first),
+                    (start + run.len).min(end),
+                    &mut self.actions,
+                );
             }
         }
         if busy {
             // I/O in flight in the range, or a copy into a page there: wait
             // for it, then drop the pages.
-            let reason = if self.any_locked(file, first, end) {
+            let reason = if self.cache.any_locked(file, first, end) {
                 StallReason::PageLocked
             } else {
                 StallReason::Sync

@@ -13,17 +13,20 @@ impl Engine {
     /// Panics with a description if an invariant does not hold. Cost is
     /// linear in the number of cached pages.
     pub fn check_invariants(&self) {
-        let used = self.nr_cached + self.nr_snapshot;
+        let used = self.cache.nr_cached + self.cache.nr_snapshot;
         assert!(
-            used <= self.memory_pages || self.over_budget,
+            used <= self.cache.memory_pages || self.cache.over_budget,
             "cache {used} over budget {} (not lowered)",
-            self.memory_pages
+            self.cache.memory_pages
         );
-        assert!(used <= self.frame_pages, "cache {used} over its frames");
-        self.check_page_locks();
+        assert!(
+            used <= self.cache.frame_pages,
+            "cache {used} over its frames"
+        );
+        self.cache.check_page_locks();
         self.check_backlogs();
         let limit = self.hard_limit_pages() + self.dirty_slack_pages();
-        let dirty_total = self.nr_dirty + self.nr_writeback;
+        let dirty_total = self.cache.nr_dirty + self.cache.nr_writeback;
         assert!(
             dirty_total <= limit,
             "dirty {dirty_total} over hard limit + slack {limit}"
@@ -39,7 +42,7 @@ impl Engine {
         }
         assert_eq!(
             self.eviction.live,
-            self.files.iter().filter(|f| !f.evicted).count(),
+            self.cache.files.iter().filter(|f| !f.evicted).count(),
             "live file count"
         );
         assert!(
@@ -55,11 +58,11 @@ impl Engine {
     /// Checks every file alone and sums its pages by state, wb and device.
     fn check_files(&self) -> PageTotals {
         let mut t = PageTotals::new(self.wbs.len(), self.devices.len());
-        let mut open_handles = vec![0u32; self.files.len()];
+        let mut open_handles = vec![0u32; self.cache.files.len()];
         for h in self.handles.iter().flatten() {
             open_handles[h.file.index()] += 1;
         }
-        for (idx, f) in self.files.iter().enumerate() {
+        for (idx, f) in self.cache.files.iter().enumerate() {
             f.check();
             let counts = f.counts();
             assert_eq!(f.open_handles, open_handles[idx], "open handle count");
@@ -97,7 +100,8 @@ impl Engine {
                 "file {idx}: pages at {start} hold a space reservation but are clean"
             );
             if run.flags & PG_LOCKED != 0 {
-                self.check_locked_run(crate::ids::FileId(idx as u32), start, run.len);
+                self.cache
+                    .check_locked_run(crate::ids::FileId(idx as u32), start, run.len);
             }
         }
     }
@@ -111,28 +115,29 @@ impl Engine {
             );
         }
         assert_eq!(
-            t.frames_used + self.nr_snapshot + self.frames.free_frames(),
-            self.frame_pages,
+            t.frames_used + self.cache.nr_snapshot + self.cache.frames.free_frames(),
+            self.cache.frame_pages,
             "every frame is free or holds one cached page"
         );
-        assert_eq!(t.cached, self.nr_cached, "cached count");
-        assert_eq!(t.active, self.nr_active, "active count");
-        assert_eq!(t.dirty, self.nr_dirty, "dirty count");
-        assert_eq!(t.writeback, self.nr_writeback, "writeback count");
-        for (i, wb) in self.wbs.iter().enumerate() {
+        assert_eq!(t.cached, self.cache.nr_cached, "cached count");
+        assert_eq!(t.active, self.cache.nr_active, "active count");
+        assert_eq!(t.dirty, self.cache.nr_dirty, "dirty count");
+        assert_eq!(t.writeback, self.cache.nr_writeback, "writeback count");
+        assert_eq!(self.cache.wb_pages.len(), self.wbs.len(), "wb counts");
+        for (i, wb) in self.cache.wb_pages.iter().enumerate() {
             assert_eq!(wb.dirty, t.wb_dirty[i], "wb {i} dirty count");
             assert_eq!(wb.writeback, t.wb_writeback[i], "wb {i} writeback count");
             assert_eq!(
-                wb.nr_dontcache_dirty, t.wb_dontcache[i],
+                wb.dontcache_dirty, t.wb_dontcache[i],
                 "wb {i} dontcache dirty count"
             );
             assert_eq!(
-                wb.nr_dontcache_unclean, t.wb_unclean[i],
+                wb.dontcache_unclean, t.wb_unclean[i],
                 "wb {i} dontcache unclean count"
             );
         }
         assert_eq!(
-            self.nr_dontcache_dirty,
+            self.cache.nr_dontcache_dirty,
             t.wb_dontcache.iter().sum::<u64>(),
             "dontcache dirty count"
         );
@@ -187,16 +192,21 @@ impl Engine {
     /// queue stays within its bound.
     fn check_reclaim_queue(&self) {
         assert!(
-            self.reclaim.len() + self.active_lru.len()
-                <= self.frame_pages as usize + crate::reclaim::RECLAIM_QUEUE_SLACK,
+            self.cache.inactive.len() + self.cache.active.len()
+                <= self.cache.frame_pages as usize + crate::page_cache::RECLAIM_QUEUE_SLACK,
             "reclaim queue over its bound"
         );
-        let mut covered: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.files.len()];
-        for (file, first, end) in self.reclaim.entries().chain(self.active_lru.entries()) {
+        let mut covered: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.cache.files.len()];
+        for (file, first, end) in self
+            .cache
+            .inactive
+            .entries()
+            .chain(self.cache.active.entries())
+        {
             covered[file.index()].push((first, end));
         }
-        self.workingset.check();
-        for (idx, f) in self.files.iter().enumerate() {
+        self.cache.workingset.check();
+        for (idx, f) in self.cache.files.iter().enumerate() {
             let ranges = &mut covered[idx];
             ranges.sort_unstable();
             // One sweep over runs and entries, both in page order: `cover`

@@ -4,7 +4,9 @@
 //! flusher's period.
 
 use crate::engine::Engine;
+use crate::error::EngineError;
 use crate::ids::DeviceId;
+use crate::time::Instant;
 
 impl Engine {
     /// Changes a device knob at run time. Bad values change nothing.
@@ -44,7 +46,7 @@ impl Engine {
         }
         let dev = &mut self.devices[device.index()];
         if knob == "wbt_lat_usec" {
-            let target = Self::wbt_target(&config, dev.idle_read_latency_ns);
+            let target = crate::device::state::wbt_target(&config, dev.idle_read_latency_ns);
             dev.wbt.set_min_lat(target);
             dev.stats.wbt_enabled = target != 0;
             dev.stats.wbt_target_ns = target;
@@ -61,7 +63,8 @@ impl Engine {
                 .set(config.wbt_slice_ms, config.wbt_slice_quiet_ms);
         }
         if knob == "queue_depth" || knob == "nr_requests" {
-            dev.wbt.set_queue_depth(Self::wbt_queue_depth(&config));
+            dev.wbt
+                .set_queue_depth(crate::device::state::wbt_queue_depth(&config));
             // Tags already handed out stay valid; none is handed out until
             // they drain below a lowered limit (`issue`, `pump`).
             dev.tags_draining = dev.tags_used > config.nr_requests;
@@ -81,13 +84,13 @@ impl Engine {
         let mut config = self.config.clone();
         config.set(knob, value)?;
         let memory_pages = config.memory_bytes / crate::ids::PAGE_SIZE;
-        if memory_pages > self.frame_pages {
+        if memory_pages > self.cache.frame_pages {
             return Err(crate::config::KnobError::Invalid {
                 knob: knob.to_string(),
                 value: value.to_string(),
                 reason: format!(
                     "the cache started with {} and cannot grow past it while it runs",
-                    crate::units::format_bytes(self.frame_pages * crate::ids::PAGE_SIZE)
+                    crate::units::format_bytes(self.cache.frame_pages * crate::ids::PAGE_SIZE)
                 ),
             });
         }
@@ -97,6 +100,7 @@ impl Engine {
         let backlog_changed = config.backlog_throttle != self.config.backlog_throttle
             || config.backlog_wait_ms != self.config.backlog_wait_ms;
         self.config = config;
+        self.cache.lru = self.config.lru;
         if backlog_changed {
             self.backlog_recheck();
         }
@@ -108,15 +112,51 @@ impl Engine {
             "memory_min" if self.memory_pressure.is_some() => {
                 let floor = (self.config.memory_min_bytes / crate::ids::PAGE_SIZE)
                     .min(self.ceiling_pages());
-                if floor > self.memory_pages {
+                if floor > self.cache.memory_pages {
                     self.memory_stats.reason = crate::memory_budget::stats::BudgetReason::Knob;
                 }
-                self.memory_pages.max(floor)
+                self.cache.memory_pages.max(floor)
             }
             // The dirty thresholds follow the other knobs.
-            _ => self.memory_pages,
+            _ => self.cache.memory_pages,
         };
         self.set_budget_pages(budget);
+        Ok(())
+    }
+
+    /// Reports whether `device` needs pages kept stable while they are
+    /// written (it checksums data in flight: Linux's queue/stable_writes).
+    /// With `stable_writes = auto` this picks snapshot (true) or none.
+    pub fn set_stable_writes_required(
+        &mut self,
+        device: DeviceId,
+        required: bool,
+    ) -> Result<(), EngineError> {
+        let dev = self
+            .devices
+            .get_mut(device.index())
+            .ok_or(EngineError::BadDevice(device))?;
+        dev.stable_required = required;
+        Ok(())
+    }
+
+    /// Reports reads the device served for others since the last report
+    /// (from the device's statistics): `reads` reads taking `latency_ns` in
+    /// all. Lets wbt protect readers outside the engine.
+    pub fn note_foreign_reads(
+        &mut self,
+        now: Instant,
+        device: DeviceId,
+        reads: u64,
+        latency_ns: u64,
+    ) -> Result<(), EngineError> {
+        let dev = self
+            .devices
+            .get_mut(device.index())
+            .ok_or(EngineError::BadDevice(device))?;
+        if reads > 0 && dev.wbt.enabled() {
+            dev.wbt.on_foreign_reads(now, reads, latency_ns / reads);
+        }
         Ok(())
     }
 }

@@ -16,7 +16,7 @@
 //!    check.
 //! 2. `prepare_pages` (`write_path/`) makes a stretch cached and
 //!    modifiable: uncached pages get room (`reclaim/`, `shrink`, the inactive
-//!    list first: `lru.rs`) and frames (`frame_space.rs`) and become one run
+//!    list first: `page_cache/lru.rs`) and frames (`page_cache/frame_space.rs`) and become one run
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
 //!    is on disk is read first (`dispatch/`, `submit_read`; stall
 //!    `read_io`). A page under writeback is modified in place, waited for
@@ -27,7 +27,7 @@
 //!    `copy_in` emits `Action::CopyIn`: the runtime copies the caller's
 //!    bytes into the stretch's frames before it acts on anything later. A
 //!    write with `WriteFlags::deferred_copy` also locks the stretch's pages
-//!    (`page_lock/`): the runtime copies after releasing its own lock and
+//!    (`page_cache/page_lock.rs`): the runtime copies after releasing its own lock and
 //!    calls `write_end`; meanwhile the pages are not written back, read or
 //!    truncated away.
 //! 4. `maybe_throttle` (`balance_dirty/`): past the task's
@@ -130,17 +130,13 @@ mod error;
 mod evict;
 mod file_table;
 mod flusher;
-mod frame_notes;
-mod frame_space;
 mod ids;
 mod invalidate;
 mod invariants;
 mod knobs;
-mod lru;
 mod memory_budget;
 mod memory_pressure;
 mod page_cache;
-mod page_lock;
 mod position_ratio;
 mod proportions;
 mod ratelimit;
@@ -164,7 +160,6 @@ mod wbt_pace;
 mod wbt_slice;
 mod wbt_window;
 mod wbt_write_cap;
-mod workingset;
 mod write_latency;
 mod write_path;
 

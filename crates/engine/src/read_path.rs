@@ -21,7 +21,7 @@ impl Engine {
     ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
         Self::page_range(offset, len)?;
-        let max = self.memory_pages / 4 * crate::ids::PAGE_SIZE;
+        let max = self.cache.memory_pages / 4 * crate::ids::PAGE_SIZE;
         if len > max {
             return Err(EngineError::ReadTooLarge { len, max });
         }
@@ -84,7 +84,7 @@ impl Engine {
             || pages == 0
             || !len.is_multiple_of(PAGE_SIZE)
             || !offset.is_multiple_of(PAGE_SIZE)
-            || len > self.memory_pages / 4 * PAGE_SIZE
+            || len > self.cache.memory_pages / 4 * PAGE_SIZE
             || !idle
         {
             return Ok(0);
@@ -119,7 +119,7 @@ impl Engine {
         pages: u64,
         count: u64,
     ) -> u64 {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let whole_pages = f.size / PAGE_SIZE;
         let mut served = count.min(whole_pages.saturating_sub(first) / pages);
         // Reads inside valid runs, each in one.
@@ -142,7 +142,7 @@ impl Engine {
         }
         served = n;
         let t = &self.tasks[task.index()];
-        if served == 0 || t.ra_file != Some(file) || self.over_budget {
+        if served == 0 || t.ra_file != Some(file) || self.cache.over_budget {
             return served;
         }
         // No read may start an asynchronous readahead. Nothing changes
@@ -175,7 +175,7 @@ impl Engine {
     /// Linux does, and moves the task's readahead position. False: pages
     /// are missing or being read, take the full path.
     fn read_from_one_run(&mut self, task: TaskId, file: FileId, offset: u64, len: u64) -> bool {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let end = (offset + len).min(f.size);
         if offset >= end {
             return true;
@@ -214,7 +214,7 @@ impl Engine {
         first: PageIndex,
         end: PageIndex,
     ) -> Result<(), EngineError> {
-        if self.files.get(file.index()).is_none() {
+        if self.cache.files.get(file.index()).is_none() {
             return Err(EngineError::BadFile(file));
         }
         let t = self
@@ -225,7 +225,7 @@ impl Engine {
             return Ok(());
         }
         t.last_read = Some((file, end));
-        self.mark_accessed(file, first, end);
+        self.cache.mark_accessed(file, first, end);
         Ok(())
     }
 
@@ -252,14 +252,14 @@ impl Engine {
             return;
         }
         t.read_marked = Some((file, end));
-        self.mark_accessed(file, from, end);
+        self.cache.mark_accessed(file, from, end);
     }
 
     /// Marks the pages now in `frames` referenced, as reads of them would
     /// have (for runtimes that serve cached reads from an index of their
     /// own; see frame_notes.rs). Frames beyond the budget are ignored.
     pub fn note_referenced_frames(&mut self, frames: &[u32]) {
-        self.frame_notes.note(frames);
+        self.cache.frame_notes.note(frames);
     }
 
     pub(crate) fn continue_read(
@@ -280,9 +280,9 @@ impl Engine {
         if self.read_from_one_run(task, file, offset, len) {
             return self.finish(task, Ok(Step::Done));
         }
-        let end = (offset + len).min(self.files[file.index()].size);
+        let end = (offset + len).min(self.cache.files[file.index()].size);
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         if f.run_at(first).is_none() {
             // A miss at the first page (a sequential reader past its
             // readahead): nothing cached to reference or wait for.
@@ -297,9 +297,9 @@ impl Engine {
         if reading {
             return Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
         }
-        if self.any_locked(file, first, cached_end) {
+        if self.cache.any_locked(file, first, cached_end) {
             // A writer is copying into a page: its frame may not hold the
-            // page's data yet (page_lock/).
+            // page's data yet (page_cache/page_lock.rs).
             return Ok(self.wait_for(now, task, StallReason::PageLocked, WaitKey::FileIo(file)));
         }
         self.mark_read(task, file, first, cached_end);
@@ -321,7 +321,7 @@ impl Engine {
         p: PageIndex,
         last: PageIndex,
     ) -> Result<Step, EngineError> {
-        if let Some(e) = self.files[file.index()].read_error.take() {
+        if let Some(e) = self.cache.files[file.index()].read_error.take() {
             return self.finish(task, Err(EngineError::Read(e)));
         }
         let sequential = self.sequential_read(task, file, first);
@@ -334,9 +334,12 @@ impl Engine {
         if !self.reserve(now, want) && !self.reserve(now, 1) {
             return Ok(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
-        let room = self.free_pages();
-        let pages = self.files[file.index()].hole_len(p, want.min(room)).max(1);
-        self.insert_pages(file, p, pages, PG_READING, false);
+        let room = self.cache.free_pages();
+        let pages = self.cache.files[file.index()]
+            .hole_len(p, want.min(room))
+            .max(1);
+        self.cache
+            .insert_pages(file, p, pages, PG_READING, false, &mut self.actions);
         self.submit_read(now, file, p, pages);
         Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)))
     }
@@ -351,7 +354,7 @@ impl Engine {
         p: PageIndex,
         last: PageIndex,
     ) -> u64 {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let dev = &self.devices[f.device.index()].config;
         let mut want = last - p;
         if sequential {
@@ -376,7 +379,7 @@ mod tests {
     const FILE_PAGES: u64 = 512;
 
     /// What a stretch of the file holds: nothing, or pages with flags
-    /// (not PG_LOCKED: a page is locked with page_lock/'s table).
+    /// (not PG_LOCKED: a page is locked with page_cache/page_lock.rs's table).
     const KINDS: [Option<PageFlags>; 8] = [
         None,
         Some(0),
@@ -413,7 +416,8 @@ mod tests {
             let len = len.min(FILE_PAGES - p);
             if let Some(flags) = KINDS[kind] {
                 if len > 0 {
-                    e.insert_pages(file, p, len, flags, false);
+                    e.cache
+                        .insert_pages(file, p, len, flags, false, &mut e.actions);
                 }
             }
             p += len;
@@ -422,24 +426,24 @@ mod tests {
         let t = &mut e.tasks[task.index()];
         t.ra_file = setup.readahead.then_some(file);
         t.last_read = setup.last_read.map(|p| (file, p));
-        e.over_budget = setup.over_budget;
+        e.cache.over_budget = setup.over_budget;
         (e, file, handle, task)
     }
 
     /// Everything a read may change.
     fn state(e: &Engine, file: FileId, task: TaskId) -> String {
-        let f = &e.files[file.index()];
+        let f = &e.cache.files[file.index()];
         let runs: Vec<_> = f.all_runs().collect();
         format!(
             "{runs:?} {:?} {} {} {} {} {} {:?} {:?} {:?} {:?}",
             f.counts(),
             f.last_use,
-            e.nr_cached,
-            e.nr_active,
-            e.nr_dirty,
-            e.nr_dontcache_dirty,
+            e.cache.nr_cached,
+            e.cache.nr_active,
+            e.cache.nr_dirty,
+            e.cache.nr_dontcache_dirty,
             e.stats(),
-            e.workingset,
+            e.cache.workingset,
             e.tasks[task.index()],
             e.eviction,
         )

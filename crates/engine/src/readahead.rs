@@ -50,7 +50,7 @@ impl Engine {
         offset: u64,
         len: u64,
     ) {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let end = (offset + len).min(f.size);
         if offset >= end {
             return;
@@ -76,10 +76,10 @@ impl Engine {
         first: PageIndex,
         last: PageIndex,
     ) {
-        if self.over_budget {
+        if self.cache.over_budget {
             return;
         }
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let dev = &self.devices[f.device.index()].config;
         let window = (dev.read_ahead_kb as u64 / 4).max(2 * (last - first));
         let max_request = dev.max_request_pages();
@@ -93,21 +93,22 @@ impl Engine {
         let end = (hole + window).min(file_pages);
         let mut p = hole;
         while p < end {
-            let f = &self.files[file.index()];
+            let f = &self.cache.files[file.index()];
             let Some(hole) = f.first_hole(p, end) else {
                 return;
             };
             let want = (end - hole).min(max_request);
-            let free = self.free_pages();
+            let free = self.cache.free_pages();
             if free < want {
-                self.shrink(want - free);
+                self.cache.shrink(want - free, &mut self.actions);
             }
-            let room = self.free_pages().min(want);
-            let pages = self.files[file.index()].hole_len(hole, room);
+            let room = self.cache.free_pages().min(want);
+            let pages = self.cache.files[file.index()].hole_len(hole, room);
             if pages == 0 {
                 return;
             }
-            self.insert_pages(file, hole, pages, PG_READING, false);
+            self.cache
+                .insert_pages(file, hole, pages, PG_READING, false, &mut self.actions);
             self.submit_read(now, file, hole, pages);
             self.stats.readahead_async_pages += pages;
             p = hole + pages;

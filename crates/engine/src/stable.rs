@@ -33,23 +33,27 @@ impl Engine {
         first: PageIndex,
         end: PageIndex,
     ) -> Option<PageIndex> {
-        let (start, run) = self.files[file.index()]
+        let (start, run) = self.cache.files[file.index()]
             .run_at(first)
             .expect("the page to copy is cached");
         assert!(run.flags & PG_WRITEBACK != 0 && end <= start + run.len);
         let want = end - first;
-        if self.free_pages() < want {
-            self.shrink((want - self.free_pages()).max(RECLAIM_BATCH));
+        if self.cache.free_pages() < want {
+            self.cache.shrink(
+                (want - self.cache.free_pages()).max(RECLAIM_BATCH),
+                &mut self.actions,
+            );
         }
-        let room = want.min(self.free_pages());
+        let room = want.min(self.cache.free_pages());
         if room == 0 {
             return None;
         }
         let (to, count) = self
+            .cache
             .frames
             .alloc(room)
             .expect("frames are free below the budget");
-        self.frame_notes.clear(to, count);
+        self.cache.frame_notes.clear(to, count);
         let from = run.frame + (first - start) as u32;
         let id = self.write_in_flight(file, first);
         self.io
@@ -58,14 +62,14 @@ impl Engine {
             .expect("in flight")
             .snapshot_frames
             .push((from, count));
-        self.nr_snapshot += count;
-        self.files[file.index()].move_frames(first, first + count, to);
+        self.cache.nr_snapshot += count;
+        self.cache.files[file.index()].move_frames(first, first + count, to);
         self.actions.push_back(Action::CopyFrames {
             from,
             to,
             count: count as u32,
         });
-        let device = self.files[file.index()].device;
+        let device = self.cache.files[file.index()].device;
         self.devices[device.index()].stats.snapshot_pages += count;
         Some(first + count)
     }
@@ -73,7 +77,7 @@ impl Engine {
     /// The write in flight that carries `page` of `file` (one exists for
     /// every page under writeback).
     fn write_in_flight(&self, file: FileId, page: PageIndex) -> IoId {
-        *self.files[file.index()]
+        *self.cache.files[file.index()]
             .inflight_writes
             .iter()
             .find(|id| {
@@ -86,18 +90,11 @@ impl Engine {
     /// A write completed: the frames it kept for itself are free again.
     pub(crate) fn free_snapshot_frames(&mut self, frames: &[(u32, u64)]) {
         for &(first, count) in frames {
-            self.frames.free(first, count);
-            self.nr_snapshot -= count;
+            self.cache.frames.free(first, count);
+            self.cache.nr_snapshot -= count;
         }
         if !frames.is_empty() {
             self.wake(WaitKey::Memory);
         }
-    }
-
-    /// Room under the budget: pages neither cached nor kept by writes in
-    /// flight (none while the cache is over a lowered budget).
-    pub(crate) fn free_pages(&self) -> u64 {
-        self.memory_pages
-            .saturating_sub(self.nr_cached + self.nr_snapshot)
     }
 }

@@ -88,11 +88,11 @@ impl Engine {
             // wait for it, then drop the pages.
             return Ok(self.wait_for(now, task, reason, WaitKey::FileIo(file)));
         }
-        let old_size = self.files[file.index()].size;
+        let old_size = self.cache.files[file.index()].size;
         let cut = old_size.saturating_sub(len) > RELEASE_STEP_BYTES;
-        if cut || self.files[file.index()].cut_pending {
+        if cut || self.cache.files[file.index()].cut_pending {
             // A cut for the backlog: the producer is throttled first.
-            let device = self.files[file.index()].device;
+            let device = self.cache.files[file.index()].device;
             let mut until = flush_until;
             if let Some(step) = self.backlog_throttle(now, task, device, &mut until) {
                 self.tasks[task.index()].op = Op::Truncate {
@@ -105,7 +105,7 @@ impl Engine {
             }
         }
         self.space_truncated(file, len);
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         f.size = len;
         f.writeback_index = f.writeback_index.min(first_gone);
         // The backlog cuts the backing file in steps, or the runtime sets
@@ -115,7 +115,7 @@ impl Engine {
         self.mark_unsynced(file);
         if self.cut_queued(file) {
             // Writes past the new end wait for the cut (extends_over_cut).
-            self.files[file.index()].disk_size = len;
+            self.cache.files[file.index()].disk_size = len;
         } else if self.resize_now(file, len) {
             let id = self.request_resize(file, len);
             self.tasks[task.index()].op = Op::Truncate {
@@ -136,7 +136,7 @@ impl Engine {
         let first_gone = len.div_ceil(PAGE_SIZE);
         self.discard_dirty(file, first_gone);
         let mut busy = false;
-        let runs: Vec<_> = self.files[file.index()]
+        let runs: Vec<_> = self.cache.files[file.index()]
             .runs_over(first_gone, MAX_FILE_PAGES)
             .collect();
         for (start, run) in runs {
@@ -144,7 +144,12 @@ impl Engine {
                 busy = true;
             } else {
                 // A run that starts before the new end loses only its tail.
-                self.remove_pages(file, start.max(first_gone), start + run.len);
+                self.cache.remove_pages(
+                    file,
+                    start.max(first_gone),
+                    start + run.len,
+                    &mut self.actions,
+                );
             }
         }
         // A now partial last page under writeback: its tail is zeroed once
@@ -152,24 +157,29 @@ impl Engine {
         // in flight may be reading), and its write must not land after
         // the backing file is cut. Wait for it too.
         if !len.is_multiple_of(PAGE_SIZE) {
-            busy |= self.files[file.index()]
+            busy |= self.cache.files[file.index()]
                 .run_at(len / PAGE_SIZE)
                 .is_some_and(|(_, run)| run.flags & (PG_WRITEBACK | PG_LOCKED) != 0);
         }
         if !busy {
             return None;
         }
-        Some(if self.any_locked(file, len / PAGE_SIZE, MAX_FILE_PAGES) {
-            StallReason::PageLocked
-        } else {
-            StallReason::Sync
-        })
+        Some(
+            if self.cache.any_locked(file, len / PAGE_SIZE, MAX_FILE_PAGES) {
+                StallReason::PageLocked
+            } else {
+                StallReason::Sync
+            },
+        )
     }
 
     /// Whether a cut of `file`'s backing file is queued on its device's
     /// backlog (then the runtime leaves its length to the backlog).
     pub fn cut_queued(&self, file: FileId) -> bool {
-        self.files.get(file.index()).is_some_and(|f| f.cut_pending)
+        self.cache
+            .files
+            .get(file.index())
+            .is_some_and(|f| f.cut_pending)
     }
 
     /// Makes the dirty pages from `first` on clean without writing them
@@ -180,18 +190,18 @@ impl Engine {
 
     /// Makes the dirty pages `first..end` clean without writing them.
     pub(crate) fn discard_dirty_range(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         let before = f.counts();
         f.update(first, end, |flags| flags & !PG_DIRTY);
-        self.account_pages(file, before);
-        let f = &mut self.files[file.index()];
+        self.cache.account(file, before);
+        let f = &mut self.cache.files[file.index()];
         let wb = &mut self.wbs[f.wb.index()];
         if f.counts().dirty == 0 {
             if let Some(when) = f.dirtied_when.take() {
                 wb.dirty_files.remove(&(when, file));
             }
         }
-        self.note_clean(file, first, end);
+        self.cache.note_clean(file, first, end);
         self.unreserve_discarded(file, first, end);
     }
 }

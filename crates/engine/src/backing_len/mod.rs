@@ -42,14 +42,14 @@ use crate::time::Instant;
 impl Engine {
     /// A write-back of `file` ending at byte `end` landed.
     pub(crate) fn backing_grown(&mut self, file: FileId, end: u64) {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         f.disk_size = f.disk_size.max(end);
     }
 
     /// Whether a page of `file` past its backing file's end (from the page
     /// that holds `disk_size`) is dirty or being written.
     pub(crate) fn waits_past_backing_end(&self, file: FileId) -> bool {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let from = f.disk_size / PAGE_SIZE;
         let dirty = f.counts().dirty > 0
             && (f.next_dirty(from).is_some() || f.flags(from).is_some_and(|fl| fl & PG_DIRTY != 0));
@@ -66,19 +66,19 @@ impl Engine {
     /// unless data past the backing file's end is still to land (then
     /// None: the writes grow it).
     pub(crate) fn durable_len(&self, file: FileId) -> Option<u64> {
-        (!self.waits_past_backing_end(file)).then(|| self.files[file.index()].size)
+        (!self.waits_past_backing_end(file)).then(|| self.cache.files[file.index()].size)
     }
 
     /// A flush that set `file`'s length to `len` is done.
     pub(crate) fn backing_len_set(&mut self, file: FileId, len: u64) {
-        self.files[file.index()].disk_size = len;
+        self.cache.files[file.index()].disk_size = len;
     }
 
     /// Whether the truncation of `file` to `len` should set the backing
     /// file's length now: it differs, and either shortens it or lengthens
     /// it with nothing past its end waiting to be written.
     pub(crate) fn resize_now(&self, file: FileId, len: u64) -> bool {
-        let disk = self.files[file.index()].disk_size;
+        let disk = self.cache.files[file.index()].disk_size;
         len < disk || (len > disk && !self.waits_past_backing_end(file))
     }
 
@@ -88,7 +88,7 @@ impl Engine {
         self.resizes.next_id += 1;
         let id = self.resizes.next_id;
         self.resizes.pending.insert(id, (file, len));
-        self.files[file.index()].resizing = Some(id);
+        self.cache.files[file.index()].resizing = Some(id);
         self.actions.push_back(Action::SetLength { id, file, len });
         id
     }
@@ -105,7 +105,7 @@ impl Engine {
         let Some((file, len)) = self.resizes.pending.remove(&id) else {
             return;
         };
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         if f.resizing == Some(id) {
             f.resizing = None;
         }
@@ -121,7 +121,7 @@ impl Engine {
 
     /// Whether a length change of `file` is in flight (its writes wait).
     pub(crate) fn resizing(&self, file: FileId) -> bool {
-        self.files[file.index()].resizing.is_some()
+        self.cache.files[file.index()].resizing.is_some()
     }
 }
 
@@ -185,7 +185,7 @@ mod tests {
         run(&mut e, task, |e| e.write(NOW, task, h, 0, 10_000));
         let writes = run(&mut e, task, |e| e.fsync(NOW, task, h));
         assert_eq!(writes, [(0, 3, 10_000)]);
-        assert_eq!(e.files[file.index()].disk_size, 10_000);
+        assert_eq!(e.cache.files[file.index()].disk_size, 10_000);
         e.check_invariants();
     }
 
@@ -204,15 +204,15 @@ mod tests {
         run(&mut e, task, |e| {
             e.write(NOW, task, h, 20 * PAGE_SIZE, 4 * PAGE_SIZE)
         });
-        e.files[file.index()].writeback_index = 16;
-        let wb = e.files[file.index()].wb;
+        e.cache.files[file.index()].writeback_index = 16;
+        let wb = e.cache.files[file.index()].wb;
         e.wbs[wb.index()].flusher.start_all(WbReason::Vmscan);
-        let dev = e.files[file.index()].device;
+        let dev = e.cache.files[file.index()].device;
         e.pump(NOW, dev);
         let writes = drain(&mut e);
         assert_eq!(writes.first(), Some(&(8, 2, 2 * PAGE_SIZE)), "{writes:?}");
         assert!(writes.contains(&(20, 4, 4 * PAGE_SIZE)), "{writes:?}");
-        assert_eq!(e.files[file.index()].disk_size, 24 * PAGE_SIZE);
+        assert_eq!(e.cache.files[file.index()].disk_size, 24 * PAGE_SIZE);
     }
 
     /// A truncation that shortens the backing file sets its length before
@@ -241,7 +241,7 @@ mod tests {
         assert!(e.resizing(file));
         e.length_set(NOW, id, Ok(()));
         assert_eq!(e.resume(NOW, task).unwrap(), Step::Done);
-        assert_eq!(e.files[file.index()].disk_size, 100);
+        assert_eq!(e.cache.files[file.index()].disk_size, 100);
         // A page past the end waits dirty: lengthening leaves the length.
         run(&mut e, task, |e| e.write(NOW, task, h, PAGE_SIZE, 10));
         assert_eq!(e.set_len(NOW, task, h, 8 * PAGE_SIZE).unwrap(), Step::Done);
@@ -269,7 +269,7 @@ mod tests {
             step = e.resume(NOW, task).unwrap();
         }
         assert_eq!(lens, [Some(8 * PAGE_SIZE)]);
-        assert_eq!(e.files[file.index()].disk_size, 8 * PAGE_SIZE);
+        assert_eq!(e.cache.files[file.index()].disk_size, 8 * PAGE_SIZE);
         e.check_invariants();
     }
 

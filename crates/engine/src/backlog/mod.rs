@@ -86,6 +86,7 @@ impl Engine {
         file: FileId,
     ) -> Result<Step, EngineError> {
         let f = self
+            .cache
             .files
             .get(file.index())
             .filter(|f| !f.evicted && !f.unlinked)
@@ -100,7 +101,7 @@ impl Engine {
                 flush_until: None,
             },
         )?;
-        self.files[file.index()].unlinked = true;
+        self.cache.files[file.index()].unlinked = true;
         self.continue_unlink(now, task)
     }
 
@@ -112,7 +113,7 @@ impl Engine {
         let Op::Unlink { file, flush_until } = self.tasks[task.index()].op.clone() else {
             unreachable!("continue_unlink on a task that is not unlinking");
         };
-        let device = self.files[file.index()].device;
+        let device = self.cache.files[file.index()].device;
         let mut until = flush_until;
         if let Some(step) = self.backlog_throttle(now, task, device, &mut until) {
             self.tasks[task.index()].op = Op::Unlink {
@@ -121,8 +122,8 @@ impl Engine {
             };
             return Ok(step);
         }
-        let mut bytes = self.files[file.index()].size;
-        if self.files[file.index()].cut_pending {
+        let mut bytes = self.cache.files[file.index()].size;
+        if self.cache.files[file.index()].cut_pending {
             // The removal frees what the queued cut has not: one item a file.
             let Some(cut_bytes) = self.take_cut(file) else {
                 // A step of the cut is in flight: its end wakes the backlog.
@@ -145,9 +146,9 @@ impl Engine {
     /// Takes `file`'s queued cut out of its backlog; returns the bytes it
     /// had left to free, or None while a step of it is in flight.
     fn take_cut(&mut self, file: FileId) -> Option<u64> {
-        let device = self.files[file.index()].device;
+        let device = self.cache.files[file.index()].device;
         let bytes = self.devices[device.index()].backlog.take_cut(file)?;
-        self.files[file.index()].cut_pending = false;
+        self.cache.files[file.index()].cut_pending = false;
         Some(bytes)
     }
 
@@ -163,9 +164,9 @@ impl Engine {
         len: u64,
         old_size: u64,
     ) -> bool {
-        let device = self.files[file.index()].device;
+        let device = self.cache.files[file.index()].device;
         let b = &mut self.devices[device.index()].backlog;
-        if self.files[file.index()].cut_pending {
+        if self.cache.files[file.index()].cut_pending {
             b.lower_cut(file, len);
             return true;
         }
@@ -174,7 +175,7 @@ impl Engine {
             return false;
         }
         b.push(file, ItemKind::Cut { to: len }, bytes);
-        self.files[file.index()].cut_pending = true;
+        self.cache.files[file.index()].cut_pending = true;
         self.pump_backlog(now, device);
         true
     }
@@ -184,7 +185,7 @@ impl Engine {
     /// range would find it): the task waits for the cut, which goes
     /// before the other parked files.
     pub(crate) fn wait_for_cut(&mut self, now: Instant, task: TaskId, file: FileId) -> Step {
-        let device = self.files[file.index()].device;
+        let device = self.cache.files[file.index()].device;
         self.devices[device.index()].backlog.hurry_cut(file);
         self.pump_backlog(now, device);
         self.wait_for(now, task, StallReason::Backlog, WaitKey::Backlog(device))
@@ -192,7 +193,7 @@ impl Engine {
 
     /// Whether a write or truncation to `end` bytes must wait for a cut.
     pub(crate) fn extends_over_cut(&self, file: FileId, end: u64) -> bool {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         f.cut_pending && end > f.size
     }
 
@@ -249,16 +250,17 @@ impl Engine {
     /// Drops an unlinked file's pages, dirty ones without writing them;
     /// false while I/O of it is in flight (nothing is dropped then).
     fn drop_for_release(&mut self, file: FileId) -> bool {
-        let busy = self.files[file.index()]
+        let busy = self.cache.files[file.index()]
             .runs_over(0, MAX_FILE_PAGES)
             .any(|(_, run)| run.flags & (PG_WRITEBACK | PG_READING) != 0);
         if busy {
             return false;
         }
         self.discard_dirty(file, 0);
-        self.remove_pages(file, 0, MAX_FILE_PAGES);
+        self.cache
+            .remove_pages(file, 0, MAX_FILE_PAGES, &mut self.actions);
         // Nothing of it needs making durable any more.
-        self.files[file.index()].unsynced = None;
+        self.cache.files[file.index()].unsynced = None;
         true
     }
 
@@ -281,7 +283,7 @@ impl Engine {
             }
             StepEnd::Removed(file) => self.retire_file(file),
             StepEnd::CutDone(file) => {
-                self.files[file.index()].cut_pending = false;
+                self.cache.files[file.index()].cut_pending = false;
                 // Writers waiting to extend the file go on.
                 self.wake(WaitKey::Backlog(device));
             }
@@ -312,7 +314,7 @@ impl Engine {
         for (d, dev) in self.devices.iter().enumerate() {
             dev.backlog.check(d, mode, wait_ms, producers);
             for item in dev.backlog.items() {
-                let f = &self.files[item.file.index()];
+                let f = &self.cache.files[item.file.index()];
                 assert!(!f.evicted);
                 match item.kind {
                     ItemKind::Remove => assert!(f.unlinked && f.open_handles == 0),
@@ -324,7 +326,7 @@ impl Engine {
             }
         }
         // One cut a file: the flags and the items agree.
-        let flagged = self.files.iter().filter(|f| f.cut_pending).count();
+        let flagged = self.cache.files.iter().filter(|f| f.cut_pending).count();
         assert_eq!(
             queued_cuts, flagged,
             "queued cuts and files waiting for one"

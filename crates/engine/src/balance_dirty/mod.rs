@@ -175,6 +175,7 @@ impl Engine {
     /// The throttle control for a writeback context, in pages.
     pub(crate) fn dtc(&self, wb_id: WbId) -> Dtc {
         let wb = &self.wbs[wb_id.index()];
+        let pages = self.cache.wb(wb_id);
         let device = &self.devices[wb.device.index()].config;
         let (num, den) = wb.completions.fraction(&self.dom.completions);
         let sum_min: u32 = self
@@ -193,11 +194,11 @@ impl Engine {
             sum_min,
         );
         Dtc {
-            dirty: self.nr_dirty + self.nr_writeback,
+            dirty: self.cache.nr_dirty + self.cache.nr_writeback,
             thresh,
             bg_thresh: self.dom.thresh.bg_thresh,
             limit: self.hard_limit_pages(),
-            wb_dirty: wb.dirty + wb.writeback,
+            wb_dirty: pages.dirty + pages.writeback,
             wb_thresh,
             wb_bg_thresh: wb_thresh * self.dom.thresh.bg_thresh / thresh.max(1),
         }
@@ -218,7 +219,7 @@ impl Engine {
         let t = &self.tasks[task.index()];
         match self.config.dirty_throttle {
             DirtyThrottle::IoLess => {
-                let wb = self.files[file.index()].wb;
+                let wb = self.cache.files[file.index()].wb;
                 let mut ratelimit = t.dirty.nr_dirtied_pause;
                 if self.wbs[wb.index()].dirty_exceeded {
                     ratelimit = ratelimit.min(RATELIMIT_EXCEEDED);
@@ -229,7 +230,7 @@ impl Engine {
                 let limit = if self.dirty_exceeded_2007 {
                     RATELIMIT_EXCEEDED_2007
                 } else {
-                    ratelimit_pages_2007(self.memory_pages)
+                    ratelimit_pages_2007(self.cache.memory_pages)
                 };
                 (t.ratelimit_2007, limit)
             }
@@ -268,12 +269,12 @@ impl Engine {
         task: TaskId,
         file: FileId,
     ) -> Option<Step> {
-        let wb_id = self.files[file.index()].wb;
+        let wb_id = self.cache.files[file.index()].wb;
         let device = self.wbs[wb_id.index()].device;
         let strict = self.devices[device.index()].config.strict_limit;
         // Start background writeback as soon as there is more dirty than
         // the background threshold, well before anyone is throttled.
-        if self.nr_dirty > self.dom.thresh.bg_thresh {
+        if self.cache.nr_dirty > self.dom.thresh.bg_thresh {
             self.kick_background(now, wb_id);
         }
         let dtc = self.dtc(wb_id);

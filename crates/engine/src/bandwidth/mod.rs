@@ -28,7 +28,7 @@ impl Engine {
     /// Every 200 ms: bandwidth estimates, and the dirty rate limits of
     /// contexts whose writers are in the throttled zone.
     pub(crate) fn update_bandwidths(&mut self, now: Instant) {
-        let dirty = self.nr_dirty + self.nr_writeback;
+        let dirty = self.cache.nr_dirty + self.cache.nr_writeback;
         // The hard limit follows the threshold up at once and down slowly.
         let target = self.dom.thresh.thresh.max(dirty);
         if self.dom.dirty_limit < self.dom.thresh.thresh {
@@ -39,7 +39,7 @@ impl Engine {
         for w in 0..self.wbs.len() {
             let wb_id = WbId(w as u32);
             let elapsed = now.since_ns(self.wbs[w].bw.time_stamp);
-            if !self.wbs[w].has_io() || elapsed < BANDWIDTH_INTERVAL_NS {
+            if !self.cache.wb(wb_id).has_io() || elapsed < BANDWIDTH_INTERVAL_NS {
                 continue;
             }
             let dtc = self.dtc(wb_id);

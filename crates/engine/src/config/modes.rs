@@ -71,7 +71,7 @@ impl DontcacheCounter {
     }
 }
 
-/// How reclaim chooses the clean pages to free (lru.rs).
+/// How reclaim chooses the clean pages to free (page_cache/lru.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lru {
     /// Linux's two lists: a page enters the inactive list and is promoted

@@ -9,7 +9,7 @@ use crate::ids::WbId;
 use crate::space::state::DeviceSpace;
 use crate::stats::counters::DeviceStats;
 use crate::time::{Instant, NS_PER_MS};
-use crate::wbt::Wbt;
+use crate::wbt::{auto_target_ns, Wbt};
 use crate::write_latency::FullWriteLatency;
 use std::collections::VecDeque;
 
@@ -73,7 +73,28 @@ pub(crate) struct Device {
     pub stats: DeviceStats,
 }
 
+/// wbt's latency target for a device: the `wbt_lat_usec` knob, or with
+/// -1 one derived from its idle read latency.
+pub fn wbt_target(config: &DeviceConfig, idle_read_latency_ns: u64) -> u64 {
+    match config.wbt_lat_usec {
+        -1 => auto_target_ns(idle_read_latency_ns),
+        usec => usec.max(0) as u64 * crate::time::NS_PER_US,
+    }
+}
+
+/// The depth wbt scales from: the device's own queue, or the block
+/// layer's tags when there are fewer (no more can be in flight).
+pub fn wbt_queue_depth(config: &DeviceConfig) -> u32 {
+    config.queue_depth.min(config.nr_requests)
+}
+
 impl Device {
+    /// A writer of this device slept in the dirty throttle lately.
+    pub fn recent_dirty_sleep(&self, now: Instant) -> bool {
+        self.last_bdp_sleep
+            .is_some_and(|t| now.since_ns(t) < crate::wbt::RECENT_WAIT_NS)
+    }
+
     /// What writers do with pages under writeback on this device:
     /// `stable_writes`, with `auto` resolved by what the device needs.
     pub(crate) fn stable_mode(&self) -> StableWrites {

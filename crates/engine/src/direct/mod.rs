@@ -84,7 +84,7 @@ impl Engine {
                 if let Some(e) = failed {
                     return self.finish(task, Err(EngineError::WriteBack(e)));
                 }
-                let f = &mut self.files[file.index()];
+                let f = &mut self.cache.files[file.index()];
                 f.size = f.size.max(end);
                 self.mark_unsynced(file);
                 self.finish(task, Ok(Step::Done))
@@ -102,7 +102,7 @@ impl Engine {
         first: PageIndex,
         last: PageIndex,
     ) -> Option<Step> {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let dirty = f
             .runs_over(first, last)
             .any(|(_, r)| r.flags & PG_DIRTY != 0);
@@ -117,7 +117,8 @@ impl Engine {
         if dirty || busy {
             return Some(self.wait_for(now, task, StallReason::DirectIo, WaitKey::FileIo(file)));
         }
-        self.remove_pages(file, first, last);
+        self.cache
+            .remove_pages(file, first, last, &mut self.actions);
         None
     }
 
@@ -130,7 +131,7 @@ impl Engine {
         first: PageIndex,
         last: PageIndex,
     ) -> u32 {
-        let device = self.files[file.index()].device;
+        let device = self.cache.files[file.index()].device;
         let max_pages = self.devices[device.index()].config.max_request_pages();
         let mut page = first;
         let mut count = 0;

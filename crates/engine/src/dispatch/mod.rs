@@ -100,7 +100,7 @@ impl Engine {
                 .expect("picked");
             let device = self.wbs[wb_id.index()].device;
             let class = class_of(reason);
-            let recent = self.recent_dirty_sleep(device, now);
+            let recent = self.devices[device.index()].recent_dirty_sleep(now);
             let wbt = &mut self.devices[device.index()].wbt;
             if !wbt.may_issue(class, now, recent) {
                 wbt.note_refused(class, now);
@@ -129,7 +129,7 @@ impl Engine {
         class: WbtClass,
         reason: WbReason,
     ) -> IoRequest {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         let before = f.counts();
         f.update(start, start + pages, |flags| {
             assert!(flags & PG_DIRTY != 0 && flags & PG_WRITEBACK == 0);
@@ -141,8 +141,8 @@ impl Engine {
             "all pages were dirty"
         );
         f.writeback_index = start + pages;
-        self.account_pages(file, before);
-        let f = &mut self.files[file.index()];
+        self.cache.account(file, before);
+        let f = &mut self.cache.files[file.index()];
         let wb = &mut self.wbs[f.wb.index()];
         if f.counts().dirty == 0 {
             if let Some(when) = f.dirtied_when.take() {
@@ -190,7 +190,9 @@ impl Engine {
                     dev.wbt.on_commit_issue(now);
                 }
                 dev.stats.writes += 1;
-                self.files[req.file.index()].inflight_writes.insert(req.id);
+                self.cache.files[req.file.index()]
+                    .inflight_writes
+                    .insert(req.id);
             }
             IoDir::Read => {
                 dev.reads_inflight += 1;
@@ -259,7 +261,7 @@ impl Engine {
         self.io.next_io += 1;
         IoRequest {
             id,
-            device: self.files[file.index()].device,
+            device: self.cache.files[file.index()].device,
             file,
             dir,
             first_page,

@@ -101,10 +101,10 @@ impl Engine {
         if self.config.dontcache_flush == DontcacheFlush::Inline {
             return None;
         }
-        let wb_id = self.files[file.index()].wb;
+        let wb_id = self.cache.files[file.index()].wb;
         let limit = self.dontcache_limit(now, wb_id);
         let wb = &self.wbs[wb_id.index()];
-        if wb.nr_dontcache_unclean < limit {
+        if self.cache.wb(wb_id).dontcache_unclean < limit {
             let paced_until = wb.dontcache_paced_until;
             if paced_until <= now {
                 return None;
@@ -147,9 +147,9 @@ impl Engine {
             wb.written_rate.update(now, wb.written)
         };
         let limit = self.dontcache_limit(now, wb_id);
+        let unclean = self.cache.wb(wb_id).dontcache_unclean;
         let wb = &mut self.wbs[wb_id.index()];
         let setpoint = limit / 2;
-        let unclean = wb.nr_dontcache_unclean;
         if !measured || unclean < setpoint {
             wb.dontcache_paced_until = now;
             return;
@@ -207,7 +207,7 @@ impl Engine {
     ) -> Option<Step> {
         match self.config.dontcache_flush {
             DontcacheFlush::Kick => {
-                self.kick_dontcache(now, self.files[file.index()].wb);
+                self.kick_dontcache(now, self.cache.files[file.index()].wb);
                 None
             }
             DontcacheFlush::Inline => {
@@ -230,10 +230,10 @@ impl Engine {
     /// Sets the context's start_dontcache bit and wakes its flusher
     /// (Linux's filemap_dontcache_kick_writeback), if it has dirty pages.
     fn kick_dontcache(&mut self, now: Instant, wb_id: WbId) {
-        let wb = &mut self.wbs[wb_id.index()];
-        if wb.dirty == 0 {
+        if self.cache.wb(wb_id).dirty == 0 {
             return;
         }
+        let wb = &mut self.wbs[wb_id.index()];
         if wb.flusher.start_dontcache {
             wb.dontcache.kicks_coalesced += 1;
             return;
@@ -253,13 +253,14 @@ impl Engine {
             return None;
         }
         let nr_pages = self.dontcache_pages_for(wb_id);
-        let wb = &mut self.wbs[wb_id.index()];
         if nr_pages == 0 {
             return None;
         }
+        let dontcache_dirty = self.cache.wb(wb_id).dontcache_dirty;
+        let wb = &mut self.wbs[wb_id.index()];
         wb.dontcache.works += 1;
         wb.dontcache.work_pages += nr_pages;
-        wb.dontcache.dirty_at_work += wb.nr_dontcache_dirty;
+        wb.dontcache.dirty_at_work += dontcache_dirty;
         Some(Work {
             reason: WbReason::Dontcache,
             nr_pages,
@@ -272,7 +273,7 @@ impl Engine {
     fn dontcache_pages_for(&self, wb_id: WbId) -> u64 {
         let wb = &self.wbs[wb_id.index()];
         match self.config.dontcache_counter {
-            DontcacheCounter::PerDomain => wb.nr_dontcache_dirty,
+            DontcacheCounter::PerDomain => self.cache.wb(wb_id).dontcache_dirty,
             DontcacheCounter::GlobalSplit => {
                 // Linux's wb_split_bdi_pages: this context's share of the
                 // device's write bandwidth.
@@ -283,9 +284,9 @@ impl Engine {
                     .sum();
                 let this_bw = wb.bw.avg_write_bw;
                 if total_bw == 0 || this_bw >= total_bw {
-                    return self.nr_dontcache_dirty;
+                    return self.cache.nr_dontcache_dirty;
                 }
-                (self.nr_dontcache_dirty as u128 * this_bw as u128).div_ceil(total_bw as u128)
+                (self.cache.nr_dontcache_dirty as u128 * this_bw as u128).div_ceil(total_bw as u128)
                     as u64
             }
         }
@@ -295,10 +296,10 @@ impl Engine {
     /// drop-behind that came out clean leave the cache now.
     pub(crate) fn drop_behind(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         // Every write completion passes here: most files have no marked page.
-        if self.files[file.index()].counts().dropbehind == 0 {
+        if self.cache.files[file.index()].counts().dropbehind == 0 {
             return;
         }
-        let stretches: Vec<(PageIndex, PageIndex, u32)> = self.files[file.index()]
+        let stretches: Vec<(PageIndex, PageIndex, u32)> = self.cache.files[file.index()]
             .runs_over(first, end)
             .filter(|(_, run)| run.flags & PG_DROPBEHIND != 0 && run.reclaimable())
             .map(|(start, run)| {
@@ -307,13 +308,13 @@ impl Engine {
             })
             .collect();
         for (a, b, frame) in stretches {
-            if self.frame_notes.first_noted(frame, b - a).is_some() {
+            if self.cache.frame_notes.first_noted(frame, b - a).is_some() {
                 // Read through the runtime meanwhile: an ordinary access.
-                self.files[file.index()].update(a, b, |fl| fl & !PG_DROPBEHIND);
+                self.cache.files[file.index()].update(a, b, |fl| fl & !PG_DROPBEHIND);
                 continue;
             }
-            self.remove_pages(file, a, b);
-            self.wbs[self.files[file.index()].wb.index()]
+            self.cache.remove_pages(file, a, b, &mut self.actions);
+            self.wbs[self.cache.files[file.index()].wb.index()]
                 .dontcache
                 .dropped_pages += b - a;
         }
@@ -321,7 +322,7 @@ impl Engine {
 
     /// An ordinary read of pages `first..end` takes their drop-behind mark off.
     pub(crate) fn clear_dropbehind(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         if f.counts().dropbehind == 0
             || !f
                 .runs_over(first, end)
@@ -331,6 +332,6 @@ impl Engine {
         }
         let before = f.counts();
         f.update(first, end, |fl| fl & !PG_DROPBEHIND);
-        self.account_pages(file, before);
+        self.cache.account(file, before);
     }
 }

@@ -28,7 +28,7 @@ impl Engine {
     /// The backing file of `file` changed: it needs a flush to be durable.
     pub(crate) fn mark_unsynced(&mut self, file: FileId) {
         self.durability.next_mark += 1;
-        self.files[file.index()].unsynced = Some(self.durability.next_mark);
+        self.cache.files[file.index()].unsynced = Some(self.durability.next_mark);
     }
 
     /// Asks the runtime to flush every marked file of sync op `sync`;
@@ -36,7 +36,7 @@ impl Engine {
     pub(crate) fn request_flushes(&mut self, sync: u64, files: &[FileId], metadata: bool) -> u32 {
         let mut asked = 0;
         for &file in files {
-            if self.files[file.index()].unsynced.is_some() {
+            if self.cache.files[file.index()].unsynced.is_some() {
                 self.request_flush(file, FlushFor::Sync(sync), metadata);
                 asked += 1;
             }
@@ -46,7 +46,7 @@ impl Engine {
 
     /// Asks the runtime to flush one unsynced file.
     pub(crate) fn request_flush(&mut self, file: FileId, purpose: FlushFor, metadata: bool) {
-        let mark = self.files[file.index()]
+        let mark = self.cache.files[file.index()]
             .unsynced
             .expect("only unsynced files are flushed");
         self.durability.next_id += 1;
@@ -78,7 +78,7 @@ impl Engine {
         if let (Ok(()), Some(len)) = (result, flush.len) {
             self.backing_len_set(flush.file, len);
         }
-        let f = &mut self.files[flush.file.index()];
+        let f = &mut self.cache.files[flush.file.index()];
         if result.is_ok() && f.unsynced == Some(flush.mark) {
             f.unsynced = None;
         }
@@ -107,7 +107,8 @@ impl Engine {
 
     /// Whether `file` has changes a flush has not made durable.
     pub fn file_unsynced(&self, file: FileId) -> bool {
-        self.files
+        self.cache
+            .files
             .get(file.index())
             .is_some_and(|f| f.unsynced.is_some())
     }

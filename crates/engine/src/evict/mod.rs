@@ -42,7 +42,7 @@ use crate::page_cache::MAX_FILE_PAGES;
 impl Engine {
     /// Whether `file` could be evicted now (see `evict_file`).
     pub fn file_idle(&self, file: FileId) -> bool {
-        let Some(f) = self.files.get(file.index()) else {
+        let Some(f) = self.cache.files.get(file.index()) else {
             return false;
         };
         // Every cached page clean and valid: nothing dirty, under
@@ -59,6 +59,7 @@ impl Engine {
     fn evictable(&self, file: FileId) -> bool {
         self.file_idle(file)
             && self
+                .cache
                 .files
                 .get(file.index())
                 .is_some_and(|f| !f.unlinked && !f.cut_pending)
@@ -84,7 +85,7 @@ impl Engine {
     /// `uses` uses of `file` one after another (as many `touch_file`).
     pub(crate) fn touch_file_times(&mut self, file: FileId, uses: u64) {
         self.eviction.next_use += uses;
-        self.files[file.index()].last_use = self.eviction.next_use;
+        self.cache.files[file.index()].last_use = self.eviction.next_use;
     }
 
     /// `added` was added: over the limit, let idle files go (see the
@@ -102,10 +103,10 @@ impl Engine {
         }
         let keep = max * 3 / 4;
         let excess = self.live_files().saturating_sub(keep);
-        let mut idle: Vec<(u64, FileId)> = (0..self.files.len() as u32)
+        let mut idle: Vec<(u64, FileId)> = (0..self.cache.files.len() as u32)
             .map(FileId)
             .filter(|&f| f != added && self.evictable(f) && !self.eviction.flushing.contains(&f))
-            .map(|f| (self.files[f.index()].last_use, f))
+            .map(|f| (self.cache.files[f.index()].last_use, f))
             .collect();
         idle.sort_unstable();
         idle.truncate(excess);
@@ -127,7 +128,7 @@ impl Engine {
             let nr_pages: u64 = self.wbs[w]
                 .dirty_files
                 .iter()
-                .map(|&(_, f)| &self.files[f.index()])
+                .map(|&(_, f)| &self.cache.files[f.index()])
                 .filter(|f| f.open_handles == 0)
                 .take(files)
                 .map(|f| f.counts().dirty)
@@ -159,7 +160,7 @@ impl Engine {
 
     /// Flushes an idle file if it is unsynced, else evicts it now.
     fn let_go(&mut self, file: FileId) {
-        if self.files[file.index()].unsynced.is_some() {
+        if self.cache.files[file.index()].unsynced.is_some() {
             if self.eviction.flushing.insert(file) {
                 self.request_flush(file, FlushFor::Eviction, false);
             }
@@ -172,7 +173,7 @@ impl Engine {
     /// A flush asked for by eviction was reported.
     pub(crate) fn eviction_flushed(&mut self, file: FileId) {
         self.eviction.flushing.remove(&file);
-        if self.evictable(file) && self.files[file.index()].unsynced.is_none() {
+        if self.evictable(file) && self.cache.files[file.index()].unsynced.is_none() {
             let evicted = self.evict_file(file);
             debug_assert!(evicted.is_ok(), "{evicted:?}");
         }
@@ -184,10 +185,10 @@ impl Engine {
     /// are left as they are. The file's unsynced changes, if any, are the
     /// caller's business (`release_file` flushes first).
     pub fn evict_file(&mut self, file: FileId) -> Result<(), EngineError> {
-        if self.files.get(file.index()).is_none_or(|f| f.evicted) {
+        if self.cache.files.get(file.index()).is_none_or(|f| f.evicted) {
             return Err(EngineError::BadFile(file));
         }
-        if !self.file_idle(file) || self.files[file.index()].unlinked {
+        if !self.file_idle(file) || self.cache.files[file.index()].unlinked {
             return Err(EngineError::FileBusy(file));
         }
         self.retire_file(file);
@@ -197,8 +198,9 @@ impl Engine {
     /// Drops an idle file's pages and retires its id (see `evict_file`).
     pub(crate) fn retire_file(&mut self, file: FileId) {
         debug_assert!(self.file_idle(file));
-        self.remove_pages(file, 0, MAX_FILE_PAGES);
-        let f = &mut self.files[file.index()];
+        self.cache
+            .remove_pages(file, 0, MAX_FILE_PAGES, &mut self.actions);
+        let f = &mut self.cache.files[file.index()];
         f.evicted = true;
         f.size = 0;
         f.read_error = None;
@@ -219,10 +221,11 @@ impl Engine {
         };
         let pos = self.eviction.free.iter().position(|&id| !named(id, self))?;
         let id = self.eviction.free.swap_remove(pos);
-        debug_assert!(self.files[id.index()].evicted);
-        self.reclaim.retain(|&(file, _, _)| file != id);
-        self.active_lru.retain(|&(file, _, _)| file != id);
-        self.workingset
+        debug_assert!(self.cache.files[id.index()].evicted);
+        self.cache.inactive.retain(|&(file, _, _)| file != id);
+        self.cache.active.retain(|&(file, _, _)| file != id);
+        self.cache
+            .workingset
             .forget(id, 0, crate::page_cache::MAX_FILE_PAGES);
         Some(id)
     }

@@ -15,6 +15,7 @@ impl Engine {
     /// An unknown or evicted file (its id is retired) is an error.
     pub fn open(&mut self, file: FileId) -> Result<HandleId, EngineError> {
         let f = self
+            .cache
             .files
             .get_mut(file.index())
             .filter(|f| !f.evicted && !f.unlinked)
@@ -40,7 +41,7 @@ impl Engine {
         let file = self.handle(handle)?.file;
         self.handles[handle.index()] = None;
         self.free_handles.push(handle.0);
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         assert!(f.open_handles > 0);
         f.open_handles -= 1;
         self.touch_file(file);

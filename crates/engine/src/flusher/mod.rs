@@ -66,7 +66,7 @@ impl Engine {
     pub(crate) fn kick_kupdate(&mut self, now: Instant) {
         let expire_ns = self.config.dirty_expire_centisecs as u64 * 10 * crate::time::NS_PER_MS;
         for w in 0..self.wbs.len() {
-            let over_bg = self.wbs[w].dirty > 0 && self.over_bg_thresh(WbId(w as u32));
+            let over_bg = self.cache.wb_pages[w].dirty > 0 && self.over_bg_thresh(WbId(w as u32));
             let wb = &mut self.wbs[w];
             let expired = wb
                 .dirty_files
@@ -83,11 +83,11 @@ impl Engine {
 
     /// Whether a context is over its background threshold (Linux's wb_over_bg_thresh).
     pub(crate) fn over_bg_thresh(&self, wb: WbId) -> bool {
-        if self.nr_dirty > self.dom.thresh.bg_thresh {
+        if self.cache.nr_dirty > self.dom.thresh.bg_thresh {
             return true;
         }
         let dtc = self.dtc(wb);
-        self.wbs[wb.index()].dirty > dtc.wb_bg_thresh
+        self.cache.wb(wb).dirty > dtc.wb_bg_thresh
     }
 
     /// Picks the flusher's next work if it has none. Returns false if there is nothing to do.
@@ -114,13 +114,14 @@ impl Engine {
     fn kupdate_or_background_work(&mut self, now: Instant, wb_id: WbId) -> Option<Work> {
         let expire_ns = self.config.dirty_expire_centisecs as u64 * 10 * crate::time::NS_PER_MS;
         let over_bg = self.over_bg_thresh(wb_id);
+        let wb_dirty = self.cache.wb(wb_id).dirty;
         let wb = &mut self.wbs[wb_id.index()];
         let flusher = &mut wb.flusher;
         if flusher.kupdate_due {
             flusher.kupdate_due = false;
             Some(Work {
                 reason: WbReason::Periodic,
-                nr_pages: wb.dirty,
+                nr_pages: wb_dirty,
                 for_background: false,
                 older_than: Some(now - expire_ns),
             })
@@ -150,7 +151,7 @@ impl Engine {
             if older_than.is_some_and(|limit| when > limit) {
                 continue;
             }
-            let f = &self.files[file.index()];
+            let f = &self.cache.files[file.index()];
             if f.next_writable(0).is_some() && f.resizing.is_none() {
                 found = Some((when, file));
                 break;
@@ -227,7 +228,7 @@ impl Engine {
     /// fine: their write was issued first, and the runtime hands a file's
     /// growing writes to the kernel in order.
     fn next_writable_from_index(&self, file: FileId) -> Option<PageIndex> {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let start = f
             .next_writable(f.writeback_index)
             .or_else(|| f.next_writable(0))?;
@@ -239,7 +240,7 @@ impl Engine {
 
     /// Length of the run of writable pages from `start`, at most `max`.
     pub(crate) fn writable_run(&self, file: FileId, start: PageIndex, max: u64) -> u64 {
-        let n = self.files[file.index()].writable_len(start, max);
+        let n = self.cache.files[file.index()].writable_len(start, max);
         assert!(n >= 1, "run starts at a writable page");
         n
     }

@@ -38,15 +38,15 @@ impl Engine {
     /// are written back (reason vmscan) and go as they come clean; a
     /// raised budget wakes whoever waits for memory.
     pub(crate) fn set_budget_pages(&mut self, pages: u64) {
-        assert!(pages <= self.frame_pages, "budget past the frames");
+        assert!(pages <= self.cache.frame_pages, "budget past the frames");
         assert!(pages > 0, "an empty budget");
-        self.memory_pages = pages;
+        self.cache.memory_pages = pages;
         self.stats.memory_pages = pages;
-        self.dom.thresh = domain_dirty_limits(&self.config, self.memory_pages);
+        self.dom.thresh = domain_dirty_limits(&self.config, self.cache.memory_pages);
         // The hard limit follows a raised threshold at once and a lowered one slowly.
         self.dom.dirty_limit = self.dom.dirty_limit.max(self.dom.thresh.thresh);
         self.trim_to_budget();
-        if self.free_pages() > 0 {
+        if self.cache.free_pages() > 0 {
             self.wake(crate::task::WaitKey::Memory);
         }
     }
@@ -59,8 +59,8 @@ impl Engine {
     /// in pages if it changed.
     pub fn note_memory_sample(&mut self, now: Instant, sample: &MemorySample) -> Option<u64> {
         let cache = CacheMemory {
-            used_bytes: (self.nr_cached + self.nr_snapshot) * PAGE_SIZE,
-            budget_bytes: self.memory_pages * PAGE_SIZE,
+            used_bytes: (self.cache.nr_cached + self.cache.nr_snapshot) * PAGE_SIZE,
+            budget_bytes: self.cache.memory_pages * PAGE_SIZE,
             ceiling_bytes: self.ceiling_pages() * PAGE_SIZE,
             floor_bytes: self.config.memory_min_bytes,
         };
@@ -68,8 +68,8 @@ impl Engine {
         let change = policy.decide(now, sample, cache);
         self.memory_stats.view = policy.view();
         let change = change?;
-        let pages = (change.budget_bytes / PAGE_SIZE).clamp(1, self.frame_pages);
-        let before = self.memory_pages;
+        let pages = (change.budget_bytes / PAGE_SIZE).clamp(1, self.cache.frame_pages);
+        let before = self.cache.memory_pages;
         if pages == before {
             return None;
         }
@@ -83,7 +83,7 @@ impl Engine {
         }
         s.reason = change.reason;
         self.set_budget_pages(pages);
-        if self.over_budget {
+        if self.cache.over_budget {
             for d in 0..self.devices.len() {
                 self.pump(now, DeviceId(d as u32));
             }
@@ -109,7 +109,7 @@ impl Engine {
 
     /// The most the budget may be: the `memory` knob, within the frames.
     pub(crate) fn ceiling_pages(&self) -> u64 {
-        (self.config.memory_bytes / PAGE_SIZE).min(self.frame_pages)
+        (self.config.memory_bytes / PAGE_SIZE).min(self.cache.frame_pages)
     }
 
     /// The budget's figures now.

@@ -322,6 +322,7 @@ impl CachedFile {
 #[cfg(test)]
 mod tests {
     use super::super::*;
+    use crate::ids::{DeviceId, WbId};
 
     fn file() -> CachedFile {
         CachedFile::new(DeviceId(0), WbId(0), 0)

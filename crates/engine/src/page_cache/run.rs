@@ -18,7 +18,7 @@ pub const PG_IN_LRU: PageFlags = 16;
 /// clean (Linux's PG_dropbehind). An ordinary access clears it.
 pub const PG_DROPBEHIND: PageFlags = 32;
 /// A writer is copying into the page outside the runtime's lock (Linux's
-/// PG_locked from write_begin to write_end; page_lock/): not written
+/// PG_locked from write_begin to write_end; page_lock.rs): not written
 /// back, reclaimed, truncated or read through the engine until unlocked.
 pub const PG_LOCKED: PageFlags = 64;
 /// Dirtied past the end of its backing file: a block of the backing

@@ -88,7 +88,7 @@ impl Engine {
     /// Pages of `file`'s bytes `start..end` a write must reserve: those
     /// past the backing file's end not reserved already.
     fn pages_to_reserve(&self, file: FileId, start: u64, end: u64) -> u64 {
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let first = (start / PAGE_SIZE).max(f.disk_pages);
         let last = end.div_ceil(PAGE_SIZE);
         if first >= last {
@@ -113,7 +113,7 @@ impl Engine {
         (start, end): (u64, u64),
         flushed: &mut bool,
     ) -> Option<Result<Step, EngineError>> {
-        let device = self.files[file.index()].device;
+        let device = self.cache.files[file.index()].device;
         let room = self.devices[device.index()].space.room()?;
         let need = self.pages_to_reserve(file, start, end);
         if need <= room {
@@ -153,7 +153,7 @@ impl Engine {
         self.devices[device.index()].stats.space_flushes += 1;
         let wbs = self.devices[device.index()].wbs.clone();
         for wb in wbs {
-            if self.wbs[wb.index()].dirty > 0 {
+            if self.cache.wb(wb).dirty > 0 {
                 self.wbs[wb.index()].flusher.start_all(WbReason::Sync);
             }
         }
@@ -174,7 +174,7 @@ impl Engine {
         let idle = self.devices[device.index()]
             .wbs
             .iter()
-            .all(|wb| self.wbs[wb.index()].dirty == 0 && self.wbs[wb.index()].writeback == 0);
+            .all(|&wb| !self.cache.wb(wb).has_io());
         let space = &mut self.devices[device.index()].space;
         let flush_done = space
             .flush_started
@@ -193,7 +193,7 @@ impl Engine {
     /// Pages `first..end` of `file` were just dirtied: those past the
     /// backing file's end get a reservation.
     pub(crate) fn reserve_dirtied(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         let device = f.device;
         if self.devices[device.index()].space.free_pages.is_none() {
             return;
@@ -214,7 +214,7 @@ impl Engine {
     /// A write-back of `file`'s pages `first..end` completed: their blocks
     /// are allocated, their reservations used.
     pub(crate) fn space_written(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         f.disk_pages = f.disk_pages.max(end);
         let device = f.device;
         let before = f.counts().reserved;
@@ -231,7 +231,7 @@ impl Engine {
     /// nor under write-back (discarded: truncated, punched, unlinked) give
     /// their reservations back.
     pub(crate) fn unreserve_discarded(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         let before = f.counts().reserved;
         if before == 0 {
             return;
@@ -251,7 +251,7 @@ impl Engine {
     /// The backing file was cut to `len` bytes: pages past it are no
     /// longer on it.
     pub(crate) fn space_truncated(&mut self, file: FileId, len: u64) {
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         f.disk_pages = f.disk_pages.min(len.div_ceil(PAGE_SIZE));
     }
 }

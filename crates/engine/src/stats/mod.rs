@@ -7,15 +7,16 @@
 pub(crate) mod counters;
 
 use crate::config::StableWrites;
+use crate::ids::WbId;
 use crate::time::Instant;
 use counters::{DeviceGauges, DomainStats, Gauges, Stats};
 
 impl crate::engine::Engine {
     pub(crate) fn note_peaks(&mut self) {
         let s = &mut self.stats;
-        s.dirty_peak_pages = s.dirty_peak_pages.max(self.nr_dirty);
-        s.writeback_peak_pages = s.writeback_peak_pages.max(self.nr_writeback);
-        s.cached_peak_pages = s.cached_peak_pages.max(self.nr_cached);
+        s.dirty_peak_pages = s.dirty_peak_pages.max(self.cache.nr_dirty);
+        s.writeback_peak_pages = s.writeback_peak_pages.max(self.cache.nr_writeback);
+        s.cached_peak_pages = s.cached_peak_pages.max(self.cache.nr_cached);
     }
 
     /// When the oldest dirty data was dirtied (its file went from clean to
@@ -33,12 +34,7 @@ impl crate::engine::Engine {
     /// runtimes and the simulator's timeline call often (with 30,000
     /// files it cost the chinner-2021 scenario three quarters of its time).
     pub fn cached_runs(&self) -> u64 {
-        self.files.iter().map(|f| f.nr_runs() as u64).sum()
-    }
-
-    /// The writeback contexts of device `i`.
-    fn device_wbs(&self, i: usize) -> impl Iterator<Item = &crate::wb::Wb> {
-        self.wbs.iter().filter(move |w| w.device.index() == i)
+        self.cache.files.iter().map(|f| f.nr_runs() as u64).sum()
     }
 
     /// The few counters a timeline samples, without the copies `stats`
@@ -46,19 +42,18 @@ impl crate::engine::Engine {
     /// run.
     pub fn gauges(&self) -> Gauges {
         Gauges {
-            cached_pages: self.nr_cached,
-            dirty_pages: self.nr_dirty,
-            writeback_pages: self.nr_writeback,
+            cached_pages: self.cache.nr_cached,
+            dirty_pages: self.cache.nr_dirty,
+            writeback_pages: self.cache.nr_writeback,
             thresh_pages: self.dom.thresh.thresh,
             bg_thresh_pages: self.dom.thresh.bg_thresh,
             devices: self
                 .devices
                 .iter()
-                .enumerate()
-                .map(|(i, d)| DeviceGauges {
+                .map(|d| DeviceGauges {
                     pages_read: d.stats.pages_read,
                     pages_written: d.stats.pages_written,
-                    dirty_pages: self.device_wbs(i).map(|w| w.dirty).sum(),
+                    dirty_pages: d.wbs.iter().map(|&w| self.cache.wb(w).dirty).sum(),
                     wbt_max_depth: d.wbt.rq_depth.max_depth,
                 })
                 .collect(),
@@ -71,19 +66,23 @@ impl crate::engine::Engine {
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
         s.memory = self.memory_budget_stats();
-        s.cached_pages = self.nr_cached;
-        s.snapshot_held_pages = self.nr_snapshot;
-        s.active_pages = self.nr_active;
-        s.dirty_pages = self.nr_dirty;
-        s.writeback_pages = self.nr_writeback;
+        let events = self.cache.events;
+        s.pgactivate = events.pgactivate;
+        s.pgdeactivate = events.pgdeactivate;
+        s.workingset_activate = events.workingset_activate;
+        s.reclaimed_pages = events.reclaimed_pages;
+        s.cached_pages = self.cache.nr_cached;
+        s.snapshot_held_pages = self.cache.nr_snapshot;
+        s.active_pages = self.cache.nr_active;
+        s.dirty_pages = self.cache.nr_dirty;
+        s.writeback_pages = self.cache.nr_writeback;
         s.thresh_pages = self.dom.thresh.thresh;
         s.bg_thresh_pages = self.dom.thresh.bg_thresh;
         s.works_coalesced = self.wbs.iter().map(|w| w.flusher.works_coalesced).sum();
         s.devices = self
             .devices
             .iter()
-            .enumerate()
-            .map(|(i, d)| {
+            .map(|d| {
                 let mut ds = d.stats.clone();
                 ds.wbt_max_depth = d.wbt.rq_depth.max_depth;
                 ds.wbt_scale_step = d.wbt.rq_depth.scale_step;
@@ -105,26 +104,31 @@ impl crate::engine::Engine {
                 ds.backlog = d.backlog.stats(self.config.backlog_wait_ms);
                 ds.space_reserved_pages = d.space.reserved;
                 ds.space_free_pages = d.space.free_pages.unwrap_or(0);
-                for w in self.device_wbs(i) {
-                    ds.dirty_pages += w.dirty;
-                    ds.writeback_pages += w.writeback;
-                    ds.write_bw_pages_s += w.bw.avg_write_bw;
+                for &w in &d.wbs {
+                    let pages = self.cache.wb(w);
+                    ds.dirty_pages += pages.dirty;
+                    ds.writeback_pages += pages.writeback;
+                    ds.write_bw_pages_s += self.wbs[w.index()].bw.avg_write_bw;
                 }
                 ds
             })
             .collect();
-        s.domains = self.wbs.iter().map(|w| self.domain_stats(w)).collect();
-        s.dontcache_dirty_pages = self.nr_dontcache_dirty;
+        s.domains = (0..self.wbs.len())
+            .map(|w| self.domain_stats(WbId(w as u32)))
+            .collect();
+        s.dontcache_dirty_pages = self.cache.nr_dontcache_dirty;
         s
     }
 
-    fn domain_stats(&self, w: &crate::wb::Wb) -> DomainStats {
+    fn domain_stats(&self, id: WbId) -> DomainStats {
+        let w = &self.wbs[id.index()];
+        let pages = self.cache.wb(id);
         DomainStats {
             device: self.devices[w.device.index()].stats.name.clone(),
             domain: self.domains[w.domain.index()].clone(),
-            dirty_pages: w.dirty,
-            writeback_pages: w.writeback,
-            dontcache_dirty_pages: w.nr_dontcache_dirty,
+            dirty_pages: pages.dirty,
+            writeback_pages: pages.writeback,
+            dontcache_dirty_pages: pages.dontcache_dirty,
             dirtied_pages: w.dirtied,
             written_pages: w.written,
             dontcache: w.dontcache,

@@ -74,7 +74,7 @@ impl Engine {
         file: FileId,
         no_flush: bool,
     ) -> Result<Step, EngineError> {
-        if file.index() >= self.files.len() {
+        if file.index() >= self.cache.files.len() {
             return Err(EngineError::BadFile(file));
         }
         self.start_sync(now, task, None, vec![file], false, no_flush)
@@ -103,10 +103,10 @@ impl Engine {
 
     /// Writes back and waits for every file (sync).
     pub fn sync(&mut self, now: Instant, task: TaskId) -> Result<Step, EngineError> {
-        let files = (0..self.files.len() as u32)
+        let files = (0..self.cache.files.len() as u32)
             .map(FileId)
             .filter(|f| {
-                let f = &self.files[f.index()];
+                let f = &self.cache.files[f.index()];
                 f.counts().dirty > 0 || !f.inflight_writes.is_empty() || f.unsynced.is_some()
             })
             .collect();
@@ -129,7 +129,7 @@ impl Engine {
         let files = files
             .into_iter()
             .map(|file| {
-                let f = &self.files[file.index()];
+                let f = &self.cache.files[file.index()];
                 if !devices.contains(&f.device) {
                     devices.push(f.device);
                 }
@@ -174,7 +174,7 @@ impl Engine {
     ) -> u64 {
         let id = self.syncs.next_id;
         self.syncs.next_id += 1;
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let device = f.device;
         let sf = SyncFile::new_range(file, f, first, end);
         self.syncs.ops.insert(
@@ -265,7 +265,7 @@ impl Engine {
         let all_issued = op
             .files
             .iter()
-            .all(|sf| sf.first_dirty(&self.files[sf.file.index()]).is_none());
+            .all(|sf| sf.first_dirty(&self.cache.files[sf.file.index()]).is_none());
         if all_issued {
             self.syncs.ops.get_mut(&id).expect("exists").barrier = Some(IoId(self.io.next_io - 1));
         }
@@ -277,7 +277,7 @@ impl Engine {
             return false;
         };
         op.files.iter().all(|sf| {
-            self.files[sf.file.index()]
+            self.cache.files[sf.file.index()]
                 .inflight_writes
                 .first()
                 .is_none_or(|&first| first > barrier)
@@ -289,7 +289,7 @@ impl Engine {
             // errseq: report each error once per handle.
             let file = self.handle(handle)?.file;
             let (seq, err) = {
-                let f = &self.files[file.index()];
+                let f = &self.cache.files[file.index()];
                 (f.err_seq, f.last_err)
             };
             let h = self.handles[handle.index()].as_mut().expect("checked");
@@ -300,7 +300,7 @@ impl Engine {
             return Ok(());
         }
         for sf in &op.files {
-            let f = &self.files[sf.file.index()];
+            let f = &self.cache.files[sf.file.index()];
             if f.err_seq != sf.err_seq_start {
                 return Err(EngineError::WriteBack(
                     f.last_err.expect("an error was recorded"),
@@ -340,7 +340,7 @@ impl Engine {
                 } => {
                     let reason = self.syncs.ops[&id].reason;
                     let class = crate::dispatch::class_of(reason);
-                    let recent = self.recent_dirty_sleep(device, now);
+                    let recent = self.devices[device.index()].recent_dirty_sleep(now);
                     // A commit (an fsync of a few pages) is someone waiting,
                     // as a read is, and like a read it is never held by
                     // wbt (ours; Linux does not throttle O_DIRECT sync
@@ -386,7 +386,7 @@ impl Engine {
         let issue_only = op.issue_only;
         let mut all_done = true;
         for (slot, sf) in op.files.iter_mut().enumerate() {
-            let f = &self.files[sf.file.index()];
+            let f = &self.cache.files[sf.file.index()];
             let Some(mut start) = sf.skip_clean(f) else {
                 continue;
             };

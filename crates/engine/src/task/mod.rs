@@ -94,7 +94,7 @@ impl Engine {
             let waited = now.since_ns(since);
             self.stats.stalls[reason.index()].record(waited);
             if let Some(file) = self.op_file(task) {
-                let f = &self.files[file.index()];
+                let f = &self.cache.files[file.index()];
                 self.wbs[f.wb.index()].stalls[reason.index()].record(waited);
                 if reason == StallReason::DirtyThrottle {
                     self.devices[f.device.index()].stats.throttle.record(waited);

@@ -85,7 +85,7 @@ pub(crate) struct Task {
     /// reader whose pages were written, not read, never reads ahead.
     pub ra_file: Option<FileId>,
     /// The read in progress has marked its pages accessed below this one
-    /// (lru.rs), so a read that waits and resumes counts once.
+    /// (page_cache/lru.rs), so a read that waits and resumes counts once.
     pub read_marked: Option<(FileId, PageIndex)>,
     /// 2007 mode: pages dirtied since the last check. Linux kept this per
     /// CPU; here each task counts as running on its own CPU.

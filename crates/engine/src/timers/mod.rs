@@ -23,13 +23,15 @@ impl Engine {
         // Runtimes call this after every event: plain comparisons.
         let mut next: Option<Instant> = None;
         let mut arm = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
-        if self.nr_dirty + self.nr_writeback > 0 || self.dom.dirty_limit > self.dom.thresh.thresh {
+        if self.cache.nr_dirty + self.cache.nr_writeback > 0
+            || self.dom.dirty_limit > self.dom.thresh.thresh
+        {
             arm(self.timers.next_bandwidth);
         }
         if self.dom.completions.events > 1 {
             arm(self.timers.next_period);
         }
-        if let Some(k) = self.timers.next_kupdate.filter(|_| self.nr_dirty > 0) {
+        if let Some(k) = self.timers.next_kupdate.filter(|_| self.cache.nr_dirty > 0) {
             arm(k);
         }
         for dev in &self.devices {
@@ -75,14 +77,15 @@ impl Engine {
             };
             *deadline = *deadline + steps * interval;
         };
-        if self.nr_dirty + self.nr_writeback == 0 && self.dom.dirty_limit <= self.dom.thresh.thresh
+        if self.cache.nr_dirty + self.cache.nr_writeback == 0
+            && self.dom.dirty_limit <= self.dom.thresh.thresh
         {
             catch_up(&mut self.timers.next_bandwidth, BANDWIDTH_INTERVAL_NS);
         }
         if self.dom.completions.events <= 1 {
             catch_up(&mut self.timers.next_period, PERIOD_NS);
         }
-        if self.nr_dirty == 0 {
+        if self.cache.nr_dirty == 0 {
             if let Some(interval) = kupdate_interval(&self.config) {
                 if let Some(k) = self.timers.next_kupdate.as_mut() {
                     catch_up(k, interval);
@@ -94,7 +97,7 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Instant) {
         // A lowered budget's vmscan writeback starts here (knobs are
         // changed without a time) and then from each completion.
-        if self.over_budget && self.trim_to_budget() {
+        if self.cache.over_budget && self.trim_to_budget() {
             for d in 0..self.devices.len() {
                 self.pump(now, DeviceId(d as u32));
             }
@@ -129,7 +132,7 @@ impl Engine {
             }
             let dev = &self.devices[d];
             if dev.wbt.window_end.is_some_and(|end| now >= end) {
-                let recent = self.recent_dirty_sleep(DeviceId(d as u32), now);
+                let recent = self.devices[DeviceId(d as u32).index()].recent_dirty_sleep(now);
                 let dev = &mut self.devices[d];
                 dev.wbt.on_timer(now, recent);
                 dev.stats.wbt_windows += 1;

@@ -1,5 +1,5 @@
-//! A writeback context's state (Linux's struct bdi_writeback): its page
-//! counts, bandwidth estimate, rate limit, share of completions, dirty
+//! A writeback context's state (Linux's struct bdi_writeback): its
+//! bandwidth estimate, rate limit, share of completions, dirty
 //! files and flusher (wb/ makes them).
 
 use crate::action::StallReason;
@@ -22,8 +22,6 @@ pub const MAX_DOMAINS: usize = 1024;
 pub(crate) struct Wb {
     pub device: DeviceId,
     pub domain: DomainId,
-    pub dirty: u64,
-    pub writeback: u64,
     pub dirtied: u64,
     pub written: u64,
     pub bw: WriteBandwidth,
@@ -35,10 +33,6 @@ pub(crate) struct Wb {
     /// The file the flusher is writing, as its position in `dirty_files`.
     pub cursor: Option<(Instant, FileId)>,
     pub dirty_exceeded: bool,
-    /// Dirty pages written uncached (Linux's WB_DONTCACHE_DIRTY).
-    pub nr_dontcache_dirty: u64,
-    /// Pages written uncached that are dirty or under writeback.
-    pub nr_dontcache_unclean: u64,
     pub dontcache: DontcacheStats,
     /// When this context's uncached writers may dirty again (their pace,
     /// dontcache/): the end of the time their pages dirtied so far take
@@ -52,7 +46,24 @@ pub(crate) struct Wb {
 }
 
 impl Wb {
-    pub fn has_io(&self) -> bool {
-        self.dirty > 0 || self.writeback > 0
+    /// A new context for (`device`, `domain`), its clocks starting at `now`.
+    pub fn new(device: DeviceId, domain: DomainId, now: Instant) -> Wb {
+        Wb {
+            device,
+            domain,
+            dirtied: 0,
+            written: 0,
+            bw: WriteBandwidth::new(now),
+            rl: DirtyRatelimit::default(),
+            completions: FpropLocal::default(),
+            dirty_files: BTreeSet::new(),
+            flusher: Flusher::default(),
+            cursor: None,
+            dirty_exceeded: false,
+            dontcache: Default::default(),
+            dontcache_paced_until: now,
+            written_rate: WrittenRate::new(now),
+            stalls: Default::default(),
+        }
     }
 }

@@ -9,7 +9,7 @@ pub struct WriteFlags {
     pub dontcache: bool,
     /// The runtime copies the bytes of this call's `CopyIn` actions after
     /// releasing its lock, then calls `write_end`; the pages stay locked
-    /// meanwhile (page_lock/). Ignored for uncached writes, whose inline
+    /// meanwhile (page_cache/page_lock.rs). Ignored for uncached writes, whose inline
     /// flush writes the pages back within the call.
     pub deferred_copy: bool,
 }

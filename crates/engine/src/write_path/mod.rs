@@ -203,9 +203,9 @@ impl Engine {
         pos = end.min(ready_end * PAGE_SIZE);
         self.copy_in(task, file, copied, pos);
         if flags.deferred_copy && !flags.dontcache {
-            self.lock_pages(task, file, page, ready_end);
+            self.cache.lock_pages(task, file, page, ready_end);
         }
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         f.size = f.size.max(pos);
         if let Op::Write { pos: p, .. } = &mut self.tasks[task.index()].op {
             *p = pos;
@@ -230,11 +230,11 @@ impl Engine {
             want_end,
             ..
         } = stretch;
-        let stable = self.devices[self.files[file.index()].device.index()].stable_mode();
+        let stable = self.devices[self.cache.files[file.index()].device.index()].stable_mode();
         let stable_wait = stable == crate::config::StableWrites::Wait;
         let mut p = first;
         while p < want_end {
-            let f = &self.files[file.index()];
+            let f = &self.cache.files[file.index()];
             let Some((start, run)) = f.run_at(p) else {
                 if p > first {
                     break;
@@ -293,28 +293,33 @@ impl Engine {
         // writeback; pages cached already keep their state (as Linux marks
         // only the folios it creates).
         let mark = if flags.dontcache { PG_DROPBEHIND } else { 0 };
-        let f = &self.files[file.index()];
+        let f = &self.cache.files[file.index()];
         let on_disk = page * PAGE_SIZE < f.size;
         let hole = f.hole_len(page, want_end - page);
         // Room for the whole stretch at once: the clock hand runs once per
         // stretch rather than once per RECLAIM_BATCH pages.
-        let free = self.free_pages();
+        let free = self.cache.free_pages();
         if free < hole {
-            self.shrink((hole - free).max(crate::reclaim::RECLAIM_BATCH));
+            self.cache.shrink(
+                (hole - free).max(crate::reclaim::RECLAIM_BATCH),
+                &mut self.actions,
+            );
         }
-        if self.free_pages() == 0 && !self.reserve(now, 1) {
+        if self.cache.free_pages() == 0 && !self.reserve(now, 1) {
             return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
         if on_disk && !whole {
             // Read-modify-write: the rest of the page must come from the device.
-            self.insert_pages(file, page, 1, PG_READING | mark, false);
+            self.cache
+                .insert_pages(file, page, 1, PG_READING | mark, false, &mut self.actions);
             self.submit_read(now, file, page, 1);
             return Err(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
         }
-        let pages = hole.min(self.free_pages());
+        let pages = hole.min(self.cache.free_pages());
         // Whole-page writes need no zeroed frames: their data is copied
         // over all of them first.
-        self.insert_pages(file, page, pages, mark, whole);
+        self.cache
+            .insert_pages(file, page, pages, mark, whole, &mut self.actions);
         Ok(page + pages)
     }
 
@@ -324,7 +329,7 @@ impl Engine {
         let mut pos = from;
         while pos < to {
             let page = pos / PAGE_SIZE;
-            let (start, run) = self.files[file.index()]
+            let (start, run) = self.cache.files[file.index()]
                 .run_at(page)
                 .expect("pages to copy into are cached");
             let len = ((start + run.len) * PAGE_SIZE).min(to) - pos;
@@ -359,19 +364,19 @@ impl Engine {
         };
         // Overwriting pages that are dirty (and referenced) already changes
         // no state: no split of their run, no accounting.
-        if self.files[file.index()].all_match(first, end, PG_DIRTY | used, clear) {
+        if self.cache.files[file.index()].all_match(first, end, PG_DIRTY | used, clear) {
             return;
         }
         self.wake_timers(now, false);
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         let before = f.counts();
         // Whether the context had I/O before these pages (its bandwidth
         // estimate restarts when it had none).
-        let had_io = self.wbs[f.wb.index()].has_io();
+        let had_io = self.cache.wb_pages[f.wb.index()].has_io();
         f.update(first, end, |fl| (fl | PG_DIRTY | used) & !clear);
-        self.account_pages(file, before);
+        self.cache.account(file, before);
         self.reserve_dirtied(file, first, end);
-        let f = &mut self.files[file.index()];
+        let f = &mut self.cache.files[file.index()];
         let newly = f.counts().dirty - before.dirty;
         if newly == 0 {
             return;
@@ -397,5 +402,28 @@ impl Engine {
         t.dirty.nr_dirtied += newly;
         t.ratelimit_2007 += newly;
         self.note_peaks();
+    }
+
+    /// The runtime has copied the bytes of `task`'s CopyIn actions:
+    /// unlocks their pages (page_cache/page_lock.rs), wakes whoever waits
+    /// for them and starts the writeback they held up.
+    pub fn write_end(&mut self, now: Instant, task: TaskId) -> Result<(), EngineError> {
+        if task.index() >= self.tasks.len() {
+            return Err(EngineError::BadTask(task));
+        }
+        let mine = self.cache.unlock_pages(task);
+        for lock in &mine {
+            self.wake(WaitKey::FileIo(lock.file));
+        }
+        let mut devices: Vec<_> = mine
+            .iter()
+            .map(|l| self.cache.files[l.file.index()].device)
+            .collect();
+        devices.sort_unstable_by_key(|d| d.index());
+        devices.dedup();
+        for device in devices {
+            self.pump(now, device);
+        }
+        Ok(())
     }
 }

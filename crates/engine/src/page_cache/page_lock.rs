@@ -22,26 +22,22 @@
 //! each engine call, before anything else: a task never waits with pages
 //! locked, so a page lock lasts one memcpy.
 
-pub(crate) mod state;
-
-use crate::engine::Engine;
-use crate::error::EngineError;
+use super::{PageCache, PG_LOCKED};
 use crate::ids::{FileId, PageIndex, TaskId};
-use crate::page_cache::PG_LOCKED;
-use crate::page_lock::state::PageLock;
-use crate::task::WaitKey;
-use crate::time::Instant;
 
-impl Engine {
+/// Pages `first..end` of `file`, locked by `task`'s write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PageLock {
+    pub task: TaskId,
+    pub file: FileId,
+    pub first: PageIndex,
+    pub end: PageIndex,
+}
+
+impl PageCache {
     /// Locks pages `first..end` of `file` for `task`'s copy (see the
     /// module docs).
-    pub(crate) fn lock_pages(
-        &mut self,
-        task: TaskId,
-        file: FileId,
-        first: PageIndex,
-        end: PageIndex,
-    ) {
+    pub fn lock_pages(&mut self, task: TaskId, file: FileId, first: PageIndex, end: PageIndex) {
         assert!(first < end, "locks at least one page");
         self.files[file.index()].update(first, end, |flags| flags | PG_LOCKED);
         self.page_locks.push(PageLock {
@@ -52,21 +48,16 @@ impl Engine {
         });
     }
 
-    /// The runtime has copied the bytes of `task`'s CopyIn actions:
-    /// unlocks their pages, wakes whoever waits for them and starts the
-    /// writeback they held up.
-    pub fn write_end(&mut self, now: Instant, task: TaskId) -> Result<(), EngineError> {
-        if task.index() >= self.tasks.len() {
-            return Err(EngineError::BadTask(task));
-        }
+    /// Unlocks the pages `task` locked, but those another writer is
+    /// copying into; returns its locks. A page truncation made clean
+    /// meanwhile goes (back) to reclaim.
+    pub fn unlock_pages(&mut self, task: TaskId) -> Vec<PageLock> {
         let (mine, others): (Vec<PageLock>, Vec<PageLock>) = std::mem::take(&mut self.page_locks)
             .into_iter()
             .partition(|l| l.task == task);
         self.page_locks = others;
         for lock in &mine {
-            // A page truncation made clean meanwhile goes (back) to reclaim.
             self.update_and_queue(lock.file, lock.first, lock.end, |flags| flags & !PG_LOCKED);
-            // Pages another writer is copying into stay locked.
             let f = &mut self.files[lock.file.index()];
             for other in self.page_locks.iter().filter(|o| o.file == lock.file) {
                 let (first, end) = (other.first.max(lock.first), other.end.min(lock.end));
@@ -74,22 +65,11 @@ impl Engine {
                     f.update(first, end, |flags| flags | PG_LOCKED);
                 }
             }
-            self.wake(WaitKey::FileIo(lock.file));
         }
-        let mut devices: Vec<_> = mine
-            .iter()
-            .map(|l| self.files[l.file.index()].device)
-            .collect();
-        devices.sort_unstable_by_key(|d| d.index());
-        devices.dedup();
-        for device in devices {
-            self.pump(now, device);
-        }
-        Ok(())
+        mine
     }
-
     /// Whether any of pages `first..end` of `file` is locked.
-    pub(crate) fn any_locked(&self, file: FileId, first: PageIndex, end: PageIndex) -> bool {
+    pub fn any_locked(&self, file: FileId, first: PageIndex, end: PageIndex) -> bool {
         !self.page_locks.is_empty()
             && self.files[file.index()]
                 .runs_over(first, end)
@@ -99,7 +79,7 @@ impl Engine {
     /// Checks that every lock's pages are cached and locked (the
     /// invariants' walk over the runs checks the converse,
     /// `check_locked_run`).
-    pub(crate) fn check_page_locks(&self) {
+    pub fn check_page_locks(&self) {
         for lock in &self.page_locks {
             let f = &self.files[lock.file.index()];
             assert!(
@@ -114,7 +94,7 @@ impl Engine {
 
     /// Checks that pages `start..start + len` of `file`, locked, each
     /// belong to a lock (a run may join the pages of overlapping locks).
-    pub(crate) fn check_locked_run(&self, file: FileId, start: PageIndex, len: u64) {
+    pub fn check_locked_run(&self, file: FileId, start: PageIndex, len: u64) {
         let covered = (start..start + len).all(|p| {
             self.page_locks
                 .iter()

@@ -25,27 +25,21 @@
 //! this happens: every access sets PG_REFERENCED, the hand gives such a
 //! page a second chance, and the active list is drained.
 
+use super::{PageCache, PG_ACTIVE, PG_IN_LRU, PG_READING, PG_REFERENCED};
 use crate::config::Lru;
-use crate::engine::Engine;
 use crate::ids::{FileId, PageIndex, PAGE_SIZE};
-use crate::page_cache::{PG_ACTIVE, PG_IN_LRU, PG_READING, PG_REFERENCED};
 
 /// Pages deactivated at a time while the inactive list is low.
 pub const SHRINK_ACTIVE_BATCH: u64 = 128;
 
-impl Engine {
-    /// Pages on the active list (PG_ACTIVE, in any state).
-    pub fn nr_active(&self) -> u64 {
-        self.nr_active
-    }
-
+impl PageCache {
     /// An access to cached pages `first..end` of `file` (pages being read
     /// are skipped: their reader marks them once they are valid).
-    pub(crate) fn mark_accessed(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+    pub fn mark_accessed(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         if first >= end {
             return;
         }
-        let two_lists = self.config.lru == Lru::ActiveInactive;
+        let two_lists = self.lru == Lru::ActiveInactive;
         let f = &mut self.files[file.index()];
         // The common case, a hot page: nothing to change, no split.
         let settled = PG_REFERENCED | if two_lists { PG_ACTIVE } else { 0 };
@@ -68,15 +62,15 @@ impl Engine {
             }
         });
         let activated = f.counts().active - before.active;
-        self.account_pages(file, before);
-        self.stats.pgactivate += activated;
+        self.account(file, before);
+        self.events.pgactivate += activated;
         self.workingset.age(activated);
     }
 
     /// Pages just brought into the cache at `first..end` of `file` whose
     /// refault distance says they are part of the working set enter active.
-    pub(crate) fn activate_refaults(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        if self.config.lru != Lru::ActiveInactive {
+    pub fn activate_refaults(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        if self.lru != Lru::ActiveInactive {
             return;
         }
         let hot = self.workingset.refault(file, first, end, self.nr_active);
@@ -85,20 +79,20 @@ impl Engine {
             let before = f.counts();
             f.update(a, b, |fl| fl | PG_ACTIVE);
             let activated = f.counts().active - before.active;
-            self.account_pages(file, before);
-            self.stats.workingset_activate += activated;
-            self.stats.pgactivate += activated;
+            self.account(file, before);
+            self.events.workingset_activate += activated;
+            self.events.pgactivate += activated;
             self.workingset.age(activated);
         }
     }
 
     /// Whether the inactive list is too small for the active one
     /// (inactive_is_low). Under `lru = clock` any active page is too many.
-    pub(crate) fn inactive_is_low(&self) -> bool {
+    pub fn inactive_is_low(&self) -> bool {
         if self.nr_active == 0 {
             return false;
         }
-        if self.config.lru == Lru::Clock {
+        if self.lru == Lru::Clock {
             return true;
         }
         let inactive = self.nr_cached - self.nr_active;
@@ -110,17 +104,17 @@ impl Engine {
     /// Moves up to `want` of the oldest active clean pages to the inactive
     /// queue (shrink_active_list). Frame notes taken on the way count as
     /// one access (PG_REFERENCED). Returns the pages looked at.
-    pub(crate) fn shrink_active(&mut self, want: u64) -> u64 {
+    pub fn shrink_active(&mut self, want: u64) -> u64 {
         let mut seen = 0;
         while seen < want {
-            let Some((file, first, end)) = self.active_lru.pop() else {
+            let Some((file, first, end)) = self.active.pop() else {
                 break;
             };
             let mut pos = first;
             while let Some((at, start, run)) = self.files[file.index()].run_within(pos, end) {
                 pos = at;
                 if seen >= want {
-                    self.active_lru.push_front(file, pos, end);
+                    self.active.push_front(file, pos, end);
                     break;
                 }
                 let stop = (start + run.len).min(end).min(pos + (want - seen));
@@ -157,8 +151,8 @@ impl Engine {
             }
         });
         let deactivated = before.active - f.counts().active;
-        self.account_pages(file, before);
-        self.stats.pgdeactivate += deactivated;
-        self.reclaim.push_back(file, pos, stop);
+        self.account(file, before);
+        self.events.pgdeactivate += deactivated;
+        self.inactive.push_back(file, pos, stop);
     }
 }

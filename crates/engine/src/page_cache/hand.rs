@@ -1,4 +1,4 @@
-//! Making room in the cache budget.
+//! The hand that frees clean pages, and pages in and out of the cache.
 //!
 //! - A hand over clean pages in the order they became clean, kept as
 //!   ranges (one entry per completed request, not per page). The hand
@@ -8,70 +8,76 @@
 //!   read from its own index (frame notes, page by page). Other clean pages
 //!   are freed. Pages no longer clean leave the queue (PG_IN_LRU cleared)
 //!   and are queued again when they come clean.
-//! - When too few pages are clean, ask the flusher to write (reason
-//!   VMSCAN) and let the caller wait, bounded, for pages to come clean.
 //! - Two queues, inactive and active (lru.rs): the hand above walks the
 //!   inactive one; an active page it meets moves to the active queue, a
 //!   page a runtime noted counts as accessed (lru.rs decides), a freed run
 //!   leaves a shadow (workingset.rs). Under `lru = clock` there is one
 //!   list in effect: PG_REFERENCED is the second chance.
 //! - A run is reclaimed as Linux reclaims a large folio.
+//!
+//! What to do when too few pages are clean (have them written back) is
+//! the engine's (reclaim.rs).
 
-pub(crate) mod queue;
-
+use super::{PageCache, PageFlags, Run, SHRINK_ACTIVE_BATCH};
+use super::{PG_ACTIVE, PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::action::Action;
-use crate::action::WbReason;
 use crate::config::Lru;
-use crate::engine::Engine;
 use crate::ids::{FileId, PageIndex};
-use crate::lru::SHRINK_ACTIVE_BATCH;
-use crate::page_cache::{
-    Run, PG_ACTIVE, PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK,
-};
-use crate::time::Instant;
+use std::collections::VecDeque;
 
-/// Reclaim at least this many pages at a time, so allocation does not run
-/// the clock hand for every page.
-pub const RECLAIM_BATCH: u64 = 32;
 /// Stale entries the reclaim queue may hold beyond one per page of the
 /// budget before they are swept (see `bound_reclaim_queue`).
 pub const RECLAIM_QUEUE_SLACK: usize = 4096;
 
-impl Engine {
+impl PageCache {
+    /// Room under the budget: pages neither cached nor kept by writes in
+    /// flight (none while the cache is over a lowered budget).
+    pub fn free_pages(&self) -> u64 {
+        self.memory_pages
+            .saturating_sub(self.nr_cached + self.nr_snapshot)
+    }
+
     /// Frees up to `want` clean pages. Returns how many were freed.
-    pub(crate) fn shrink(&mut self, want: u64) -> u64 {
+    pub fn shrink(&mut self, want: u64, out: &mut VecDeque<Action>) -> u64 {
         let mut freed = 0;
         // Every entry is looked at a bounded number of times: once more
         // after a second chance or a move between the queues.
-        let mut budget = 3 * (self.reclaim.len() + self.active_lru.len()) + 1;
+        let mut budget = 3 * (self.inactive.len() + self.active.len()) + 1;
         while freed < want && budget > 0 {
             budget -= 1;
             if self.inactive_is_low() {
                 self.shrink_active(SHRINK_ACTIVE_BATCH);
             }
-            let Some((file, first, end)) = self.reclaim.pop() else {
+            let Some((file, first, end)) = self.inactive.pop() else {
                 // Nothing inactive: take from the active list.
                 if self.shrink_active(SHRINK_ACTIVE_BATCH) == 0 {
                     break;
                 }
                 continue;
             };
-            freed += self.shrink_range(file, first, end, want - freed);
+            freed += self.shrink_range(file, first, end, want - freed, out);
         }
-        self.stats.reclaimed_pages += freed;
+        self.events.reclaimed_pages += freed;
         freed
     }
 
     /// The inactive hand passes the queued range `first..end` of `file`,
     /// freeing up to `want` pages; returns how many it freed. What it did
     /// not reach goes back to the front.
-    fn shrink_range(&mut self, file: FileId, first: PageIndex, end: PageIndex, want: u64) -> u64 {
+    fn shrink_range(
+        &mut self,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+        want: u64,
+        out: &mut VecDeque<Action>,
+    ) -> u64 {
         let mut freed = 0;
         let mut pos = first;
         while let Some((at, start, run)) = self.files[file.index()].run_within(pos, end) {
             pos = at;
             if freed == want {
-                self.reclaim.push_front(file, pos, end);
+                self.inactive.push_front(file, pos, end);
                 break;
             }
             let stop = (start + run.len).min(end);
@@ -83,10 +89,10 @@ impl Engine {
             } else if run.flags & PG_ACTIVE != 0 {
                 self.rotate_active(file, pos, stop);
                 stop
-            } else if self.config.lru == Lru::Clock && run.flags & PG_REFERENCED != 0 {
+            } else if self.lru == Lru::Clock && run.flags & PG_REFERENCED != 0 {
                 // CLOCK's second chance.
                 self.files[file.index()].update(pos, stop, |fl| fl & !PG_REFERENCED);
-                self.reclaim.push_back(file, pos, stop);
+                self.inactive.push_back(file, pos, stop);
                 stop
             } else {
                 match self.frame_notes.first_noted(frame, stop - pos) {
@@ -97,8 +103,8 @@ impl Engine {
                     }
                     unnoted => {
                         let n = unnoted.unwrap_or(stop - pos).min(want - freed);
-                        self.remove_pages(file, pos, pos + n);
-                        if self.config.lru == Lru::ActiveInactive {
+                        self.remove_pages(file, pos, pos + n, out);
+                        if self.lru == Lru::ActiveInactive {
                             self.workingset
                                 .evicted(file, pos, pos + n, self.frame_pages);
                         }
@@ -114,15 +120,15 @@ impl Engine {
     /// An active page found on the inactive queue (activated there) moves
     /// to the active queue; under `lru = clock` it is deactivated instead.
     fn rotate_active(&mut self, file: FileId, pos: PageIndex, stop: PageIndex) {
-        if self.config.lru == Lru::ActiveInactive {
-            self.active_lru.push_back(file, pos, stop);
+        if self.lru == Lru::ActiveInactive {
+            self.active.push_back(file, pos, stop);
             return;
         }
         let f = &mut self.files[file.index()];
         let before = f.counts();
         f.update(pos, stop, |fl| fl & !PG_ACTIVE);
-        self.account_pages(file, before);
-        self.reclaim.push_back(file, pos, stop);
+        self.account(file, before);
+        self.inactive.push_back(file, pos, stop);
     }
 
     /// Inactive pages `pos..stop` a runtime read from its own index since
@@ -135,56 +141,13 @@ impl Engine {
             .is_some_and(|(_, r)| r.flags & PG_REFERENCED != 0);
         // The first access (if an earlier one did not mark them already).
         self.files[file.index()].update(pos, stop, |fl| fl | PG_REFERENCED);
-        if (referenced || twice) && self.config.lru == Lru::ActiveInactive {
+        if (referenced || twice) && self.lru == Lru::ActiveInactive {
             // The second: activate.
             self.mark_accessed(file, pos, stop);
-            self.active_lru.push_back(file, pos, stop);
+            self.active.push_back(file, pos, stop);
         } else {
-            self.reclaim.push_back(file, pos, stop);
+            self.inactive.push_back(file, pos, stop);
         }
-    }
-
-    /// Brings the cache within a lowered budget: frees clean pages now,
-    /// and while that is not enough has the dirty ones written back
-    /// (reason vmscan, as `reserve` does) and frees them as they come
-    /// clean (`io_complete`, `handle_timeout`). Returns whether the cache
-    /// is still over its budget.
-    pub(crate) fn trim_to_budget(&mut self) -> bool {
-        let used = self.nr_cached + self.nr_snapshot;
-        if used > self.memory_pages {
-            self.shrink(used - self.memory_pages);
-        }
-        self.over_budget = self.nr_cached + self.nr_snapshot > self.memory_pages;
-        if self.over_budget {
-            for wb in self.wbs.iter_mut().filter(|wb| wb.dirty > 0) {
-                wb.flusher.start_all(WbReason::Vmscan);
-            }
-        }
-        self.over_budget
-    }
-
-    /// Ensures room for `pages` more cached pages. On failure, kicks
-    /// writeback for reclaim; the caller must wait (reason Memory).
-    pub(crate) fn reserve(&mut self, now: Instant, pages: u64) -> bool {
-        let free = self.free_pages();
-        if free >= pages {
-            return true;
-        }
-        let want = (pages - free).max(RECLAIM_BATCH);
-        self.shrink(want);
-        if self.free_pages() >= pages {
-            return true;
-        }
-        // Too few clean pages: have the dirty ones written (Linux's
-        // wakeup_flusher_threads(WB_REASON_VMSCAN)).
-        for w in 0..self.wbs.len() {
-            if self.wbs[w].dirty > 0 {
-                self.wbs[w].flusher.start_all(WbReason::Vmscan);
-                let device = self.wbs[w].device;
-                self.pump(now, device);
-            }
-        }
-        false
     }
 
     /// Inserts `pages` uncached pages from `first` with `flags`; room must
@@ -193,13 +156,14 @@ impl Engine {
     /// unless `overwritten`: a write covers them whole and its data is
     /// copied in before anything else can see them (see
     /// `Action::ZeroFrames`).
-    pub(crate) fn insert_pages(
+    pub fn insert_pages(
         &mut self,
         file: FileId,
         first: PageIndex,
         pages: u64,
-        flags: crate::page_cache::PageFlags,
+        flags: PageFlags,
         overwritten: bool,
+        out: &mut VecDeque<Action>,
     ) {
         assert!(pages <= self.free_pages(), "cache over budget");
         let before = self.files[file.index()].counts();
@@ -217,31 +181,37 @@ impl Engine {
                 frame,
             };
             self.files[file.index()].insert(first + done, run);
-            if flags & crate::page_cache::PG_READING == 0 && !overwritten {
-                self.actions.push_back(Action::ZeroFrames {
+            if flags & PG_READING == 0 && !overwritten {
+                out.push_back(Action::ZeroFrames {
                     first: frame,
                     count: n as u32,
                 });
             }
             done += n;
         }
-        self.account_pages(file, before);
+        self.account(file, before);
         self.activate_refaults(file, first, first + pages);
     }
 
     /// Drops the cached pages `first..end` of a file and frees their frames.
-    pub(crate) fn remove_pages(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let (frames, actions) = (&mut self.frames, &mut self.actions);
+    pub fn remove_pages(
+        &mut self,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+        out: &mut VecDeque<Action>,
+    ) {
+        let frames = &mut self.frames;
         let before = self.files[file.index()].counts();
         self.files[file.index()].remove(first, end, |start, run| {
             frames.free(run.frame, run.len);
-            actions.push_back(Action::Unmapped {
+            out.push_back(Action::Unmapped {
                 file,
                 first: start,
                 end: start + run.len,
             });
         });
-        self.account_pages(file, before);
+        self.account(file, before);
         // Shadows of pages that went other than by eviction mean nothing.
         self.workingset.forget(file, first, end);
     }
@@ -249,14 +219,14 @@ impl Engine {
     /// Changes the flags of pages `first..end` of a file as `change` says
     /// and queues for reclaim, in one pass, the pages that come out clean
     /// and are not queued yet (one entry per stretch).
-    pub(crate) fn update_and_queue(
+    pub fn update_and_queue(
         &mut self,
         file: FileId,
         first: PageIndex,
         end: PageIndex,
-        mut change: impl FnMut(crate::page_cache::PageFlags) -> crate::page_cache::PageFlags,
+        mut change: impl FnMut(PageFlags) -> PageFlags,
     ) {
-        let (inactive, active) = (&mut self.reclaim, &mut self.active_lru);
+        let (inactive, active) = (&mut self.inactive, &mut self.active);
         let queued_before = (inactive.len(), active.len());
         let f = &mut self.files[file.index()];
         let active_before = f.counts().active;
@@ -283,7 +253,7 @@ impl Engine {
 
     /// Pages `first..end` of a file may have come clean: queue those that
     /// are clean and not queued yet.
-    pub(crate) fn note_clean(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+    pub fn note_clean(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
         self.update_and_queue(file, first, end, |flags| flags);
     }
 
@@ -292,7 +262,7 @@ impl Engine {
     /// them; past this many, drop those that cover no queued page.
     fn bound_reclaim_queue(&mut self) {
         let limit = self.frame_pages as usize + RECLAIM_QUEUE_SLACK;
-        if self.reclaim.len() + self.active_lru.len() <= limit {
+        if self.inactive.len() + self.active.len() <= limit {
             return;
         }
         let files = &self.files;
@@ -301,7 +271,7 @@ impl Engine {
                 .runs_over(first, end)
                 .any(|(_, r)| r.flags & PG_IN_LRU != 0)
         };
-        self.reclaim.retain(live);
-        self.active_lru.retain(live);
+        self.inactive.retain(live);
+        self.active.retain(live);
     }
 }
