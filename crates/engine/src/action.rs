@@ -62,7 +62,7 @@ pub enum Action {
     /// after the engine call that prepared them, under the same lock).
     ZeroFrames { first: u32, count: u32 },
     /// Copy frames `from..from + count` into frames `to..to + count`
-    /// (stable.rs: a writer gets a copy of pages under writeback; the
+    /// (page_cache/stable.rs: a writer gets a copy of pages under writeback; the
     /// write in flight keeps the old frames). The runtime must copy before
     /// it acts on any later action (a `CopyIn` into the new frames follows).
     CopyFrames { from: u32, to: u32, count: u32 },

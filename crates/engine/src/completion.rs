@@ -24,7 +24,9 @@ impl Engine {
         let Some(inflight) = self.io.inflight.remove(&id) else {
             return;
         };
-        self.free_snapshot_frames(&inflight.snapshot_frames);
+        if self.cache.free_snapshot(&inflight.snapshot_frames) {
+            self.tasks.wake(WaitKey::Memory, &mut self.actions);
+        }
         let req = inflight.req;
         let latency = now.since_ns(inflight.issued_at);
         let dev = &mut self.devices[req.device.index()];
@@ -58,7 +60,8 @@ impl Engine {
             }
         }
         if self.cache.over_budget && !self.trim_to_budget() {
-            self.wake(crate::task::WaitKey::Memory);
+            self.tasks
+                .wake(crate::task::WaitKey::Memory, &mut self.actions);
         }
         self.pump(now, req.device);
         self.space_progress(now, req.device);
@@ -87,8 +90,9 @@ impl Engine {
         if let Err(e) = result {
             self.cache.files[req.file.index()].read_error = Some(e);
         }
-        self.wake(WaitKey::FileIo(req.file));
-        self.wake(WaitKey::Memory);
+        self.tasks
+            .wake(WaitKey::FileIo(req.file), &mut self.actions);
+        self.tasks.wake(WaitKey::Memory, &mut self.actions);
     }
 
     fn complete_write(&mut self, req: &IoRequest, result: Result<(), IoErrorKind>) {
@@ -132,9 +136,10 @@ impl Engine {
                 self.redirty_after_error(file);
             }
         }
-        self.wake(WaitKey::FileIo(file));
-        self.wake(WaitKey::Memory);
-        self.wake(WaitKey::WbWritten(wb_id));
+        self.tasks.wake(WaitKey::FileIo(file), &mut self.actions);
+        self.tasks.wake(WaitKey::Memory, &mut self.actions);
+        self.tasks
+            .wake(WaitKey::WbWritten(wb_id), &mut self.actions);
     }
 
     fn account_written(&mut self, wb_id: WbId, req: &IoRequest, pages: u64) {

@@ -87,6 +87,9 @@ impl Engine {
             wakeable: true,
             throttle: None,
         };
-        Some(self.stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))))
+        Some(
+            self.tasks
+                .stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))),
+        )
     }
 }

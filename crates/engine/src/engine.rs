@@ -7,14 +7,14 @@
 //!
 //! | call | file |
 //! |---|---|
-//! | `open`, `close` | `file_table/` |
+//! | `open`, `close` | here (handles: `handle.rs`) |
 //! | `write` | `write_path/` |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
 //! | `fsync`, `fsync_all`, `sync` | `sync/` |
 //! | `durable_done`, `file_unsynced` | `durability/` |
 //! | `length_set` | `backing_len/` |
 //! | `set_len` | `truncate.rs` |
-//! | `invalidate_range` | `invalidate.rs` |
+//! | `invalidate_range` | `truncate.rs` |
 //! | `set_free_space`, `space_unknown` | `space/` |
 //! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict/` |
 //! | `resume` | `task/` |
@@ -40,20 +40,20 @@
 //! `durable_done`, calls `handle_timeout` at `poll_timeout` (None: no timer
 //! armed), and passes monotonic time throughout.
 
-use crate::action::Action;
-use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
+use crate::action::{Action, StallReason, Step};
+use crate::balance_dirty::task_dirty::MAX_DIRTIED_PAUSE;
 use crate::config::{Config, DeviceConfig};
 use crate::device::state::{read_depth_max, Device, MAX_DEVICES};
 use crate::dirty_limits::{domain_dirty_limits, WbDomain};
 use crate::dispatch::inflight::IoTable;
 use crate::error::EngineError;
-use crate::file_table::handle::Handle;
-use crate::ids::{DeviceId, DomainId, FileId, PageIndex, TaskId, WbId, PAGE_SIZE};
+use crate::handle::{page_range, Handle, Handles};
+use crate::ids::{DeviceId, DomainId, FileId, HandleId, PageIndex, TaskId, WbId, PAGE_SIZE};
 use crate::page_cache::{CachedFile, PageCache};
 use crate::proportions::FpropGlobal;
 use crate::stats::counters::{DeviceStats, Stats};
 use crate::sync::table::SyncTable;
-use crate::task::state::{Op, Task, WaitKey, MAX_TASKS};
+use crate::task::{Op, Tasks};
 use crate::time::Instant;
 use crate::timers::state::Timers;
 use crate::wb::state::{Wb, MAX_DOMAINS};
@@ -74,10 +74,8 @@ pub struct Engine {
     pub(crate) memory_stats: crate::memory_budget::stats::MemoryBudgetStats,
     /// The global dirty limits and writeout shares (dirty_limits.rs).
     pub(crate) dom: WbDomain,
-    pub(crate) handles: Vec<Option<Handle>>,
-    /// Slots of closed handles, for the next opens.
-    pub(crate) free_handles: Vec<u32>,
-    pub(crate) tasks: Vec<Task>,
+    pub(crate) handles: Handles,
+    pub(crate) tasks: Tasks,
     pub(crate) devices: Vec<Device>,
     pub(crate) domains: Vec<String>,
     pub(crate) wbs: Vec<Wb>,
@@ -90,7 +88,6 @@ pub struct Engine {
     /// Length changes of backing files in flight (backing_len/).
     pub(crate) resizes: crate::backing_len::resizes::Resizes,
     pub(crate) eviction: crate::evict::state::Eviction,
-    pub(crate) waiting: Vec<(TaskId, WaitKey)>,
     pub(crate) actions: VecDeque<Action>,
     pub(crate) dirty_exceeded_2007: bool,
     /// The engine's clocks (timers/).
@@ -115,9 +112,8 @@ impl Engine {
                 dirty_limit: thresh.thresh,
                 completions: FpropGlobal::default(),
             },
-            handles: Vec::new(),
-            free_handles: Vec::new(),
-            tasks: Vec::new(),
+            handles: Handles::default(),
+            tasks: Tasks::default(),
             devices: Vec::new(),
             domains: vec!["root".to_string()],
             wbs: Vec::new(),
@@ -127,7 +123,6 @@ impl Engine {
             durability: Default::default(),
             resizes: Default::default(),
             eviction: Default::default(),
-            waiting: Vec::new(),
             actions: VecDeque::new(),
             dirty_exceeded_2007: false,
             timers,
@@ -228,17 +223,44 @@ impl Engine {
     }
 
     pub fn add_task(&mut self) -> TaskId {
-        assert!(self.tasks.len() < MAX_TASKS, "too many tasks");
-        self.tasks.push(Task {
-            dirty: TaskDirty::default(),
-            op: Op::Idle,
-            stall: None,
-            last_read: None,
-            ra_file: None,
-            read_marked: None,
-            ratelimit_2007: 0,
-        });
-        TaskId((self.tasks.len() - 1) as u32)
+        self.tasks.add()
+    }
+
+    /// Continues the task's operation after a sleep, counting the sleep.
+    pub fn resume(&mut self, now: Instant, task: TaskId) -> Result<Step, EngineError> {
+        self.tasks.task_mut(task)?;
+        if let Some((reason, since)) = self.tasks.resumed(task) {
+            let waited = now.since_ns(since);
+            self.stats.stalls[reason.index()].record(waited);
+            if let Some(file) = self.op_file(task) {
+                let f = &self.cache.files[file.index()];
+                self.wbs[f.wb.index()].stalls[reason.index()].record(waited);
+                if reason == StallReason::DirtyThrottle {
+                    self.devices[f.device.index()].stats.throttle.record(waited);
+                }
+            }
+        }
+        match self.tasks[task.index()].op.clone() {
+            Op::Idle => Err(EngineError::NothingToResume(task)),
+            Op::Write { .. } => self.continue_write(now, task),
+            Op::Read { .. } => self.continue_read(now, task),
+            Op::Sync { op } => self.continue_sync(now, task, op),
+            Op::Truncate { .. } => self.continue_truncate(now, task),
+            Op::Invalidate { .. } => self.continue_invalidate(now, task),
+            Op::Unlink { .. } => self.continue_unlink(now, task),
+            Op::DirectWrite { .. } => self.continue_direct(now, task),
+        }
+    }
+
+    /// The file the task's operation is on, if it is on one file.
+    fn op_file(&self, task: TaskId) -> Option<FileId> {
+        let handle = match self.tasks[task.index()].op {
+            Op::Write { handle, .. } | Op::Read { handle, .. } | Op::DirectWrite { handle, .. } => {
+                handle
+            }
+            _ => return None,
+        };
+        self.handle(handle).ok().map(|h| h.file)
     }
 
     /// The writeback context of (`device`, `domain`), made if new.
@@ -284,6 +306,49 @@ impl Engine {
         self.eviction.live += 1;
         self.touch_file(file);
         self.make_room_for_files(now, file);
+        Ok(file)
+    }
+
+    /// Opens a handle on a file; it will see write-back errors from now on.
+    /// An unknown or evicted file (its id is retired) is an error.
+    pub fn open(&mut self, file: FileId) -> Result<HandleId, EngineError> {
+        let f = self
+            .cache
+            .files
+            .get_mut(file.index())
+            .filter(|f| !f.evicted && !f.unlinked)
+            .ok_or(EngineError::BadFile(file))?;
+        f.open_handles += 1;
+        let handle = self.handles.open(file, f.err_seq);
+        self.touch_file(file);
+        Ok(handle)
+    }
+
+    pub fn close(&mut self, handle: HandleId) -> Result<(), EngineError> {
+        let file = self.handles.close(handle)?;
+        let f = &mut self.cache.files[file.index()];
+        assert!(f.open_handles > 0);
+        f.open_handles -= 1;
+        self.touch_file(file);
+        Ok(())
+    }
+
+    pub(crate) fn handle(&self, handle: HandleId) -> Result<&Handle, EngineError> {
+        self.handles.get(handle)
+    }
+
+    /// The file behind `handle`, for an operation on bytes
+    /// `offset..offset + len` (which must fit a file); the file counts as
+    /// used now (evict/).
+    pub(crate) fn file_in_use(
+        &mut self,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<FileId, EngineError> {
+        let file = self.handle(handle)?.file;
+        page_range(offset, len)?;
+        self.touch_file(file);
         Ok(file)
     }
 

@@ -59,7 +59,7 @@ impl Engine {
     fn check_files(&self) -> PageTotals {
         let mut t = PageTotals::new(self.wbs.len(), self.devices.len());
         let mut open_handles = vec![0u32; self.cache.files.len()];
-        for h in self.handles.iter().flatten() {
+        for h in self.handles.iter() {
             open_handles[h.file.index()] += 1;
         }
         for (idx, f) in self.cache.files.iter().enumerate() {

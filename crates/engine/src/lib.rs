@@ -20,7 +20,7 @@
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
 //!    is on disk is read first (`dispatch/`, `submit_read`; stall
 //!    `read_io`). A page under writeback is modified in place, waited for
-//!    (stall `stable_page`) or copied first (`stable.rs`,
+//!    (stall `stable_page`) or copied first (`page_cache/stable.rs`,
 //!    `Action::CopyFrames`), as the device's `stable_writes` says.
 //! 3. `dirty_pages` (`write_path/`) marks the stretch dirty and accounts it
 //!    to the file's writeback context (`wb/`) and to the task, and
@@ -128,10 +128,9 @@ mod durability;
 mod engine;
 mod error;
 mod evict;
-mod file_table;
 mod flusher;
+mod handle;
 mod ids;
-mod invalidate;
 mod invariants;
 mod knobs;
 mod memory_budget;
@@ -145,7 +144,6 @@ mod readahead;
 mod reclaim;
 mod rq_depth;
 mod space;
-mod stable;
 mod stats;
 mod sync;
 mod task;

@@ -20,7 +20,7 @@ impl Engine {
         len: u64,
     ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
-        Self::page_range(offset, len)?;
+        crate::handle::page_range(offset, len)?;
         let max = self.cache.memory_pages / 4 * crate::ids::PAGE_SIZE;
         if len > max {
             return Err(EngineError::ReadTooLarge { len, max });
@@ -40,7 +40,7 @@ impl Engine {
                 return Ok(Step::Done);
             }
         }
-        self.begin(
+        self.tasks.begin(
             task,
             Op::Read {
                 handle,
@@ -217,10 +217,7 @@ impl Engine {
         if self.cache.files.get(file.index()).is_none() {
             return Err(EngineError::BadFile(file));
         }
-        let t = self
-            .tasks
-            .get_mut(task.index())
-            .ok_or(EngineError::BadTask(task))?;
+        let t = self.tasks.task_mut(task)?;
         if first >= end {
             return Ok(());
         }
@@ -278,7 +275,7 @@ impl Engine {
         };
         let file = self.handle(handle)?.file;
         if self.read_from_one_run(task, file, offset, len) {
-            return self.finish(task, Ok(Step::Done));
+            return self.tasks.finish(task, Ok(Step::Done));
         }
         let end = (offset + len).min(self.cache.files[file.index()].size);
         let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
@@ -295,17 +292,24 @@ impl Engine {
             .any(|(_, r)| r.flags & PG_READING != 0);
         self.clear_dropbehind(file, first, cached_end);
         if reading {
-            return Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
+            return Ok(self
+                .tasks
+                .wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
         }
         if self.cache.any_locked(file, first, cached_end) {
             // A writer is copying into a page: its frame may not hold the
             // page's data yet (page_cache/page_lock.rs).
-            return Ok(self.wait_for(now, task, StallReason::PageLocked, WaitKey::FileIo(file)));
+            return Ok(self.tasks.wait_for(
+                now,
+                task,
+                StallReason::PageLocked,
+                WaitKey::FileIo(file),
+            ));
         }
         self.mark_read(task, file, first, cached_end);
         let Some(p) = missing else {
             self.read_served(task, file, last);
-            return self.finish(task, Ok(Step::Done));
+            return self.tasks.finish(task, Ok(Step::Done));
         };
         self.read_missing(now, task, file, first, p, last)
     }
@@ -322,7 +326,7 @@ impl Engine {
         last: PageIndex,
     ) -> Result<Step, EngineError> {
         if let Some(e) = self.cache.files[file.index()].read_error.take() {
-            return self.finish(task, Err(EngineError::Read(e)));
+            return self.tasks.finish(task, Err(EngineError::Read(e)));
         }
         let sequential = self.sequential_read(task, file, first);
         let want = self.readahead_pages(file, sequential, p, last);
@@ -332,7 +336,9 @@ impl Engine {
             self.tasks[task.index()].ra_file = Some(file);
         }
         if !self.reserve(now, want) && !self.reserve(now, 1) {
-            return Ok(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
+            return Ok(self
+                .tasks
+                .wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
         let room = self.cache.free_pages();
         let pages = self.cache.files[file.index()]
@@ -341,7 +347,9 @@ impl Engine {
         self.cache
             .insert_pages(file, p, pages, PG_READING, false, &mut self.actions);
         self.submit_read(now, file, p, pages);
-        Ok(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)))
+        Ok(self
+            .tasks
+            .wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)))
     }
 
     /// How many pages to read at a miss on page `p`: the rest of the request,

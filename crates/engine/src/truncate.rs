@@ -1,3 +1,8 @@
+//! Dropping cached pages of a file for a change of its backing file
+//! (Linux's mm/truncate.c): a new length, or a range about to change.
+//!
+//! ## Truncation
+//!
 //! Changing a file's length (ftruncate): pages past the new end are
 //! dropped, dirty ones without being written; writes already in flight
 //! past the end, and of a page the new end cuts, are waited for, so they
@@ -10,6 +15,21 @@
 //! of such cuts is throttled by as one of removals is. Until the cut is
 //! done the backing file still holds the old data past the new end, so a
 //! write or truncation that extends the file waits for it.
+//!
+//! ## Invalidation
+//!
+//! Dropping a range of a file's cached pages, for a runtime that is about
+//! to change the backing file under them (fallocate's punch, zero,
+//! collapse, insert and unshare): the next access reads the range from the
+//! backing file again. Linux's truncate_pagecache_range, which fallocate
+//! calls under the inode's invalidate lock.
+//!
+//! Dirty pages in the range are discarded, partial pages at its ends
+//! included: the caller writes back first what it means to keep (the
+//! library syncs the file's data before). Pages under I/O are waited for:
+//! a write in flight must not land after the backing file changed, and a
+//! read in flight must not fill a page with what was there before. The
+//! file's length does not change here.
 
 use crate::action::{StallReason, Step};
 use crate::backlog::RELEASE_STEP_BYTES;
@@ -36,8 +56,8 @@ impl Engine {
         len: u64,
     ) -> Result<Step, EngineError> {
         let file = self.handle(handle)?.file;
-        Self::page_range(len, 0)?;
-        self.begin(
+        crate::handle::page_range(len, 0)?;
+        self.tasks.begin(
             task,
             Op::Truncate {
                 file,
@@ -69,15 +89,21 @@ impl Engine {
             return match self.take_resize(id) {
                 Some(result) => {
                     let result = result.map(|()| Step::Done).map_err(EngineError::Resize);
-                    self.finish(task, result)
+                    self.tasks.finish(task, result)
                 }
-                None => Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file))),
+                None => {
+                    Ok(self
+                        .tasks
+                        .wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)))
+                }
             };
         }
         if self.resizing(file) {
             // Another truncation's length change first: lengths reach the
             // backing file in the order they were set.
-            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
+            return Ok(self
+                .tasks
+                .wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
         }
         if self.extends_over_cut(file, len) {
             return Ok(self.wait_for_cut(now, task, file));
@@ -86,7 +112,9 @@ impl Engine {
         if let Some(reason) = self.drop_past_end(file, len) {
             // I/O in flight past the new end, or a copy into a page there:
             // wait for it, then drop the pages.
-            return Ok(self.wait_for(now, task, reason, WaitKey::FileIo(file)));
+            return Ok(self
+                .tasks
+                .wait_for(now, task, reason, WaitKey::FileIo(file)));
         }
         let old_size = self.cache.files[file.index()].size;
         let cut = old_size.saturating_sub(len) > RELEASE_STEP_BYTES;
@@ -124,9 +152,11 @@ impl Engine {
                 flush_until,
                 resize: Some(id),
             };
-            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
+            return Ok(self
+                .tasks
+                .wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
         }
-        self.finish(task, Ok(Step::Done))
+        self.tasks.finish(task, Ok(Step::Done))
     }
 
     /// Drops `file`'s pages past a new length of `len` bytes that no
@@ -203,5 +233,69 @@ impl Engine {
         }
         self.cache.note_clean(file, first, end);
         self.unreserve_discarded(file, first, end);
+    }
+
+    /// Drops the cached pages of bytes `offset..offset + len` of the
+    /// handle's file (a `len` reaching past the largest file: to the end).
+    /// Done once none is left; the runtime then changes the backing file.
+    pub fn invalidate_range(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Step, EngineError> {
+        let file = self.handle(handle)?.file;
+        let first = (offset / PAGE_SIZE).min(MAX_FILE_PAGES);
+        let end = offset
+            .saturating_add(len)
+            .div_ceil(PAGE_SIZE)
+            .min(MAX_FILE_PAGES);
+        self.tasks
+            .begin(task, Op::Invalidate { file, first, end })?;
+        self.continue_invalidate(now, task)
+    }
+
+    pub(crate) fn continue_invalidate(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::Invalidate { file, first, end } = self.tasks[task.index()].op.clone() else {
+            unreachable!("continue_invalidate on a task that is not invalidating");
+        };
+        self.discard_dirty_range(file, first, end);
+        let runs: Vec<_> = self.cache.files[file.index()]
+            .runs_over(first, end)
+            .collect();
+        let mut busy = false;
+        for (start, run) in runs {
+            if run.flags & (PG_WRITEBACK | PG_READING | PG_LOCKED) != 0 {
+                busy = true;
+            } else {
+                self.cache.remove_pages(
+                    file,
+                    start.max(first),
+                    (start + run.len).min(end),
+                    &mut self.actions,
+                );
+            }
+        }
+        if busy {
+            // I/O in flight in the range, or a copy into a page there: wait
+            // for it, then drop the pages.
+            let reason = if self.cache.any_locked(file, first, end) {
+                StallReason::PageLocked
+            } else {
+                StallReason::Sync
+            };
+            return Ok(self
+                .tasks
+                .wait_for(now, task, reason, WaitKey::FileIo(file)));
+        }
+        // The backing file is about to change: the next sync flushes it.
+        self.mark_unsynced(file);
+        self.tasks.finish(task, Ok(Step::Done))
     }
 }

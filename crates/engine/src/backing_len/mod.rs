@@ -114,7 +114,7 @@ impl Engine {
         }
         let device = f.device;
         self.resizes.done.insert(id, result);
-        self.wake(WaitKey::FileIo(file));
+        self.tasks.wake(WaitKey::FileIo(file), &mut self.actions);
         // Writes of the file held meanwhile may go now.
         self.pump(now, device);
     }

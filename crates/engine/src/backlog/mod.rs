@@ -94,7 +94,7 @@ impl Engine {
         if f.open_handles > 0 {
             return Err(EngineError::FileBusy(file));
         }
-        self.begin(
+        self.tasks.begin(
             task,
             Op::Unlink {
                 file,
@@ -127,7 +127,7 @@ impl Engine {
             // The removal frees what the queued cut has not: one item a file.
             let Some(cut_bytes) = self.take_cut(file) else {
                 // A step of the cut is in flight: its end wakes the backlog.
-                return Ok(self.wait_for(
+                return Ok(self.tasks.wait_for(
                     now,
                     task,
                     StallReason::Backlog,
@@ -140,7 +140,7 @@ impl Engine {
             .backlog
             .push(file, ItemKind::Remove, bytes);
         self.pump_backlog(now, device);
-        self.finish(task, Ok(Step::Done))
+        self.tasks.finish(task, Ok(Step::Done))
     }
 
     /// Takes `file`'s queued cut out of its backlog; returns the bytes it
@@ -188,7 +188,8 @@ impl Engine {
         let device = self.cache.files[file.index()].device;
         self.devices[device.index()].backlog.hurry_cut(file);
         self.pump_backlog(now, device);
-        self.wait_for(now, task, StallReason::Backlog, WaitKey::Backlog(device))
+        self.tasks
+            .wait_for(now, task, StallReason::Backlog, WaitKey::Backlog(device))
     }
 
     /// Whether a write or truncation to `end` bytes must wait for a cut.
@@ -212,7 +213,10 @@ impl Engine {
         if !b.throttles(mode, wait_ms, flush_until) {
             return None;
         }
-        Some(self.wait_for(now, task, StallReason::Backlog, WaitKey::Backlog(device)))
+        Some(
+            self.tasks
+                .wait_for(now, task, StallReason::Backlog, WaitKey::Backlog(device)),
+        )
     }
 
     /// The worker: starts the head item, or its next step, if nothing is
@@ -285,7 +289,7 @@ impl Engine {
             StepEnd::CutDone(file) => {
                 self.cache.files[file.index()].cut_pending = false;
                 // Writers waiting to extend the file go on.
-                self.wake(WaitKey::Backlog(device));
+                self.tasks.wake(WaitKey::Backlog(device), &mut self.actions);
             }
             StepEnd::More => {}
         }
@@ -293,7 +297,7 @@ impl Engine {
         let wait_ms = self.config.backlog_wait_ms;
         let b = &mut self.devices[device.index()].backlog;
         if b.release_producers(mode, wait_ms, item_done) {
-            self.wake(WaitKey::Backlog(device));
+            self.tasks.wake(WaitKey::Backlog(device), &mut self.actions);
         }
         self.pump_backlog(now, device);
     }
@@ -302,7 +306,8 @@ impl Engine {
     pub(crate) fn backlog_recheck(&mut self) {
         for d in 0..self.devices.len() {
             self.devices[d].backlog.recheck();
-            self.wake(WaitKey::Backlog(DeviceId(d as u32)));
+            self.tasks
+                .wake(WaitKey::Backlog(DeviceId(d as u32)), &mut self.actions);
         }
     }
 

@@ -330,7 +330,7 @@ impl Engine {
                         wb_thresh_pages: dtc.wb_thresh,
                     }),
                 };
-                Some(self.stall(task, now, stall, None))
+                Some(self.tasks.stall(task, now, stall, None))
             }
         }
     }

@@ -36,7 +36,7 @@ impl Engine {
         len: u64,
     ) -> Result<Step, EngineError> {
         self.file_in_use(handle, offset, len)?;
-        self.begin(
+        self.tasks.begin(
             task,
             Op::DirectWrite {
                 handle,
@@ -75,19 +75,23 @@ impl Engine {
                 }
                 let left = self.issue_direct(now, task, file, first, last);
                 self.set_direct_phase(task, DirectPhase::InFlight { left, failed: None });
-                Ok(self.wait_for(now, task, StallReason::DirectIo, WaitKey::Direct(task)))
+                Ok(self
+                    .tasks
+                    .wait_for(now, task, StallReason::DirectIo, WaitKey::Direct(task)))
             }
             DirectPhase::InFlight { left, .. } if left > 0 => {
-                Ok(self.wait_for(now, task, StallReason::DirectIo, WaitKey::Direct(task)))
+                Ok(self
+                    .tasks
+                    .wait_for(now, task, StallReason::DirectIo, WaitKey::Direct(task)))
             }
             DirectPhase::InFlight { failed, .. } => {
                 if let Some(e) = failed {
-                    return self.finish(task, Err(EngineError::WriteBack(e)));
+                    return self.tasks.finish(task, Err(EngineError::WriteBack(e)));
                 }
                 let f = &mut self.cache.files[file.index()];
                 f.size = f.size.max(end);
                 self.mark_unsynced(file);
-                self.finish(task, Ok(Step::Done))
+                self.tasks.finish(task, Ok(Step::Done))
             }
         }
     }
@@ -115,7 +119,12 @@ impl Engine {
             self.submission_done(id);
         }
         if dirty || busy {
-            return Some(self.wait_for(now, task, StallReason::DirectIo, WaitKey::FileIo(file)));
+            return Some(self.tasks.wait_for(
+                now,
+                task,
+                StallReason::DirectIo,
+                WaitKey::FileIo(file),
+            ));
         }
         self.cache
             .remove_pages(file, first, last, &mut self.actions);
@@ -161,7 +170,7 @@ impl Engine {
             *left -= 1;
             *failed = failed.or(result.err());
             if *left == 0 {
-                self.wake(WaitKey::Direct(task));
+                self.tasks.wake(WaitKey::Direct(task), &mut self.actions);
             }
         }
     }

@@ -2,9 +2,9 @@
 //! next request id (dispatch/ issues them, completion.rs retires them).
 
 use crate::action::IoRequest;
-use crate::ids::{IoId, TaskId};
+use crate::ids::{IoId, PageIndex, TaskId};
 use crate::time::Instant;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A request handed to the runtime and not yet completed.
 #[derive(Debug)]
@@ -16,7 +16,7 @@ pub(crate) struct Inflight {
     /// A write of a commit (`Engine::issue`).
     pub commit: bool,
     /// Frames the request still writes from after writers were given
-    /// copies of their pages (stable.rs), as (first frame, count): freed at
+    /// copies of their pages (page_cache/stable.rs), as (first frame, count): freed at
     /// completion.
     pub snapshot_frames: Vec<(u32, u64)>,
 }
@@ -38,5 +38,19 @@ impl Default for IoTable {
             next_io: 1,
             direct_ios: BTreeMap::new(),
         }
+    }
+}
+
+impl IoTable {
+    /// The write among `writes` (a file's writes in flight) that carries
+    /// `page` (one exists for every page under writeback).
+    pub fn write_carrying(&self, writes: &BTreeSet<IoId>, page: PageIndex) -> IoId {
+        *writes
+            .iter()
+            .find(|id| {
+                let req = &self.inflight[*id].req;
+                (req.first_page..req.first_page + req.pages as u64).contains(&page)
+            })
+            .expect("a page under writeback has its write in flight")
     }
 }

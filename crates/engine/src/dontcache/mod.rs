@@ -117,7 +117,7 @@ impl Engine {
                 wakeable: false,
                 throttle: None,
             };
-            return Some(self.stall(task, now, stall, None));
+            return Some(self.tasks.stall(task, now, stall, None));
         }
         // The flusher may be idle between kicks: make sure it writes them.
         self.kick_dontcache(now, wb_id);
@@ -127,7 +127,10 @@ impl Engine {
             wakeable: true,
             throttle: None,
         };
-        Some(self.stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))))
+        Some(
+            self.tasks
+                .stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))),
+        )
     }
 
     /// `pages` uncached pages of `wb_id` were just dirtied: above the
@@ -222,7 +225,10 @@ impl Engine {
                 if self.submission_done(id) {
                     return None;
                 }
-                Some(self.wait_for(now, task, StallReason::DontcacheFlush, WaitKey::Sync(id)))
+                Some(
+                    self.tasks
+                        .wait_for(now, task, StallReason::DontcacheFlush, WaitKey::Sync(id)),
+                )
             }
         }
     }

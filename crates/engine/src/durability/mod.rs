@@ -97,7 +97,7 @@ impl Engine {
                                 .wbt
                                 .on_commit_done(now, latency_ns);
                         }
-                        self.wake(WaitKey::Sync(sync));
+                        self.tasks.wake(WaitKey::Sync(sync), &mut self.actions);
                     }
                 }
             }

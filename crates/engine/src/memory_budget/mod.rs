@@ -47,7 +47,8 @@ impl Engine {
         self.dom.dirty_limit = self.dom.dirty_limit.max(self.dom.thresh.thresh);
         self.trim_to_budget();
         if self.cache.free_pages() > 0 {
-            self.wake(crate::task::WaitKey::Memory);
+            self.tasks
+                .wake(crate::task::WaitKey::Memory, &mut self.actions);
         }
     }
 

@@ -37,6 +37,7 @@ mod page_lock;
 mod reclaim_queue;
 mod run;
 mod run_map;
+mod stable;
 mod workingset;
 
 pub use file::CachedFile;

@@ -67,7 +67,7 @@ impl Engine {
         space.allocated_since = 0;
         space.statfs_asked = false;
         space.next_statfs = Some(now + STATFS_INTERVAL_NS);
-        self.wake(WaitKey::Space(device));
+        self.tasks.wake(WaitKey::Space(device), &mut self.actions);
         Ok(())
     }
 
@@ -81,7 +81,7 @@ impl Engine {
         dev.space.free_pages = None;
         dev.space.statfs_asked = false;
         dev.space.flush_started = None;
-        self.wake(WaitKey::Space(device));
+        self.tasks.wake(WaitKey::Space(device), &mut self.actions);
         Ok(())
     }
 
@@ -122,7 +122,7 @@ impl Engine {
         let space = &self.devices[device.index()].space;
         if space.flush_started.is_some() || space.statfs_asked {
             // Someone's write-back for space is under way: wait for its report.
-            return Some(Ok(self.wait_for(
+            return Some(Ok(self.tasks.wait_for(
                 now,
                 task,
                 StallReason::Sync,
@@ -138,7 +138,7 @@ impl Engine {
         }
         *flushed = true;
         self.start_space_flush(now, device);
-        Some(Ok(self.wait_for(
+        Some(Ok(self.tasks.wait_for(
             now,
             task,
             StallReason::Sync,

@@ -123,7 +123,7 @@ impl Engine {
         no_flush: bool,
     ) -> Result<Step, EngineError> {
         let id = self.syncs.next_id;
-        self.begin(task, Op::Sync { op: id })?;
+        self.tasks.begin(task, Op::Sync { op: id })?;
         self.syncs.next_id += 1;
         let mut devices: Vec<DeviceId> = Vec::new();
         let files = files
@@ -219,7 +219,9 @@ impl Engine {
     ) -> Result<Step, EngineError> {
         self.sync_check_issued(id);
         if !self.sync_done(id) && !PLANTED_EARLY_ACK {
-            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
+            return Ok(self
+                .tasks
+                .wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
         }
         // sync() also waits for the deferred releases of unlinked files
         // (as syncfs flushes XFS's inodegc queue).
@@ -227,7 +229,7 @@ impl Engine {
         if op.handle.is_none() && !op.issue_only && !op.no_flush {
             if let Some(d) = self.devices.iter().position(|d| d.backlog.busy()) {
                 let key = WaitKey::Backlog(DeviceId(d as u32));
-                return Ok(self.wait_for(now, task, StallReason::Sync, key));
+                return Ok(self.tasks.wait_for(now, task, StallReason::Sync, key));
             }
         }
         // The writes are done: now make what landed durable.
@@ -245,14 +247,16 @@ impl Engine {
             op.flushes_left = asked;
         }
         if self.syncs.ops[&id].flushes_left > 0 {
-            return Ok(self.wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
+            return Ok(self
+                .tasks
+                .wait_for(now, task, StallReason::Sync, WaitKey::Sync(id)));
         }
         let op = self.syncs.ops.remove(&id).expect("sync op exists");
         let flushed = op
             .flush_error
             .map_or(Ok(()), |e| Err(EngineError::Durability(e)));
         let result = self.sync_result(&op).and(flushed);
-        self.finish(task, result.map(|()| Step::Done))
+        self.tasks.finish(task, result.map(|()| Step::Done))
     }
 
     /// Sets the barrier once every tagged page is written or being written
@@ -292,7 +296,7 @@ impl Engine {
                 let f = &self.cache.files[file.index()];
                 (f.err_seq, f.last_err)
             };
-            let h = self.handles[handle.index()].as_mut().expect("checked");
+            let h = self.handles.get_mut(handle).expect("checked");
             if h.err_seen != seq {
                 h.err_seen = seq;
                 return Err(EngineError::WriteBack(err.expect("an error was recorded")));
@@ -320,7 +324,7 @@ impl Engine {
             .filter(|&id| self.sync_done(id))
             .collect();
         for id in done {
-            self.wake(WaitKey::Sync(id));
+            self.tasks.wake(WaitKey::Sync(id), &mut self.actions);
         }
     }
 
@@ -369,9 +373,9 @@ impl Engine {
                         // whose starter does not come back (a direct
                         // write's flush) does not stay behind.
                         self.syncs.ops.remove(&id);
-                        self.wake(WaitKey::Sync(id));
+                        self.tasks.wake(WaitKey::Sync(id), &mut self.actions);
                     } else if self.sync_done(id) {
-                        self.wake(WaitKey::Sync(id));
+                        self.tasks.wake(WaitKey::Sync(id), &mut self.actions);
                     }
                 }
             }

@@ -6,25 +6,69 @@
 
 pub(crate) mod state;
 
-use crate::action::{Action, Stall, StallReason, Step};
-use crate::engine::Engine;
+use crate::action::{Action, Stall, StallReason, Step, EVENT_WAIT_MAX_NS};
+use crate::balance_dirty::task_dirty::TaskDirty;
 use crate::error::EngineError;
 use crate::ids::TaskId;
 use crate::time::Instant;
+use std::collections::VecDeque;
+use std::ops::{Index, IndexMut};
 
-pub(crate) use crate::task::state::{Op, Task, WaitKey};
+pub(crate) use crate::task::state::{Op, Task, WaitKey, MAX_TASKS};
 
-use crate::action::EVENT_WAIT_MAX_NS;
+/// The tasks, and which wait for what.
+#[derive(Debug, Default)]
+pub(crate) struct Tasks {
+    all: Vec<Task>,
+    /// Tasks waiting for an event, with the event.
+    waiting: Vec<(TaskId, WaitKey)>,
+}
 
-impl Engine {
-    pub(crate) fn task_mut(&mut self, task: TaskId) -> Result<&mut Task, EngineError> {
-        self.tasks
+impl Index<usize> for Tasks {
+    type Output = Task;
+    fn index(&self, i: usize) -> &Task {
+        &self.all[i]
+    }
+}
+
+impl IndexMut<usize> for Tasks {
+    fn index_mut(&mut self, i: usize) -> &mut Task {
+        &mut self.all[i]
+    }
+}
+
+impl Tasks {
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    pub fn get(&self, i: usize) -> Option<&Task> {
+        self.all.get(i)
+    }
+
+    /// A new idle task.
+    pub fn add(&mut self) -> TaskId {
+        assert!(self.all.len() < MAX_TASKS, "too many tasks");
+        self.all.push(Task {
+            dirty: TaskDirty::default(),
+            op: Op::Idle,
+            stall: None,
+            last_read: None,
+            ra_file: None,
+            read_marked: None,
+            ratelimit_2007: 0,
+        });
+        TaskId((self.all.len() - 1) as u32)
+    }
+
+    pub fn task_mut(&mut self, task: TaskId) -> Result<&mut Task, EngineError> {
+        self.all
             .get_mut(task.index())
             .ok_or(EngineError::BadTask(task))
     }
 
     /// Starts an operation for `task`, which must be idle.
-    pub(crate) fn begin(&mut self, task: TaskId, op: Op) -> Result<(), EngineError> {
+    pub fn begin(&mut self, task: TaskId, op: Op) -> Result<(), EngineError> {
         let t = self.task_mut(task)?;
         if t.op != Op::Idle {
             return Err(EngineError::Busy(task));
@@ -34,7 +78,7 @@ impl Engine {
     }
 
     /// Records that `task` must wait, and returns the step telling it so.
-    pub(crate) fn stall(
+    pub fn stall(
         &mut self,
         task: TaskId,
         now: Instant,
@@ -47,7 +91,7 @@ impl Engine {
             "a {} sleep within its bound",
             stall.reason.name()
         );
-        let t = &mut self.tasks[task.index()];
+        let t = &mut self.all[task.index()];
         assert!(t.stall.is_none(), "task already stalled");
         t.stall = Some((stall.reason, now));
         if let Some(key) = key {
@@ -58,7 +102,7 @@ impl Engine {
 
     /// Makes `task` wait for an event, re-checking after at most
     /// EVENT_WAIT_MAX_NS in case the event is late.
-    pub(crate) fn wait_for(
+    pub fn wait_for(
         &mut self,
         now: Instant,
         task: TaskId,
@@ -75,11 +119,10 @@ impl Engine {
     }
 
     /// An event the engine can wait on happened: wake whoever waits for it.
-    pub(crate) fn wake(&mut self, key: WaitKey) {
-        let actions = &mut self.actions;
+    pub fn wake(&mut self, key: WaitKey, out: &mut VecDeque<Action>) {
         self.waiting.retain(|&(task, k)| {
             if k == key {
-                actions.push_back(Action::Wake(task));
+                out.push_back(Action::Wake(task));
                 false
             } else {
                 true
@@ -87,51 +130,20 @@ impl Engine {
         });
     }
 
-    /// Continues the task's operation after a sleep.
-    pub fn resume(&mut self, now: Instant, task: TaskId) -> Result<Step, EngineError> {
-        let t = self.task_mut(task)?;
-        if let Some((reason, since)) = t.stall.take() {
-            let waited = now.since_ns(since);
-            self.stats.stalls[reason.index()].record(waited);
-            if let Some(file) = self.op_file(task) {
-                let f = &self.cache.files[file.index()];
-                self.wbs[f.wb.index()].stalls[reason.index()].record(waited);
-                if reason == StallReason::DirtyThrottle {
-                    self.devices[f.device.index()].stats.throttle.record(waited);
-                }
-            }
-        }
+    /// `task` is running again: it waits for nothing; returns the stall
+    /// it was in, with its start.
+    pub fn resumed(&mut self, task: TaskId) -> Option<(StallReason, Instant)> {
         self.waiting.retain(|&(t, _)| t != task);
-        match self.tasks[task.index()].op.clone() {
-            Op::Idle => Err(EngineError::NothingToResume(task)),
-            Op::Write { .. } => self.continue_write(now, task),
-            Op::Read { .. } => self.continue_read(now, task),
-            Op::Sync { op } => self.continue_sync(now, task, op),
-            Op::Truncate { .. } => self.continue_truncate(now, task),
-            Op::Invalidate { .. } => self.continue_invalidate(now, task),
-            Op::Unlink { .. } => self.continue_unlink(now, task),
-            Op::DirectWrite { .. } => self.continue_direct(now, task),
-        }
-    }
-
-    /// The file the task's operation is on, if it is on one file.
-    fn op_file(&self, task: TaskId) -> Option<crate::ids::FileId> {
-        let handle = match self.tasks[task.index()].op {
-            Op::Write { handle, .. } | Op::Read { handle, .. } | Op::DirectWrite { handle, .. } => {
-                handle
-            }
-            _ => return None,
-        };
-        self.handle(handle).ok().map(|h| h.file)
+        self.all[task.index()].stall.take()
     }
 
     /// Ends the task's operation.
-    pub(crate) fn finish(
+    pub fn finish(
         &mut self,
         task: TaskId,
         result: Result<Step, EngineError>,
     ) -> Result<Step, EngineError> {
-        self.tasks[task.index()].op = Op::Idle;
+        self.all[task.index()].op = Op::Idle;
         result
     }
 }

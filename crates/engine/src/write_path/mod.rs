@@ -50,7 +50,7 @@ impl Engine {
     ) -> Result<Step, EngineError> {
         self.file_in_use(handle, offset, len)?;
         let end = offset + len;
-        self.begin(
+        self.tasks.begin(
             task,
             Op::Write {
                 handle,
@@ -121,7 +121,7 @@ impl Engine {
                 return Ok(step);
             }
         }
-        self.finish(task, Ok(Step::Done))
+        self.tasks.finish(task, Ok(Step::Done))
     }
 
     /// Room on the backing filesystem for what the write adds, checked
@@ -145,7 +145,7 @@ impl Engine {
         match checked {
             None => None,
             Some(Ok(step)) => Some(Ok(step)),
-            Some(Err(e)) => Some(self.finish(task, Err(e))),
+            Some(Err(e)) => Some(self.tasks.finish(task, Err(e))),
         }
     }
 
@@ -253,7 +253,7 @@ impl Engine {
                 if p > first {
                     break;
                 }
-                return Err(self.wait_for(now, task, reason, key));
+                return Err(self.tasks.wait_for(now, task, reason, key));
             }
             if run.flags & PG_WRITEBACK != 0 && stable == crate::config::StableWrites::Snapshot {
                 // The write in flight keeps its frames; this writer gets copies.
@@ -265,7 +265,12 @@ impl Engine {
                     }
                     None if p > first => break,
                     None => {
-                        return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory))
+                        return Err(self.tasks.wait_for(
+                            now,
+                            task,
+                            StallReason::Memory,
+                            WaitKey::Memory,
+                        ))
                     }
                 }
             }
@@ -306,14 +311,18 @@ impl Engine {
             );
         }
         if self.cache.free_pages() == 0 && !self.reserve(now, 1) {
-            return Err(self.wait_for(now, task, StallReason::Memory, WaitKey::Memory));
+            return Err(self
+                .tasks
+                .wait_for(now, task, StallReason::Memory, WaitKey::Memory));
         }
         if on_disk && !whole {
             // Read-modify-write: the rest of the page must come from the device.
             self.cache
                 .insert_pages(file, page, 1, PG_READING | mark, false, &mut self.actions);
             self.submit_read(now, file, page, 1);
-            return Err(self.wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
+            return Err(self
+                .tasks
+                .wait_for(now, task, StallReason::ReadIo, WaitKey::FileIo(file)));
         }
         let pages = hole.min(self.cache.free_pages());
         // Whole-page writes need no zeroed frames: their data is copied
@@ -413,7 +422,8 @@ impl Engine {
         }
         let mine = self.cache.unlock_pages(task);
         for lock in &mine {
-            self.wake(WaitKey::FileIo(lock.file));
+            self.tasks
+                .wake(WaitKey::FileIo(lock.file), &mut self.actions);
         }
         let mut devices: Vec<_> = mine
             .iter()
@@ -425,5 +435,25 @@ impl Engine {
             self.pump(now, device);
         }
         Ok(())
+    }
+
+    /// Stable pages by copy (page_cache/stable.rs): pages `first..end` of
+    /// `file`, in one run under writeback, get frames of their own, and
+    /// the write in flight that carries them keeps the old ones until it
+    /// completes. Returns the end of the pages copied, or None when no
+    /// frame is free even after reclaim.
+    fn snapshot_pages(
+        &mut self,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+    ) -> Option<PageIndex> {
+        let snap = self.cache.snapshot(file, first, end, &mut self.actions)?;
+        let f = &self.cache.files[file.index()];
+        let id = self.io.write_carrying(&f.inflight_writes, first);
+        let write = self.io.inflight.get_mut(&id).expect("in flight");
+        write.snapshot_frames.push((snap.from, snap.count));
+        self.devices[f.device.index()].stats.snapshot_pages += snap.count;
+        Some(first + snap.count)
     }
 }
