@@ -10,6 +10,7 @@ use crate::action::{IoDir, IoErrorKind, IoRequest};
 /// Planted bug (a) (feature `planted-clean-on-error`, for the simulator's
 /// oracle tests only): failed pages are marked clean.
 const PLANTED_CLEAN_ON_ERROR: bool = cfg!(feature = "planted-clean-on-error");
+use crate::durability::state::FlushFor;
 use crate::engine::Engine;
 use crate::ids::{FileId, IoId, WbId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
@@ -122,7 +123,8 @@ impl Engine {
         assert_eq!(before.writeback - after.writeback, pages);
         match result {
             Ok(()) => {
-                self.mark_unsynced(file);
+                self.durability
+                    .mark_unsynced(&mut self.cache.files[file.index()]);
                 self.backing_grown(file, req.first_page * PAGE_SIZE + req.bytes);
                 self.space_written(file, req.first_page, req.first_page + pages);
                 self.account_written(wb_id, req, pages);
@@ -170,6 +172,40 @@ impl Engine {
                 .unwrap_or(Instant::ZERO);
             f.dirtied_when = Some(when);
             wb.dirty_files.insert((when, file));
+        }
+    }
+
+    /// The runtime finished flush `id` at `now` (durability/). Unknown ids
+    /// are ignored: a runtime bug must not corrupt the cache.
+    pub fn durable_done(&mut self, now: Instant, id: u64, result: Result<(), IoErrorKind>) {
+        let Some(flush) = self.durability.pending.remove(&id) else {
+            return;
+        };
+        if let (Ok(()), Some(len)) = (result, flush.len) {
+            self.backing_len_set(flush.file, len);
+        }
+        let f = &mut self.cache.files[flush.file.index()];
+        self.durability.flushed(&flush, result, f);
+        match flush.purpose {
+            FlushFor::Sync(sync) => {
+                if let Some(op) = self.syncs.ops.get_mut(&sync) {
+                    op.flushes_left -= 1;
+                    if let Err(e) = result {
+                        op.flush_error.get_or_insert(e);
+                    }
+                    if op.flushes_left == 0 {
+                        // A commit's time, for wbt: from its call to here.
+                        if let Some((device, began)) = op.commit {
+                            let latency_ns = now.since_ns(began);
+                            self.devices[device.index()]
+                                .wbt
+                                .on_commit_done(now, latency_ns);
+                        }
+                        self.tasks.wake(WaitKey::Sync(sync), &mut self.actions);
+                    }
+                }
+            }
+            FlushFor::Eviction => self.eviction_flushed(flush.file),
         }
     }
 }

@@ -24,6 +24,20 @@ pub struct WbDomain {
     pub completions: FpropGlobal,
 }
 
+impl WbDomain {
+    /// Every 200 ms, with `dirty` pages dirty or under writeback: the
+    /// hard limit follows the threshold up at once and down slowly
+    /// (Linux's update_dirty_limit).
+    pub fn update_dirty_limit(&mut self, dirty: u64) {
+        let target = self.thresh.thresh.max(dirty);
+        if self.dirty_limit < self.thresh.thresh {
+            self.dirty_limit = self.thresh.thresh;
+        } else if self.dirty_limit > target {
+            self.dirty_limit -= (self.dirty_limit - target) >> 5;
+        }
+    }
+}
+
 /// Linux's domain_dirty_limits for the global domain; `avail` is the cache
 /// budget in pages (all of it is "dirtyable": free or file pages).
 pub fn domain_dirty_limits(config: &Config, avail: u64) -> GlobalThresh {

@@ -11,18 +11,19 @@
 //! | `write` | `write_path/` |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
 //! | `fsync`, `fsync_all`, `sync` | `sync/` |
-//! | `durable_done`, `file_unsynced` | `durability/` |
+//! | `durable_done` | `completion.rs` (the marks: `durability/`) |
+//! | `file_unsynced` | `sync/` |
 //! | `length_set` | `backing_len/` |
 //! | `set_len` | `truncate.rs` |
 //! | `invalidate_range` | `truncate.rs` |
 //! | `set_free_space`, `space_unknown` | `space/` |
 //! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict/` |
-//! | `resume` | `task/` |
+//! | `resume` | here (tasks: `task/`) |
 //! | `io_complete` | `completion.rs` |
 //! | `poll_timeout`, `handle_timeout` | `timers/` |
 //! | `set_knob`, `set_device_knob` | `knobs.rs` |
 //! | `note_memory_sample`, `note_memory_given_back` | `memory_budget/` |
-//! | `note_foreign_reads` | `device/` |
+//! | `note_foreign_reads`, `set_stable_writes_required` | `knobs.rs` |
 //! | `stats` | `stats/` |
 //! | `check_invariants` | `invariants.rs` |
 //!

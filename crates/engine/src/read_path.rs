@@ -1,11 +1,13 @@
 //! The read path: cached pages are copied out; a miss reads from the
-//! device, with readahead for sequential readers.
+//! device, with readahead for sequential readers (readahead.rs says
+//! when and how much).
 
 use crate::action::{StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DROPBEHIND, PG_LOCKED, PG_READING};
+use crate::readahead::window_pages;
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
@@ -153,7 +155,7 @@ impl Engine {
             return served;
         }
         let dev = &self.devices[f.device.index()].config;
-        let window = (dev.read_ahead_kb as u64 / 4).max(2 * pages);
+        let window = window_pages(dev.read_ahead_kb, pages);
         // Only a hole less than half a window past the last read's end
         // (`pos`) can start one.
         let near = (pos + window / 2).min(f.size.div_ceil(PAGE_SIZE));
@@ -370,6 +372,91 @@ impl Engine {
         }
         let file_pages = f.size.div_ceil(PAGE_SIZE);
         want.min(file_pages - p).min(dev.max_request_pages()).max(1)
+    }
+
+    /// Whether a read of `first..` by `task` is sequential: it starts at
+    /// the beginning of the file or where the task's last read ended.
+    pub(crate) fn sequential_read(&self, task: TaskId, file: FileId, first: PageIndex) -> bool {
+        first == 0 || self.tasks[task.index()].last_read == Some((file, first))
+    }
+
+    /// Before a read of `len` bytes at `offset`: when it is sequential,
+    /// its pages are all cached or being read and the task's readahead
+    /// has read a window of this file (`Task::ra_file`, where Linux would
+    /// find its PG_readahead mark), reads ahead of it
+    /// (`readahead_async`). A read with pages missing reads ahead
+    /// synchronously instead (read_path.rs).
+    pub(crate) fn readahead_before_read(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        offset: u64,
+        len: u64,
+    ) {
+        let f = &self.cache.files[file.index()];
+        let end = (offset + len).min(f.size);
+        if offset >= end {
+            return;
+        }
+        let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        if self.tasks[task.index()].ra_file == Some(file)
+            && self.sequential_read(task, file, first)
+            && f.first_hole(first, last).is_none()
+        {
+            self.readahead_async(now, file, first, last);
+        }
+    }
+
+    /// For a sequential read of `first..last`: when less than half a
+    /// window ahead of it is cached or being read, start reading the next
+    /// window from the first missing page. The window is `read_ahead_kb`,
+    /// or twice the read if that is larger (Linux grows its window to the
+    /// reads it sees).
+    pub(crate) fn readahead_async(
+        &mut self,
+        now: Instant,
+        file: FileId,
+        first: PageIndex,
+        last: PageIndex,
+    ) {
+        if self.cache.over_budget {
+            return;
+        }
+        let f = &self.cache.files[file.index()];
+        let dev = &self.devices[f.device.index()].config;
+        let window = window_pages(dev.read_ahead_kb, last - first);
+        let max_request = dev.max_request_pages();
+        let file_pages = f.size.div_ceil(PAGE_SIZE);
+        let Some(hole) = f.first_hole(last, (last + window).min(file_pages)) else {
+            return;
+        };
+        if hole - last >= window / 2 {
+            return;
+        }
+        let end = (hole + window).min(file_pages);
+        let mut p = hole;
+        while p < end {
+            let f = &self.cache.files[file.index()];
+            let Some(hole) = f.first_hole(p, end) else {
+                return;
+            };
+            let want = (end - hole).min(max_request);
+            let free = self.cache.free_pages();
+            if free < want {
+                self.cache.shrink(want - free, &mut self.actions);
+            }
+            let room = self.cache.free_pages().min(want);
+            let pages = self.cache.files[file.index()].hole_len(hole, room);
+            if pages == 0 {
+                return;
+            }
+            self.cache
+                .insert_pages(file, hole, pages, PG_READING, false, &mut self.actions);
+            self.submit_read(now, file, hole, pages);
+            self.stats.readahead_async_pages += pages;
+            p = hole + pages;
+        }
     }
 }
 

@@ -140,7 +140,8 @@ impl Engine {
         // its length now (and no write of the file starts until it has),
         // or, lengthened over data not yet written, the next flush does.
         self.queue_cut(now, file, len, old_size);
-        self.mark_unsynced(file);
+        self.durability
+            .mark_unsynced(&mut self.cache.files[file.index()]);
         if self.cut_queued(file) {
             // Writes past the new end wait for the cut (extends_over_cut).
             self.cache.files[file.index()].disk_size = len;
@@ -295,7 +296,8 @@ impl Engine {
                 .wait_for(now, task, reason, WaitKey::FileIo(file)));
         }
         // The backing file is about to change: the next sync flushes it.
-        self.mark_unsynced(file);
+        self.durability
+            .mark_unsynced(&mut self.cache.files[file.index()]);
         self.tasks.finish(task, Ok(Step::Done))
     }
 }

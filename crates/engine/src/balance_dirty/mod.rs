@@ -16,15 +16,18 @@
 
 pub(crate) mod task_dirty;
 
-use crate::action::{Stall, StallReason, Step, ThrottleDetail};
+use crate::action::{Stall, StallReason, Step, ThrottleDetail, WbReason};
 use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
 use crate::config::DirtyThrottle;
 use crate::dirty_limits::{dirty_freerun_ceiling, dirty_poll_interval, wb_calc_thresh};
-use crate::dirty_throttle_2007::{ratelimit_pages_2007, RATELIMIT_EXCEEDED_2007};
+use crate::dirty_throttle_2007::{
+    ratelimit_pages_2007, write_chunk_2007, CONGESTION_WAIT_NS, RATELIMIT_EXCEEDED_2007,
+};
 use crate::engine::Engine;
+use crate::flusher::Work;
 use crate::ids::{FileId, TaskId, WbId};
 use crate::position_ratio::{wb_position_ratio, Dtc};
-use crate::task::Op;
+use crate::task::{Op, WaitKey};
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 
 use crate::action::MAX_PAUSE_NS;
@@ -333,6 +336,58 @@ impl Engine {
                 Some(self.tasks.stall(task, now, stall, None))
             }
         }
+    }
+
+    /// The 2007 global limit: over it, a writer waits until its own device
+    /// has written a chunk or the global count is back under the limit,
+    /// looking again every 100 ms. A writer to an idle device with few
+    /// dirty pages of its own can only wait for the global count: the
+    /// pathology Sekiyama fixed.
+    pub(crate) fn throttle_2007(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+    ) -> Option<Step> {
+        let wb_id = self.cache.files[file.index()].wb;
+        let over = self.cache.nr_dirty + self.cache.nr_writeback > self.dom.thresh.thresh;
+        if self.cache.nr_dirty > self.dom.thresh.bg_thresh {
+            self.kick_background(now, wb_id);
+        }
+        let written = self.wbs[wb_id.index()].written;
+        let Op::Write { wait_2007, .. } = &mut self.tasks[task.index()].op else {
+            unreachable!("2007 throttle outside a write");
+        };
+        let baseline = *wait_2007.get_or_insert(written);
+        if !over || written - baseline >= write_chunk_2007(self.cache.memory_pages) {
+            *wait_2007 = None;
+            self.dirty_exceeded_2007 = over;
+            return None;
+        }
+        self.dirty_exceeded_2007 = true;
+        let dirty = self.cache.wb(wb_id).dirty;
+        let wb = &mut self.wbs[wb_id.index()];
+        if dirty > 0 && wb.flusher.current.is_none() && !wb.flusher.has_queued() {
+            wb.flusher.queue(Work {
+                reason: WbReason::BalanceDirty,
+                nr_pages: write_chunk_2007(self.cache.memory_pages),
+                for_background: false,
+                older_than: None,
+            });
+        }
+        let device = wb.device;
+        self.devices[device.index()].last_bdp_sleep = Some(now);
+        self.pump(now, device);
+        let stall = Stall {
+            reason: StallReason::DirtyThrottle,
+            until: now + CONGESTION_WAIT_NS,
+            wakeable: true,
+            throttle: None,
+        };
+        Some(
+            self.tasks
+                .stall(task, now, stall, Some(WaitKey::WbWritten(wb_id))),
+        )
     }
 }
 

@@ -90,7 +90,8 @@ impl Engine {
                 }
                 let f = &mut self.cache.files[file.index()];
                 f.size = f.size.max(end);
-                self.mark_unsynced(file);
+                self.durability
+                    .mark_unsynced(&mut self.cache.files[file.index()]);
                 self.tasks.finish(task, Ok(Step::Done))
             }
         }

@@ -18,50 +18,40 @@
 pub(crate) mod state;
 
 use crate::action::{Action, IoErrorKind};
-use crate::durability::state::{FlushFor, PendingFlush};
-use crate::engine::Engine;
+use crate::durability::state::{Durability, FlushFor, PendingFlush};
 use crate::ids::FileId;
-use crate::task::WaitKey;
-use crate::time::Instant;
+use crate::page_cache::CachedFile;
+use std::collections::VecDeque;
 
-impl Engine {
-    /// The backing file of `file` changed: it needs a flush to be durable.
-    pub(crate) fn mark_unsynced(&mut self, file: FileId) {
-        self.durability.next_mark += 1;
-        self.cache.files[file.index()].unsynced = Some(self.durability.next_mark);
+impl Durability {
+    /// The backing file of `f` changed: it needs a flush to be durable.
+    pub fn mark_unsynced(&mut self, f: &mut CachedFile) {
+        self.next_mark += 1;
+        f.unsynced = Some(self.next_mark);
     }
 
-    /// Asks the runtime to flush every marked file of sync op `sync`;
-    /// returns how many flushes it asked for.
-    pub(crate) fn request_flushes(&mut self, sync: u64, files: &[FileId], metadata: bool) -> u32 {
-        let mut asked = 0;
-        for &file in files {
-            if self.cache.files[file.index()].unsynced.is_some() {
-                self.request_flush(file, FlushFor::Sync(sync), metadata);
-                asked += 1;
-            }
-        }
-        asked
-    }
-
-    /// Asks the runtime to flush one unsynced file.
-    pub(crate) fn request_flush(&mut self, file: FileId, purpose: FlushFor, metadata: bool) {
-        let mark = self.cache.files[file.index()]
-            .unsynced
-            .expect("only unsynced files are flushed");
-        self.durability.next_id += 1;
-        let id = self.durability.next_id;
-        let len = self.durable_len(file);
-        self.durability.pending.insert(
-            id,
-            PendingFlush {
-                file,
-                mark,
-                purpose,
-                len,
-            },
-        );
-        self.actions.push_back(Action::MakeDurable {
+    /// Asks the runtime to flush `file` (`f`, unsynced), setting its
+    /// backing file's length to `len` first if given.
+    pub fn request_flush(
+        &mut self,
+        file: FileId,
+        f: &CachedFile,
+        purpose: FlushFor,
+        metadata: bool,
+        len: Option<u64>,
+        out: &mut VecDeque<Action>,
+    ) {
+        let mark = f.unsynced.expect("only unsynced files are flushed");
+        self.next_id += 1;
+        let id = self.next_id;
+        let flush = PendingFlush {
+            file,
+            mark,
+            purpose,
+            len,
+        };
+        self.pending.insert(id, flush);
+        out.push_back(Action::MakeDurable {
             id,
             file,
             metadata,
@@ -69,47 +59,17 @@ impl Engine {
         });
     }
 
-    /// The runtime finished flush `id` at `now`. Unknown ids are ignored: a
-    /// runtime bug must not corrupt the cache.
-    pub fn durable_done(&mut self, now: Instant, id: u64, result: Result<(), IoErrorKind>) {
-        let Some(flush) = self.durability.pending.remove(&id) else {
-            return;
-        };
-        if let (Ok(()), Some(len)) = (result, flush.len) {
-            self.backing_len_set(flush.file, len);
-        }
-        let f = &mut self.cache.files[flush.file.index()];
+    /// Flush `flush` ended with `result`: `f` (its file) is durable up
+    /// to what landed before it began; its mark goes if nothing landed
+    /// since. A failed flush leaves the mark for the next sync.
+    pub fn flushed(
+        &self,
+        flush: &PendingFlush,
+        result: Result<(), IoErrorKind>,
+        f: &mut CachedFile,
+    ) {
         if result.is_ok() && f.unsynced == Some(flush.mark) {
             f.unsynced = None;
         }
-        match flush.purpose {
-            FlushFor::Sync(sync) => {
-                if let Some(op) = self.syncs.ops.get_mut(&sync) {
-                    op.flushes_left -= 1;
-                    if let Err(e) = result {
-                        op.flush_error.get_or_insert(e);
-                    }
-                    if op.flushes_left == 0 {
-                        // A commit's time, for wbt: from its call to here.
-                        if let Some((device, began)) = op.commit {
-                            let latency_ns = now.since_ns(began);
-                            self.devices[device.index()]
-                                .wbt
-                                .on_commit_done(now, latency_ns);
-                        }
-                        self.tasks.wake(WaitKey::Sync(sync), &mut self.actions);
-                    }
-                }
-            }
-            FlushFor::Eviction => self.eviction_flushed(flush.file),
-        }
-    }
-
-    /// Whether `file` has changes a flush has not made durable.
-    pub fn file_unsynced(&self, file: FileId) -> bool {
-        self.cache
-            .files
-            .get(file.index())
-            .is_some_and(|f| f.unsynced.is_some())
     }
 }

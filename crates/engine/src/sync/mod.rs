@@ -9,6 +9,7 @@
 
 use crate::action::WbReason;
 use crate::action::{StallReason, Step};
+use crate::durability::state::FlushFor;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{DeviceId, FileId, HandleId, IoId, PageIndex, TaskId};
@@ -440,6 +441,37 @@ impl Engine {
         } else {
             SyncNext::Blocked
         }
+    }
+
+    /// Asks the runtime to flush every marked file of sync op `sync`;
+    /// returns how many flushes it asked for.
+    fn request_flushes(&mut self, sync: u64, files: &[FileId], metadata: bool) -> u32 {
+        let mut asked = 0;
+        for &file in files {
+            if self.cache.files[file.index()].unsynced.is_some() {
+                self.request_flush(file, FlushFor::Sync(sync), metadata);
+                asked += 1;
+            }
+        }
+        asked
+    }
+
+    /// Asks the runtime to flush one unsynced file (durability/), its
+    /// backing file's length set first as backing_len/ says.
+    pub(crate) fn request_flush(&mut self, file: FileId, purpose: FlushFor, metadata: bool) {
+        let len = self.durable_len(file);
+        let f = &self.cache.files[file.index()];
+        let out = &mut self.actions;
+        self.durability
+            .request_flush(file, f, purpose, metadata, len, out);
+    }
+
+    /// Whether `file` has changes a flush has not made durable.
+    pub fn file_unsynced(&self, file: FileId) -> bool {
+        self.cache
+            .files
+            .get(file.index())
+            .is_some_and(|f| f.unsynced.is_some())
     }
 }
 

@@ -7,7 +7,7 @@ pub(crate) mod state;
 
 use crate::bandwidth::estimate::BANDWIDTH_INTERVAL_NS;
 use crate::engine::Engine;
-use crate::ids::DeviceId;
+use crate::ids::{DeviceId, WbId};
 use crate::proportions::PERIOD_NS;
 use crate::time::Instant;
 use crate::timers::state::kupdate_interval;
@@ -138,6 +138,33 @@ impl Engine {
                 dev.stats.wbt_windows += 1;
                 self.pump(now, DeviceId(d as u32));
             }
+        }
+    }
+
+    /// Every 200 ms: the hard dirty limit, the bandwidth estimates, and
+    /// the dirty rate limits of contexts whose writers are in the
+    /// throttled zone; each device keeps its peak write bandwidth.
+    fn update_bandwidths(&mut self, now: Instant) {
+        let dirty = self.cache.nr_dirty + self.cache.nr_writeback;
+        self.dom.update_dirty_limit(dirty);
+        for w in 0..self.wbs.len() {
+            let wb_id = WbId(w as u32);
+            let elapsed = now.since_ns(self.wbs[w].bw.time_stamp);
+            if !self.cache.wb(wb_id).has_io() || elapsed < BANDWIDTH_INTERVAL_NS {
+                continue;
+            }
+            let dtc = self.dtc(wb_id);
+            let device = self.wbs[w].device;
+            let strict = self.devices[device.index()].config.strict_limit;
+            self.wbs[w].update_bandwidth(now, elapsed, &dtc, strict);
+            let dev = &self.devices[device.index()];
+            let total: u64 = dev
+                .wbs
+                .iter()
+                .map(|w| self.wbs[w.index()].bw.write_bw)
+                .sum();
+            let dev = &mut self.devices[device.index()];
+            dev.write_bw_peak = dev.write_bw_peak.max(total);
         }
     }
 }

@@ -4,12 +4,14 @@
 
 use crate::action::StallReason;
 use crate::bandwidth::estimate::WriteBandwidth;
+use crate::dirty_limits::dirty_freerun_ceiling;
 use crate::dontcache::stats::DontcacheStats;
 use crate::dontcache::written_rate::WrittenRate;
 use crate::flusher::work::Flusher;
 use crate::ids::{DeviceId, DomainId, FileId};
+use crate::position_ratio::{wb_position_ratio, Dtc};
 use crate::proportions::FpropLocal;
-use crate::ratelimit::DirtyRatelimit;
+use crate::ratelimit::{DirtyRatelimit, RatelimitInput};
 use crate::stats::counters::StallStats;
 use crate::time::Instant;
 use std::collections::BTreeSet;
@@ -65,5 +67,40 @@ impl Wb {
             written_rate: WrittenRate::new(now),
             stalls: Default::default(),
         }
+    }
+
+    /// Every 200 ms (`elapsed` since the last update) while the context
+    /// has I/O: its bandwidth estimate (bandwidth/), and its dirty rate
+    /// limit if its writers are in the throttled zone of `dtc`
+    /// (Linux's __wb_update_bandwidth and wb_update_dirty_ratelimit).
+    pub fn update_bandwidth(&mut self, now: Instant, elapsed: u64, dtc: &Dtc, strict: bool) {
+        let (control_dirty, setpoint, freerun) = if strict {
+            let wb_setpoint = if dtc.wb_dirty < 8 {
+                dtc.wb_dirty + 1
+            } else {
+                (dtc.wb_thresh + dtc.wb_bg_thresh) / 2
+            };
+            (
+                dtc.wb_dirty,
+                wb_setpoint,
+                dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh),
+            )
+        } else {
+            (dtc.dirty, dtc.setpoint(), dtc.freerun())
+        };
+        if control_dirty > freerun {
+            let pos_ratio = wb_position_ratio(dtc, self.bw.avg_write_bw, strict);
+            self.rl.update(RatelimitInput {
+                dirtied: self.dirtied - self.bw.dirtied_stamp,
+                elapsed_ns: elapsed,
+                pos_ratio,
+                write_bw: self.bw.avg_write_bw,
+                dirty: control_dirty,
+                setpoint,
+            });
+        }
+        self.bw.update(now, self.written);
+        self.bw.dirtied_stamp = self.dirtied;
+        self.bw.time_stamp = now;
     }
 }
