@@ -11,19 +11,22 @@
 //! stages, a file or directory each:
 //!
 //! 1. `Engine::write` (`write_path/`) starts the task's operation
-//!    (`task/`, `begin`) and walks the bytes in stretches of pages, each
+//!    (`task/`, `Tasks::begin`) and walks the bytes in stretches of pages, each
 //!    no longer than the pages the task may dirty before its next throttle
 //!    check.
 //! 2. `prepare_pages` (`write_path/`) makes a stretch cached and
-//!    modifiable: uncached pages get room (`reclaim/`, `shrink`, the inactive
+//!    modifiable: uncached pages get room (`memory_budget/`, `reserve`; the page cache's
+//!    hand, `page_cache/hand.rs`, `shrink`, takes the inactive
 //!    list first: `page_cache/lru.rs`) and frames (`page_cache/frame_space.rs`) and become one run
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
 //!    is on disk is read first (`dispatch/`, `submit_read`; stall
 //!    `read_io`). A page under writeback is modified in place, waited for
 //!    (stall `stable_page`) or copied first (`page_cache/stable.rs`,
 //!    `Action::CopyFrames`), as the device's `stable_writes` says.
-//! 3. `dirty_pages` (`write_path/`) marks the stretch dirty and accounts it
-//!    to the file's writeback context (`wb/`) and to the task, and
+//! 3. `dirty_pages` (`write_path/`) marks the stretch dirty, the page
+//!    cache counts it cache-wide and for the file's writeback context
+//!    (`page_cache/`, `PageCache::account`, the one place counts change),
+//!    the task counts it too, and
 //!    `copy_in` emits `Action::CopyIn`: the runtime copies the caller's
 //!    bytes into the stretch's frames before it acts on anything later. A
 //!    write with `WriteFlags::deferred_copy` also locks the stretch's pages
@@ -50,7 +53,7 @@
 //! 6. The runtime performs the write and calls `io_complete`
 //!    (`completion.rs`): the tag is freed, wbt counts the completion (and
 //!    a paced write sets when the next may go), the
-//!    pages come clean and join the reclaim queue (`reclaim/`,
+//!    pages come clean and join the reclaim queue (`page_cache/hand.rs`,
 //!    `update_and_queue`), the context's bandwidth and share of completions
 //!    are credited (`bandwidth/`, `proportions.rs`), waiting tasks get
 //!    `Action::Wake`, and the device is pumped again (step 5).
@@ -88,7 +91,7 @@
 //! passes (`Engine::note_memory_sample`, `memory_budget/`): a lowered
 //! budget drops clean pages at once, oldest first, and has dirty ones
 //! written back (reason vmscan) and dropped as they come clean
-//! (`reclaim/`, `trim_to_budget`).
+//! (`memory_budget/`, `trim_to_budget`).
 //!
 //! Throughout, `handle_timeout` (`timers/`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
@@ -101,14 +104,19 @@
 //!
 //! # Layout
 //!
-//! A stage with both state and `Engine` methods is a directory: its
-//! `mod.rs` holds the methods (`impl Engine`), its other files the state,
-//! each type beside its small API (`task/state.rs`, `device/state.rs`, `flusher/work.rs`,
-//! `reclaim/queue.rs`, ...). `engine.rs` takes its fields' types from
-//! those files, and they import only each other, the vocabulary
-//! (`action.rs`, `ids.rs`, `time.rs`, `config/`) and pure policies
-//! (`wbt.rs`, `proportions.rs`, `memory_pressure/`, ...), never a file that
-//! implements `Engine`: no module imports itself through others.
+//! State has owners, each a type with a small API beside it: the page
+//! cache (`page_cache/`: files, runs, frames, both lists, shadows, page
+//! locks, the budget and every page count), tasks and what they wait for
+//! (`task/`), handles (`handle.rs`), durability marks (`durability/`),
+//! writeback contexts (`wb/state.rs`), devices (`device/state.rs`),
+//! requests in flight (`dispatch/inflight.rs`), ... `Engine` (`engine.rs`)
+//! holds the owners; `impl Engine` is left to the files that carry a path
+//! across several of them (`write_path/`, `read_path.rs`, `dispatch/`,
+//! `completion.rs`, `sync/`, `backlog/`, `timers/`, ...), each a directory
+//! when it has state files of its own. Owners import only each other, the
+//! vocabulary (`action.rs`, `ids.rs`, `time.rs`, `config/`) and pure
+//! policies (`wbt.rs`, `proportions.rs`, `memory_pressure/`, ...), never a
+//! file that implements `Engine`: no module imports itself through others.
 
 mod action;
 mod backing_len;
@@ -141,7 +149,6 @@ mod proportions;
 mod ratelimit;
 mod read_path;
 mod readahead;
-mod reclaim;
 mod rq_depth;
 mod space;
 mod stats;

@@ -15,21 +15,27 @@
 //!   `memory_sample_interval_ns`); the policy
 //!   (memory_pressure/) moves the budget between floor and ceiling, and
 //!   the change is applied as a lowered or raised knob is: over a lowered
-//!   budget clean pages go at once, oldest first (reclaim/, `shrink`),
+//!   budget clean pages go at once, oldest first (page_cache/hand.rs, `shrink`),
 //!   and dirty ones are written back (reason vmscan) and go as they come
 //!   clean; the dirty thresholds follow the budget.
 //! - The runtime gives freed frames' memory back to the system and says
 //!   how much (`note_memory_given_back`), for the stats.
+//! - Room within the budget (`reserve`): the page cache's hand frees clean
+//!   pages (page_cache/hand.rs); when too few are clean, the flusher is
+//!   asked to write (reason VMSCAN, Linux's wakeup_flusher_threads) and
+//!   the caller waits, bounded, for pages to come clean.
 
 pub(crate) mod start;
 pub(crate) mod stats;
 
+use crate::action::WbReason;
 use crate::dirty_limits::domain_dirty_limits;
 use crate::engine::Engine;
 use crate::ids::{DeviceId, PAGE_SIZE};
 use crate::memory_budget::stats::MemoryBudgetStats;
 use crate::memory_pressure::sample::MemorySample;
 use crate::memory_pressure::{CacheMemory, MemoryPressure};
+use crate::page_cache::RECLAIM_BATCH;
 use crate::time::Instant;
 
 impl Engine {
@@ -122,5 +128,51 @@ impl Engine {
             floor_pages: (self.config.memory_min_bytes / PAGE_SIZE).min(ceiling),
             ..self.memory_stats
         }
+    }
+
+    /// Brings the cache within a lowered budget: frees clean pages now,
+    /// and while that is not enough has the dirty ones written back
+    /// (reason vmscan, as `reserve` does) and frees them as they come
+    /// clean (`io_complete`, `handle_timeout`). Returns whether the cache
+    /// is still over its budget.
+    pub(crate) fn trim_to_budget(&mut self) -> bool {
+        let used = self.cache.nr_cached + self.cache.nr_snapshot;
+        if used > self.cache.memory_pages {
+            self.cache
+                .shrink(used - self.cache.memory_pages, &mut self.actions);
+        }
+        self.cache.over_budget =
+            self.cache.nr_cached + self.cache.nr_snapshot > self.cache.memory_pages;
+        if self.cache.over_budget {
+            let pages = &self.cache.wb_pages;
+            for (wb, _) in self.wbs.iter_mut().zip(pages).filter(|(_, p)| p.dirty > 0) {
+                wb.flusher.start_all(WbReason::Vmscan);
+            }
+        }
+        self.cache.over_budget
+    }
+
+    /// Ensures room for `pages` more cached pages. On failure, kicks
+    /// writeback for reclaim; the caller must wait (reason Memory).
+    pub(crate) fn reserve(&mut self, now: Instant, pages: u64) -> bool {
+        let free = self.cache.free_pages();
+        if free >= pages {
+            return true;
+        }
+        let want = (pages - free).max(RECLAIM_BATCH);
+        self.cache.shrink(want, &mut self.actions);
+        if self.cache.free_pages() >= pages {
+            return true;
+        }
+        // Too few clean pages: have the dirty ones written (Linux's
+        // wakeup_flusher_threads(WB_REASON_VMSCAN)).
+        for w in 0..self.wbs.len() {
+            if self.cache.wb_pages[w].dirty > 0 {
+                self.wbs[w].flusher.start_all(WbReason::Vmscan);
+                let device = self.wbs[w].device;
+                self.pump(now, device);
+            }
+        }
+        false
     }
 }

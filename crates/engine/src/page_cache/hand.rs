@@ -25,6 +25,9 @@ use crate::config::Lru;
 use crate::ids::{FileId, PageIndex};
 use std::collections::VecDeque;
 
+/// Reclaim at least this many pages at a time, so allocation does not run
+/// the clock hand for every page.
+pub const RECLAIM_BATCH: u64 = 32;
 /// Stale entries the reclaim queue may hold beyond one per page of the
 /// budget before they are swept (see `bound_reclaim_queue`).
 pub const RECLAIM_QUEUE_SLACK: usize = 4096;

@@ -41,7 +41,7 @@ mod stable;
 mod workingset;
 
 pub use file::CachedFile;
-pub use hand::RECLAIM_QUEUE_SLACK;
+pub use hand::{RECLAIM_BATCH, RECLAIM_QUEUE_SLACK};
 pub use lru::SHRINK_ACTIVE_BATCH;
 pub(crate) use page_lock::PageLock;
 pub use run::{
@@ -89,7 +89,7 @@ pub(crate) struct PageCache {
     pub lru: Lru,
     pub files: Vec<CachedFile>,
     /// The cache budget: the `memory` knob, lowered or raised at run time
-    /// within `frame_pages` (reclaim/, `trim_to_budget`).
+    /// within `frame_pages` (memory_budget/, `trim_to_budget`).
     pub memory_pages: u64,
     /// The frames the runtime owns: the budget the cache started with.
     pub frame_pages: u64,

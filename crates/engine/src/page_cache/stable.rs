@@ -15,10 +15,10 @@
 //! Differs from Linux: Linux 3.9 bounced whole bios for the few devices
 //! that could not wait (ext3 journal data); here any device can choose it.
 
+use super::RECLAIM_BATCH;
 use super::{PageCache, PG_WRITEBACK};
 use crate::action::Action;
 use crate::ids::{FileId, PageIndex};
-use crate::reclaim::RECLAIM_BATCH;
 use std::collections::VecDeque;
 
 /// Frames a writer got in place of those a write in flight keeps.

@@ -306,7 +306,7 @@ impl Engine {
         let free = self.cache.free_pages();
         if free < hole {
             self.cache.shrink(
-                (hole - free).max(crate::reclaim::RECLAIM_BATCH),
+                (hole - free).max(crate::page_cache::RECLAIM_BATCH),
                 &mut self.actions,
             );
         }
