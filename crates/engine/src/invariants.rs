@@ -1,10 +1,12 @@
 //! Invariants of the engine's state, checked after every simulated step in
-//! tests (TigerBeetle style): counters agree with the pages they count, the
-//! cache stays within its budget, the dirty count within its hard limit
-//! plus the documented slack.
+//! tests (TigerBeetle style): each owner checks its own (the page cache:
+//! page_cache/check.rs); here, what spans owners: handles and files,
+//! dirty files and their contexts, reserved space and devices, the dirty
+//! count within its hard limit plus the documented slack, requests in
+//! flight and the devices' tags and wbt.
 
 use crate::engine::Engine;
-use crate::page_cache::{PG_DIRTY, PG_IN_LRU, PG_LOCKED, PG_RESERVED, PG_WRITEBACK};
+use crate::ids::FileId;
 
 /// How often `check_invariants` also checks the reclaim queue's coverage.
 const RECLAIM_QUEUE_CHECK_EVERY: u64 = 64;
@@ -13,17 +15,19 @@ impl Engine {
     /// Panics with a description if an invariant does not hold. Cost is
     /// linear in the number of cached pages.
     pub fn check_invariants(&self) {
-        let used = self.cache.nr_cached + self.cache.nr_snapshot;
-        assert!(
-            used <= self.cache.memory_pages || self.cache.over_budget,
-            "cache {used} over budget {} (not lowered)",
-            self.cache.memory_pages
-        );
-        assert!(
-            used <= self.cache.frame_pages,
-            "cache {used} over its frames"
-        );
-        self.cache.check_page_locks();
+        // The queue's coverage costs a sort; the simulator checks after
+        // every event, so it is checked on every 64th call.
+        let checks = self.invariant_checks.get();
+        self.invariant_checks.set(checks + 1);
+        let queues = checks.is_multiple_of(RECLAIM_QUEUE_CHECK_EVERY);
+        let reserved = self.cache.check(self.devices.len(), queues);
+        for (d, dev) in self.devices.iter().enumerate() {
+            assert_eq!(
+                dev.space.reserved, reserved[d],
+                "device {d}: reserved space is what its pages hold"
+            );
+        }
+        assert_eq!(self.cache.wb_pages.len(), self.wbs.len(), "wb counts");
         self.check_backlogs();
         let limit = self.hard_limit_pages() + self.dirty_slack_pages();
         let dirty_total = self.cache.nr_dirty + self.cache.nr_writeback;
@@ -31,15 +35,7 @@ impl Engine {
             dirty_total <= limit,
             "dirty {dirty_total} over hard limit + slack {limit}"
         );
-        let totals = self.check_files();
-        self.check_totals(&totals);
-        // The queue's coverage costs a sort; the simulator checks after
-        // every event, so it is checked on every 64th call.
-        let checks = self.invariant_checks.get();
-        self.invariant_checks.set(checks + 1);
-        if checks.is_multiple_of(RECLAIM_QUEUE_CHECK_EVERY) {
-            self.check_reclaim_queue();
-        }
+        self.check_files();
         assert_eq!(
             self.eviction.live,
             self.cache.files.iter().filter(|f| !f.evicted).count(),
@@ -55,92 +51,26 @@ impl Engine {
         self.check_devices_in_flight();
     }
 
-    /// Checks every file alone and sums its pages by state, wb and device.
-    fn check_files(&self) -> PageTotals {
-        let mut t = PageTotals::new(self.wbs.len(), self.devices.len());
+    /// Each file's handles are open, and it is on its context's dirty
+    /// list exactly while it has dirty pages.
+    fn check_files(&self) {
         let mut open_handles = vec![0u32; self.cache.files.len()];
         for h in self.handles.iter() {
             open_handles[h.file.index()] += 1;
         }
         for (idx, f) in self.cache.files.iter().enumerate() {
-            f.check();
-            let counts = f.counts();
             assert_eq!(f.open_handles, open_handles[idx], "open handle count");
-            assert!(
-                !f.evicted || (counts.cached == 0 && f.open_handles == 0),
-                "an evicted file holds nothing"
-            );
             assert_eq!(
                 f.dirtied_when.is_some(),
-                counts.dirty > 0,
+                f.counts().dirty > 0,
                 "dirtied_when set iff dirty"
             );
             if let Some(when) = f.dirtied_when {
                 assert!(self.wbs[f.wb.index()]
                     .dirty_files
-                    .contains(&(when, crate::ids::FileId(idx as u32))));
-            }
-            self.check_runs(idx, f);
-            t.frames_used += f.all_runs().map(|(_, r)| r.len).sum::<u64>();
-            t.add(f.wb.index(), f.device.index(), &counts);
-        }
-        t
-    }
-
-    /// A file's runs: clean pages are queued for reclaim, reservations
-    /// belong to unclean pages, locked pages have their lock.
-    fn check_runs(&self, idx: usize, f: &crate::page_cache::CachedFile) {
-        for (start, run) in f.all_runs() {
-            assert!(
-                !run.reclaimable() || run.flags & PG_IN_LRU != 0,
-                "file {idx}: clean pages at {start} that reclaim cannot find"
-            );
-            assert!(
-                run.flags & PG_RESERVED == 0 || run.flags & (PG_DIRTY | PG_WRITEBACK) != 0,
-                "file {idx}: pages at {start} hold a space reservation but are clean"
-            );
-            if run.flags & PG_LOCKED != 0 {
-                self.cache
-                    .check_locked_run(crate::ids::FileId(idx as u32), start, run.len);
+                    .contains(&(when, FileId(idx as u32))));
             }
         }
-    }
-
-    /// The counters kept by hand equal the files' sums.
-    fn check_totals(&self, t: &PageTotals) {
-        for (d, dev) in self.devices.iter().enumerate() {
-            assert_eq!(
-                dev.space.reserved, t.dev_reserved[d],
-                "device {d}: reserved space is what its pages hold"
-            );
-        }
-        assert_eq!(
-            t.frames_used + self.cache.nr_snapshot + self.cache.frames.free_frames(),
-            self.cache.frame_pages,
-            "every frame is free or holds one cached page"
-        );
-        assert_eq!(t.cached, self.cache.nr_cached, "cached count");
-        assert_eq!(t.active, self.cache.nr_active, "active count");
-        assert_eq!(t.dirty, self.cache.nr_dirty, "dirty count");
-        assert_eq!(t.writeback, self.cache.nr_writeback, "writeback count");
-        assert_eq!(self.cache.wb_pages.len(), self.wbs.len(), "wb counts");
-        for (i, wb) in self.cache.wb_pages.iter().enumerate() {
-            assert_eq!(wb.dirty, t.wb_dirty[i], "wb {i} dirty count");
-            assert_eq!(wb.writeback, t.wb_writeback[i], "wb {i} writeback count");
-            assert_eq!(
-                wb.dontcache_dirty, t.wb_dontcache[i],
-                "wb {i} dontcache dirty count"
-            );
-            assert_eq!(
-                wb.dontcache_unclean, t.wb_unclean[i],
-                "wb {i} dontcache unclean count"
-            );
-        }
-        assert_eq!(
-            self.cache.nr_dontcache_dirty,
-            t.wb_dontcache.iter().sum::<u64>(),
-            "dontcache dirty count"
-        );
     }
 
     /// Tags and wbt's count match the requests in flight; whatever wbt
@@ -186,94 +116,5 @@ impl Engine {
                 "device {d}: a write held by the pace has a time to retry"
             );
         }
-    }
-
-    /// Every page marked queued (PG_IN_LRU) is covered by an entry, and the
-    /// queue stays within its bound.
-    fn check_reclaim_queue(&self) {
-        assert!(
-            self.cache.inactive.len() + self.cache.active.len()
-                <= self.cache.frame_pages as usize + crate::page_cache::RECLAIM_QUEUE_SLACK,
-            "reclaim queue over its bound"
-        );
-        let mut covered: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.cache.files.len()];
-        for (file, first, end) in self
-            .cache
-            .inactive
-            .entries()
-            .chain(self.cache.active.entries())
-        {
-            covered[file.index()].push((first, end));
-        }
-        self.cache.workingset.check();
-        for (idx, f) in self.cache.files.iter().enumerate() {
-            let ranges = &mut covered[idx];
-            ranges.sort_unstable();
-            // One sweep over runs and entries, both in page order: `cover`
-            // is the stretch the entries read so far cover without a gap.
-            let (mut next, mut cover) = (0, (0, 0));
-            for (start, run) in f.all_runs().filter(|(_, r)| r.flags & PG_IN_LRU != 0) {
-                let end = start + run.len;
-                while !(cover.0 <= start && cover.1 >= end) && next < ranges.len() {
-                    let (a, b) = ranges[next];
-                    if a <= cover.1 {
-                        cover.1 = cover.1.max(b);
-                    } else if a <= start {
-                        cover = (a, b);
-                    } else {
-                        break;
-                    }
-                    next += 1;
-                }
-                let (from, reach) = cover;
-                assert!(
-                    from <= start && reach >= end,
-                    "file {idx}: queued pages {start}..{end} not in the reclaim queue"
-                );
-            }
-        }
-    }
-}
-
-/// Pages summed over the files, by state, by wb and by device.
-struct PageTotals {
-    dirty: u64,
-    writeback: u64,
-    cached: u64,
-    active: u64,
-    frames_used: u64,
-    wb_dirty: Vec<u64>,
-    wb_writeback: Vec<u64>,
-    wb_dontcache: Vec<u64>,
-    wb_unclean: Vec<u64>,
-    dev_reserved: Vec<u64>,
-}
-
-impl PageTotals {
-    fn new(wbs: usize, devices: usize) -> PageTotals {
-        PageTotals {
-            dirty: 0,
-            writeback: 0,
-            cached: 0,
-            active: 0,
-            frames_used: 0,
-            wb_dirty: vec![0; wbs],
-            wb_writeback: vec![0; wbs],
-            wb_dontcache: vec![0; wbs],
-            wb_unclean: vec![0; wbs],
-            dev_reserved: vec![0; devices],
-        }
-    }
-
-    fn add(&mut self, wb: usize, device: usize, counts: &crate::page_cache::PageCounts) {
-        self.dev_reserved[device] += counts.reserved;
-        self.cached += counts.cached;
-        self.active += counts.active;
-        self.dirty += counts.dirty;
-        self.writeback += counts.writeback;
-        self.wb_dirty[wb] += counts.dirty;
-        self.wb_writeback[wb] += counts.writeback;
-        self.wb_dontcache[wb] += counts.dontcache_dirty;
-        self.wb_unclean[wb] += counts.dontcache_unclean;
     }
 }

@@ -28,6 +28,7 @@
 //! run_map.rs); this file holds the owner and its counts.
 
 mod change;
+mod check;
 mod file;
 mod frame_notes;
 mod frame_space;
