@@ -106,10 +106,13 @@ impl PageCache {
                     }
                     unnoted => {
                         let n = unnoted.unwrap_or(stop - pos).min(want - freed);
-                        self.remove_pages(file, pos, pos + n, out);
+                        self.drop_pages(file, pos, pos + n, out);
                         if self.lru == Lru::ActiveInactive {
+                            // Replaces the range's old shadows with one.
                             self.workingset
                                 .evicted(file, pos, pos + n, self.frame_pages);
+                        } else {
+                            self.workingset.forget(file, pos, pos + n);
                         }
                         freed += n;
                         pos + n
@@ -204,6 +207,19 @@ impl PageCache {
         end: PageIndex,
         out: &mut VecDeque<Action>,
     ) {
+        self.drop_pages(file, first, end, out);
+        // Shadows of pages that went other than by eviction mean nothing.
+        self.workingset.forget(file, first, end);
+    }
+
+    /// `remove_pages` without the shadows: the caller leaves its own.
+    fn drop_pages(
+        &mut self,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+        out: &mut VecDeque<Action>,
+    ) {
         let frames = &mut self.frames;
         let before = self.files[file.index()].counts();
         self.files[file.index()].remove(first, end, |start, run| {
@@ -215,8 +231,6 @@ impl PageCache {
             });
         });
         self.account(file, before);
-        // Shadows of pages that went other than by eviction mean nothing.
-        self.workingset.forget(file, first, end);
     }
 
     /// Changes the flags of pages `first..end` of a file as `change` says

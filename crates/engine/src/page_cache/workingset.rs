@@ -33,8 +33,9 @@ struct Shadow {
 pub struct Workingset {
     /// Linux's lruvec->nonresident_age.
     nonresident_age: u64,
-    /// Shadows by (file, first page); they never overlap.
-    shadows: BTreeMap<(FileId, PageIndex), Shadow>,
+    /// Shadows by file, then first page; they never overlap. One map per
+    /// file keeps searches short and keys small.
+    shadows: Vec<BTreeMap<PageIndex, Shadow>>,
     /// The shadows' keys in the order they were made, for expiry; a record
     /// whose shadow changed or went is skipped.
     order: VecDeque<(FileId, PageIndex, u64)>,
@@ -43,7 +44,16 @@ pub struct Workingset {
 impl Workingset {
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.shadows.len()
+        self.shadows.iter().map(BTreeMap::len).sum()
+    }
+
+    /// `file`'s shadows, made if it has none yet.
+    fn of(&mut self, file: FileId) -> &mut BTreeMap<PageIndex, Shadow> {
+        let i = file.index();
+        if i >= self.shadows.len() {
+            self.shadows.resize_with(i + 1, BTreeMap::new);
+        }
+        &mut self.shadows[i]
     }
 
     /// Pages activated other than by a refault also age the clock.
@@ -56,13 +66,8 @@ impl Workingset {
     pub fn evicted(&mut self, file: FileId, first: PageIndex, end: PageIndex, horizon: u64) {
         debug_assert!(first < end);
         self.forget(file, first, end);
-        self.shadows.insert(
-            (file, first),
-            Shadow {
-                end,
-                evicted_at: self.nonresident_age,
-            },
-        );
+        let evicted_at = self.nonresident_age;
+        self.of(file).insert(first, Shadow { end, evicted_at });
         self.order.push_back((file, first, self.nonresident_age));
         self.nonresident_age += end - first;
         self.expire(horizon);
@@ -105,16 +110,24 @@ impl Workingset {
         end: PageIndex,
         found: Vec<(PageIndex, Shadow)>,
     ) {
-        for (start, shadow) in found {
+        if found.is_empty() {
+            return;
+        }
+        let shadows = self.of(file);
+        for &(start, shadow) in &found {
             if start < first {
                 // Its head, before `first`, stays.
-                let kept = self.shadows.get_mut(&(file, start)).expect("shadow found");
+                let kept = shadows.get_mut(&start).expect("shadow found");
                 kept.end = first;
             } else {
-                self.shadows.remove(&(file, start));
+                shadows.remove(&start);
             }
             if shadow.end > end {
-                self.shadows.insert((file, end), shadow);
+                shadows.insert(end, shadow);
+            }
+        }
+        for (_, shadow) in found {
+            if shadow.end > end {
                 self.order.push_back((file, end, shadow.evicted_at));
             }
         }
@@ -130,10 +143,10 @@ impl Workingset {
         // One search, backwards from `end`: shadows never overlap, so
         // the first one starting before `first` is the last candidate.
         let mut found = Vec::new();
-        for (&(f, start), &s) in self.shadows.range(..(file, end)).rev() {
-            if f != file {
-                break;
-            }
+        let Some(shadows) = self.shadows.get(file.index()) else {
+            return found;
+        };
+        for (&start, &s) in shadows.range(..end).rev() {
             if start < first {
                 if s.end > first {
                     found.push((start, s));
@@ -156,33 +169,30 @@ impl Workingset {
                 break;
             }
             self.order.pop_front();
-            let same = self
-                .shadows
-                .get(&(file, start))
-                .is_some_and(|s| s.evicted_at == at);
-            if same {
-                self.shadows.remove(&(file, start));
+            let shadows = &mut self.shadows[file.index()];
+            if shadows.get(&start).is_some_and(|s| s.evicted_at == at) {
+                shadows.remove(&start);
             }
         }
     }
 
     /// Every shadow has a record; shadows do not overlap.
     pub fn check(&self) {
-        assert!(
-            self.shadows.len() <= self.order.len(),
-            "shadow without a record"
-        );
-        let mut last: Option<(FileId, PageIndex)> = None;
-        for (&(file, start), s) in &self.shadows {
-            assert!(start < s.end, "empty shadow");
-            assert!(
-                s.evicted_at <= self.nonresident_age,
-                "shadow from the future"
-            );
-            if let Some((f, end)) = last {
-                assert!(f != file || end <= start, "overlapping shadows");
+        let count: usize = self.shadows.iter().map(BTreeMap::len).sum();
+        assert!(count <= self.order.len(), "shadow without a record");
+        for shadows in &self.shadows {
+            let mut last_end: Option<PageIndex> = None;
+            for (&start, s) in shadows {
+                assert!(start < s.end, "empty shadow");
+                assert!(
+                    s.evicted_at <= self.nonresident_age,
+                    "shadow from the future"
+                );
+                if let Some(end) = last_end {
+                    assert!(end <= start, "overlapping shadows");
+                }
+                last_end = Some(s.end);
             }
-            last = Some((file, s.end));
         }
     }
 }
