@@ -125,7 +125,8 @@ impl Engine {
             Ok(()) => {
                 self.durability
                     .mark_unsynced(&mut self.cache.files[file.index()]);
-                self.backing_grown(file, req.first_page * PAGE_SIZE + req.bytes);
+                let f = &mut self.cache.files[file.index()];
+                f.disk_size = f.disk_size.max(req.first_page * PAGE_SIZE + req.bytes);
                 self.space_written(file, req.first_page, req.first_page + pages);
                 self.account_written(wb_id, req, pages);
                 self.drop_behind(file, req.first_page, req.first_page + pages);
@@ -182,7 +183,7 @@ impl Engine {
             return;
         };
         if let (Ok(()), Some(len)) = (result, flush.len) {
-            self.backing_len_set(flush.file, len);
+            self.cache.files[flush.file.index()].disk_size = len;
         }
         let f = &mut self.cache.files[flush.file.index()];
         self.durability.flushed(&flush, result, f);
@@ -207,5 +208,25 @@ impl Engine {
             }
             FlushFor::Eviction => self.eviction_flushed(flush.file),
         }
+    }
+
+    /// The runtime set (or failed to set) the length of request `id`
+    /// (`Action::SetLength`, backing_len/). Unknown ids are ignored: a
+    /// runtime bug must not corrupt the cache.
+    pub fn length_set(&mut self, now: Instant, id: u64, result: Result<(), IoErrorKind>) {
+        let Some((file, len)) = self.resizes.finished(id, result) else {
+            return;
+        };
+        let f = &mut self.cache.files[file.index()];
+        if f.resizing == Some(id) {
+            f.resizing = None;
+        }
+        if result.is_ok() {
+            f.disk_size = len;
+        }
+        let device = f.device;
+        self.tasks.wake(WaitKey::FileIo(file), &mut self.actions);
+        // Writes of the file held meanwhile may go now.
+        self.pump(now, device);
     }
 }

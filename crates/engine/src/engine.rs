@@ -13,7 +13,7 @@
 //! | `fsync`, `fsync_all`, `sync` | `sync/` |
 //! | `durable_done` | `completion.rs` (the marks: `durability/`) |
 //! | `file_unsynced` | `sync/` |
-//! | `length_set` | `backing_len/` |
+//! | `length_set` | `completion.rs` (the rule: `backing_len/`) |
 //! | `set_len` | `truncate.rs` |
 //! | `invalidate_range` | `truncate.rs` |
 //! | `set_free_space`, `space_unknown` | `space/` |

@@ -32,6 +32,7 @@
 //! file's length does not change here.
 
 use crate::action::{StallReason, Step};
+use crate::backing_len::resize_now;
 use crate::backlog::RELEASE_STEP_BYTES;
 use crate::engine::Engine;
 use crate::error::EngineError;
@@ -86,7 +87,7 @@ impl Engine {
         if let Some(id) = resize {
             // The file is cut in the cache; its backing file's length is
             // being set.
-            return match self.take_resize(id) {
+            return match self.resizes.take(id) {
                 Some(result) => {
                     let result = result.map(|()| Step::Done).map_err(EngineError::Resize);
                     self.tasks.finish(task, result)
@@ -98,7 +99,7 @@ impl Engine {
                 }
             };
         }
-        if self.resizing(file) {
+        if self.cache.files[file.index()].resizing.is_some() {
             // Another truncation's length change first: lengths reach the
             // backing file in the order they were set.
             return Ok(self
@@ -145,8 +146,9 @@ impl Engine {
         if self.cut_queued(file) {
             // Writes past the new end wait for the cut (extends_over_cut).
             self.cache.files[file.index()].disk_size = len;
-        } else if self.resize_now(file, len) {
-            let id = self.request_resize(file, len);
+        } else if resize_now(&self.cache.files[file.index()], &self.io, len) {
+            let f = &mut self.cache.files[file.index()];
+            let id = self.resizes.request(file, f, len, &mut self.actions);
             self.tasks[task.index()].op = Op::Truncate {
                 file,
                 len,

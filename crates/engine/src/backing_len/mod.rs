@@ -33,100 +33,78 @@
 pub(crate) mod resizes;
 
 use crate::action::{Action, IoErrorKind};
-use crate::engine::Engine;
+use crate::backing_len::resizes::Resizes;
+use crate::dispatch::inflight::IoTable;
 use crate::ids::{FileId, PAGE_SIZE};
-use crate::page_cache::PG_DIRTY;
-use crate::task::WaitKey;
-use crate::time::Instant;
+use crate::page_cache::{CachedFile, PG_DIRTY};
+use std::collections::VecDeque;
 
-impl Engine {
-    /// A write-back of `file` ending at byte `end` landed.
-    pub(crate) fn backing_grown(&mut self, file: FileId, end: u64) {
-        let f = &mut self.cache.files[file.index()];
-        f.disk_size = f.disk_size.max(end);
-    }
+/// Whether a page of `f` past its backing file's end (from the page that
+/// holds `disk_size`) is dirty or being written (`io`: the requests in
+/// flight).
+pub(crate) fn waits_past_backing_end(f: &CachedFile, io: &IoTable) -> bool {
+    let from = f.disk_size / PAGE_SIZE;
+    let dirty = f.counts().dirty > 0
+        && (f.next_dirty(from).is_some() || f.flags(from).is_some_and(|fl| fl & PG_DIRTY != 0));
+    let writing = f.inflight_writes.iter().any(|id| {
+        io.inflight
+            .get(id)
+            .is_some_and(|w| w.req.first_page + w.req.pages as u64 > from)
+    });
+    dirty || writing
+}
 
-    /// Whether a page of `file` past its backing file's end (from the page
-    /// that holds `disk_size`) is dirty or being written.
-    pub(crate) fn waits_past_backing_end(&self, file: FileId) -> bool {
-        let f = &self.cache.files[file.index()];
-        let from = f.disk_size / PAGE_SIZE;
-        let dirty = f.counts().dirty > 0
-            && (f.next_dirty(from).is_some() || f.flags(from).is_some_and(|fl| fl & PG_DIRTY != 0));
-        let writing = f.inflight_writes.iter().any(|id| {
-            self.io
-                .inflight
-                .get(id)
-                .is_some_and(|w| w.req.first_page + w.req.pages as u64 > from)
-        });
-        dirty || writing
-    }
+/// The length a flush of `f` sets its backing file to: the file's, unless
+/// data past the backing file's end is still to land (then None: the
+/// writes grow it).
+pub(crate) fn durable_len(f: &CachedFile, io: &IoTable) -> Option<u64> {
+    (!waits_past_backing_end(f, io)).then_some(f.size)
+}
 
-    /// The length a flush of `file` sets its backing file to: the file's,
-    /// unless data past the backing file's end is still to land (then
-    /// None: the writes grow it).
-    pub(crate) fn durable_len(&self, file: FileId) -> Option<u64> {
-        (!self.waits_past_backing_end(file)).then(|| self.cache.files[file.index()].size)
-    }
+/// Whether the truncation of `f` to `len` should set the backing file's
+/// length now: it differs, and either shortens it or lengthens it with
+/// nothing past its end waiting to be written.
+pub(crate) fn resize_now(f: &CachedFile, io: &IoTable, len: u64) -> bool {
+    let disk = f.disk_size;
+    len < disk || (len > disk && !waits_past_backing_end(f, io))
+}
 
-    /// A flush that set `file`'s length to `len` is done.
-    pub(crate) fn backing_len_set(&mut self, file: FileId, len: u64) {
-        self.cache.files[file.index()].disk_size = len;
-    }
-
-    /// Whether the truncation of `file` to `len` should set the backing
-    /// file's length now: it differs, and either shortens it or lengthens
-    /// it with nothing past its end waiting to be written.
-    pub(crate) fn resize_now(&self, file: FileId, len: u64) -> bool {
-        let disk = self.cache.files[file.index()].disk_size;
-        len < disk || (len > disk && !self.waits_past_backing_end(file))
-    }
-
-    /// Asks the runtime to set `file`'s backing length to `len`; no write
-    /// of the file starts until it is done. Returns the request's id.
-    pub(crate) fn request_resize(&mut self, file: FileId, len: u64) -> u64 {
-        self.resizes.next_id += 1;
-        let id = self.resizes.next_id;
-        self.resizes.pending.insert(id, (file, len));
-        self.cache.files[file.index()].resizing = Some(id);
-        self.actions.push_back(Action::SetLength { id, file, len });
+impl Resizes {
+    /// Asks the runtime to set `file`'s (`f`'s) backing length to `len`;
+    /// no write of the file starts until it is done. Returns the
+    /// request's id.
+    pub fn request(
+        &mut self,
+        file: FileId,
+        f: &mut CachedFile,
+        len: u64,
+        out: &mut VecDeque<Action>,
+    ) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.pending.insert(id, (file, len));
+        f.resizing = Some(id);
+        out.push_back(Action::SetLength { id, file, len });
         id
     }
 
     /// The result of length change `id`, once reported (taken once).
-    pub(crate) fn take_resize(&mut self, id: u64) -> Option<Result<(), IoErrorKind>> {
-        self.resizes.done.remove(&id)
+    pub fn take(&mut self, id: u64) -> Option<Result<(), IoErrorKind>> {
+        self.done.remove(&id)
     }
 
-    /// The runtime set (or failed to set) the length of request `id`
-    /// (`Action::SetLength`). Unknown ids are ignored: a runtime bug must
-    /// not corrupt the cache.
-    pub fn length_set(&mut self, now: Instant, id: u64, result: Result<(), IoErrorKind>) {
-        let Some((file, len)) = self.resizes.pending.remove(&id) else {
-            return;
-        };
-        let f = &mut self.cache.files[file.index()];
-        if f.resizing == Some(id) {
-            f.resizing = None;
-        }
-        if result.is_ok() {
-            f.disk_size = len;
-        }
-        let device = f.device;
-        self.resizes.done.insert(id, result);
-        self.tasks.wake(WaitKey::FileIo(file), &mut self.actions);
-        // Writes of the file held meanwhile may go now.
-        self.pump(now, device);
-    }
-
-    /// Whether a length change of `file` is in flight (its writes wait).
-    pub(crate) fn resizing(&self, file: FileId) -> bool {
-        self.cache.files[file.index()].resizing.is_some()
+    /// Length change `id` ended with `result` (kept for `take`): returns
+    /// its file and the length it asked for; None for an unknown id.
+    pub fn finished(&mut self, id: u64, result: Result<(), IoErrorKind>) -> Option<(FileId, u64)> {
+        let (file, len) = self.pending.remove(&id)?;
+        self.done.insert(id, result);
+        Some((file, len))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::durable_len;
     use crate::action::WbReason;
     use crate::*;
 
@@ -238,7 +216,7 @@ mod tests {
             }] if *f == file => *id,
             other => panic!("{other:?}"),
         };
-        assert!(e.resizing(file));
+        assert!(e.cache.files[file.index()].resizing.is_some());
         e.length_set(NOW, id, Ok(()));
         assert_eq!(e.resume(NOW, task).unwrap(), Step::Done);
         assert_eq!(e.cache.files[file.index()].disk_size, 100);
@@ -248,7 +226,11 @@ mod tests {
         assert!(
             std::iter::from_fn(|| e.poll_action()).all(|a| !matches!(a, Action::SetLength { .. }))
         );
-        assert_eq!(e.durable_len(file), None, "page 1 is still to land");
+        assert_eq!(
+            durable_len(&e.cache.files[file.index()], &e.io),
+            None,
+            "page 1 is still to land"
+        );
         // The fsync writes it, then sets the length with its flush.
         let mut lens = Vec::new();
         let mut step = e.fsync(NOW, task, h).unwrap();
@@ -290,7 +272,7 @@ mod tests {
             e.resume(NOW, task),
             Err(EngineError::Resize(IoErrorKind::Io))
         );
-        assert!(!e.resizing(file));
-        assert_eq!(e.durable_len(file), Some(0));
+        assert!(e.cache.files[file.index()].resizing.is_none());
+        assert_eq!(durable_len(&e.cache.files[file.index()], &e.io), Some(0));
     }
 }

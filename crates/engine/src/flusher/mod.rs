@@ -178,7 +178,7 @@ impl Engine {
         let current = wb
             .cursor
             .filter(|c| wb.flusher.chunk_left > 0 && wb.dirty_files.contains(c))
-            .filter(|&(_, f)| !self.resizing(f))
+            .filter(|&(_, f)| self.cache.files[f.index()].resizing.is_none())
             .and_then(|(_, f)| Some((f, self.next_writable_from_index(f)?)));
         let (file, start) = match current {
             Some(found) => found,

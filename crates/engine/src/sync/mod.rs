@@ -459,8 +459,8 @@ impl Engine {
     /// Asks the runtime to flush one unsynced file (durability/), its
     /// backing file's length set first as backing_len/ says.
     pub(crate) fn request_flush(&mut self, file: FileId, purpose: FlushFor, metadata: bool) {
-        let len = self.durable_len(file);
         let f = &self.cache.files[file.index()];
+        let len = crate::backing_len::durable_len(f, &self.io);
         let out = &mut self.actions;
         self.durability
             .request_flush(file, f, purpose, metadata, len, out);
