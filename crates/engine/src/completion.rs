@@ -52,6 +52,7 @@ impl Engine {
                 } else {
                     self.complete_write(&req, result);
                 }
+                self.release_extending(&req);
                 self.check_syncs();
             }
         }

@@ -334,7 +334,7 @@ impl Cache {
             .set_stable_writes_required(d, stable_writes_required(st_dev))
             .expect("the device was just added");
         core.devices.insert(st_dev, d);
-        register_space(&mut core, d, dir, self.shared.clock.now());
+        register_dir(&mut core, d, dir, self.shared.clock.now());
         if let Some(stats) = DiskStats::for_st_dev(st_dev) {
             core.diskstats.push((d, stats));
         }
@@ -372,7 +372,7 @@ impl Cache {
             .set_stable_writes_required(d, stable_writes_required(st_dev))
             .expect("the device was just added");
         core.devices.insert(st_dev, d);
-        register_space(&mut core, d, dir, self.shared.clock.now());
+        register_dir(&mut core, d, dir, self.shared.clock.now());
         if let Some(stats) = DiskStats::for_st_dev(st_dev) {
             core.diskstats.push((d, stats));
         }
@@ -792,8 +792,9 @@ impl Drop for Cache {
 
 /// Remembers a directory on device `d`'s filesystem and reports its free
 /// space, so the engine reserves it for dirty data from the first write
-/// (a device whose space cannot be read is not limited).
-fn register_space(
+/// (a device whose space cannot be read is not limited); notes whether
+/// the filesystem runs extending writes synchronously (`IoOp::blocks`).
+fn register_dir(
     core: &mut crate::runtime::core::Core,
     d: wb_engine::DeviceId,
     dir: &Path,
@@ -804,6 +805,11 @@ fn register_space(
             .resize(d.index() + 1, std::path::PathBuf::new());
     }
     core.device_dirs[d.index()] = dir.to_path_buf();
+    if core.extends_synchronously.len() <= d.index() {
+        core.extends_synchronously.resize(d.index() + 1, false);
+    }
+    core.extends_synchronously[d.index()] =
+        crate::runtime::statfs::serialises_extending_writes(dir);
     // The device was just added: it exists.
     let _ = match crate::runtime::statfs::free_bytes(dir) {
         Ok(bytes) => core.engine.set_free_space(now, d, bytes),
@@ -833,21 +839,27 @@ fn flush_at_start(dir: &Path) -> Result<(), Error> {
 /// as Linux's bdi takes it), largest request (`queue/max_sectors_kb`, as
 /// Linux builds bios), queue depth (blk_queue_depth, which wbt scales
 /// from), tags (`queue/nr_requests`) and whether it serves one request at
-/// a time (a buffered loop device) unless they were set.
+/// a time (a buffered loop device) unless they were set; and, unless set,
+/// a file's writes that make it longer one at a time (`extending_writes =
+/// one-per-file`): a killed process may leave a write it handed to the
+/// kernel unstarted while a higher one lands, a hole below it, on any
+/// filesystem (wb-engine's dispatch/extending.rs).
 fn with_device_queue(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
     let defaults = DeviceConfig::default();
+    let number = |n: Option<u32>| n.map(|n| n.to_string());
     let declared = [
-        ("read_ahead_kb", read_ahead_kb(st_dev)),
-        ("max_sectors_kb", max_sectors_kb(st_dev)),
-        ("queue_depth", queue_depth(st_dev)),
-        ("nr_requests", nr_requests(st_dev)),
-        ("serial", serial(st_dev).map(u32::from)),
+        ("read_ahead_kb", number(read_ahead_kb(st_dev))),
+        ("max_sectors_kb", number(max_sectors_kb(st_dev))),
+        ("queue_depth", number(queue_depth(st_dev))),
+        ("nr_requests", number(nr_requests(st_dev))),
+        ("serial", number(serial(st_dev).map(u32::from))),
+        ("extending_writes", Some("one-per-file".to_string())),
     ];
     for (knob, value) in declared {
         let unset = config.get(knob) == defaults.get(knob);
         if let (true, Some(value)) = (unset, value) {
             // A value out of the knob's range keeps the default.
-            let _ = config.set(knob, &value.to_string());
+            let _ = config.set(knob, &value);
         }
     }
     config

@@ -14,8 +14,8 @@ mod modes;
 pub use device::DeviceConfig;
 pub use knob_error::KnobError;
 pub use modes::{
-    BacklogThrottle, DirtyThrottle, DontcacheCounter, DontcacheFlush, Lru, StableWrites,
-    DEFAULT_BACKLOG_WAIT_MS, MAX_BACKLOG_WAIT_MS,
+    BacklogThrottle, DirtyThrottle, DontcacheCounter, DontcacheFlush, ExtendingWrites, Lru,
+    StableWrites, DEFAULT_BACKLOG_WAIT_MS, MAX_BACKLOG_WAIT_MS,
 };
 
 use crate::units::{parse_bytes, UnitError};
@@ -277,6 +277,14 @@ mod tests {
         assert!(device.set("max_sectors_kb", "6").is_err());
         assert!(device.set("serial", "maybe").is_err());
         assert!(device.set("wbt_pace", "2").is_err());
+        assert_eq!(
+            device
+                .set("extending_writes", "serial")
+                .map_err(|e| e.to_string()),
+            Err("invalid value 'serial' for extending_writes: \
+                 expected 'parallel' or 'one-per-file'"
+                .into())
+        );
         device.set("max_ratio", "10").unwrap();
         let before = device.clone();
         assert!(device.set("min_ratio", "20").is_err());
@@ -291,6 +299,9 @@ mod tests {
             device.set(knob, &value).unwrap();
         }
         assert_eq!(device, DeviceConfig::default());
+        device.set("extending_writes", "one-per-file").unwrap();
+        assert_eq!(device.extending_writes, ExtendingWrites::OnePerFile);
+        assert_eq!(device.get("extending_writes").unwrap(), "one-per-file");
         let mut config = Config::default();
         config.set("dirty_throttle", "global-2007").unwrap();
         assert_eq!(config.get("dirty_throttle").unwrap(), "global-2007");

@@ -3,12 +3,20 @@
 //! admission for their class. `pump` issues what the device can take now:
 //! waiting reads first, then integrity (sync) writes, then flusher writes
 //! in round robin over the device's writeback contexts.
+//!
+//! A device with `extending_writes = one-per-file` takes a file's
+//! write-backs that make it longer one at a time, in order: `issue` holds
+//! such a write while another of the file is in flight, and its
+//! completion hands the held one over (extending.rs, with the reasons: a
+//! killed process must leave no hole below a higher write, and ext4 and
+//! XFS run these writes one at a time anyway).
 
+pub(crate) mod extending;
 pub(crate) mod inflight;
 
 use crate::action::WbReason;
 use crate::action::WbtClass;
-use crate::action::{Action, IoDir, IoRequest};
+use crate::action::{IoDir, IoRequest};
 use crate::dispatch::inflight::Inflight;
 use crate::engine::Engine;
 use crate::ids::{DeviceId, FileId, IoId, PageIndex, WbId, PAGE_SIZE};
@@ -166,14 +174,18 @@ impl Engine {
             reason: Some(reason),
             direct: false,
             commit: false,
+            extends: false,
         }
     }
 
     /// Hands a request to the runtime. `commit`: a write of an fsync that
     /// tagged at most `COMMIT_WRITE_MAX_PAGES` in all, someone's commit
     /// waiting (wbt.rs; sync/ decides).
+    /// A write-back that extends its file may be held behind another
+    /// (extending.rs): it is issued all the same, and handed over later.
     pub(crate) fn issue(&mut self, now: Instant, mut req: IoRequest, tracked: bool, commit: bool) {
         req.commit = commit;
+        req.extends = self.extends_backing(&req);
         let dev = &mut self.devices[req.device.index()];
         assert!(
             dev.tags_used < dev.config.nr_requests,
@@ -209,7 +221,7 @@ impl Engine {
                 snapshot_frames: Vec::new(),
             },
         );
-        self.actions.push_back(Action::Submit(req));
+        self.submit_or_hold(req);
     }
 
     /// Issues an untracked request (a read, a direct write) if a tag is
@@ -269,6 +281,7 @@ impl Engine {
             reason: None,
             direct,
             commit: false,
+            extends: false,
         }
     }
 }
