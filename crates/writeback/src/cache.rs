@@ -101,8 +101,9 @@ impl CacheBuilder {
     }
 
     /// How many backing files the cache keeps open at most before it lets
-    /// go of idle ones (default: half the process's open-file limit,
-    /// within [64, 65536]).
+    /// go of idle ones (default: the knob `backing_files_percent`, 50, of
+    /// the process's open-file limit, within [64, 65536]; given here, the
+    /// knob changes nothing).
     pub fn max_files(mut self, files: usize) -> Self {
         self.max_files = Some(files.max(1));
         self
@@ -151,9 +152,10 @@ impl CacheBuilder {
         let clock_start = wb_engine::Instant::ZERO;
         let mut engine = Engine::new(self.config, clock_start);
         // Backing files kept open at most: the engine chooses which go.
+        let percent = engine.config().backing_files_percent;
         let max_files = self
             .max_files
-            .unwrap_or_else(crate::runtime::open_files::backing_files_max);
+            .unwrap_or_else(|| crate::runtime::open_files::backing_files_max(percent));
         engine.set_max_files(Some(max_files));
         let memory_bytes = engine.frame_pages() * wb_engine::PAGE_SIZE;
         let shared = Shared::new(engine, backend, self.writeout).map_err(|e| {
@@ -209,6 +211,7 @@ impl CacheBuilder {
             device_defaults: self.device,
             data_dir: self.data_dir,
             calibrate: self.calibrate,
+            max_files_given: self.max_files.is_some(),
         })
     }
 }
@@ -223,6 +226,9 @@ pub struct Cache {
     device_defaults: DeviceConfig,
     data_dir: PathBuf,
     calibrate: bool,
+    /// The builder was given `max_files`: `backing_files_percent` changes
+    /// nothing.
+    max_files_given: bool,
 }
 
 /// A writeback domain of a [`Cache`] (see [`Cache::domain`]).
@@ -469,6 +475,11 @@ impl Cache {
         let mut core = self.shared.lock();
         core.engine.set_knob(knob, value)?;
         self.shared.tuning.update(core.engine.config());
+        if knob == "backing_files_percent" && !self.max_files_given {
+            let percent = core.engine.config().backing_files_percent;
+            let max_files = crate::runtime::open_files::backing_files_max(percent);
+            core.engine.set_max_files(Some(max_files));
+        }
         Ok(())
     }
 

@@ -294,10 +294,10 @@ fn small_syncs_land_every_page_at_its_place() {
 }
 
 /// The runtime's tuning knobs (`deferred_copy_min`, `prefault_read_min`,
-/// `release_batch`) change at run time through `Cache::set_knob`, refuse
-/// bad values with the knob's own message, and every setting keeps the
-/// data: writes copied under the lock or outside it, reads prefaulted or
-/// not, read back the same.
+/// `release_batch`, `backing_files_percent`) change at run time through
+/// `Cache::set_knob`, refuse bad values with the knob's own message, and
+/// every setting keeps the data: writes copied under the lock or outside
+/// it, reads prefaulted or not, read back the same.
 #[test]
 fn runtime_tuning_knobs_change_at_run_time_and_keep_the_data() {
     let Some(d) = dir("tuning") else { return };
@@ -308,6 +308,13 @@ fn runtime_tuning_knobs_change_at_run_time_and_keep_the_data() {
         "invalid value '1MiB' for release_batch: must be between 2MiB and 16TiB"
     );
     c.set_knob("release_batch", "2MiB").unwrap();
+    let e = c.set_knob("backing_files_percent", "0").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid value '0' for backing_files_percent: must be between 1 and 100"
+    );
+    c.set_knob("backing_files_percent", "40").unwrap();
+    assert_eq!(c.knob("backing_files_percent").as_deref(), Some("40"));
     let settings = [
         ("0", "0"),         // every copy under the lock, no read prefaulted
         ("4KiB", "4KiB"),   // every copy outside it, every read prefaulted
