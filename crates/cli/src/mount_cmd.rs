@@ -70,7 +70,8 @@ pub struct MountArgs {
     /// dirty_background_bytes, dirty_expire_centisecs, dirty_writeback_centisecs,
     /// dirty_throttle) or a device one for every device (wbt_lat_usec, stable_writes,
     /// min_ratio, max_ratio, strict_limit, queue_depth, nr_requests, read_ahead_kb,
-    /// max_sectors_kb, serial, wbt_pace, wbt_slice_ms, wbt_slice_quiet_ms). Repeatable.
+    /// max_sectors_kb, serial, wbt_pace, wbt_slice_ms, wbt_slice_quiet_ms,
+    /// extending_writes). Repeatable.
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     pub sets: Vec<String>,
     /// Let users other than root use the mount (FUSE's allow_other).

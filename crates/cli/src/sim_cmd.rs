@@ -19,7 +19,8 @@ Device knobs: wbt_lat_usec (-1 auto, 0 off, N us), stable_writes (none | wait | 
   slow commits pace background writes; default 1), wbt_slice_ms (while reads compete, writes
   in phases of this many ms with a quiet quarter between, and reads the engine issues in a
   write phase wait for its end; default 0, off), wbt_slice_quiet_ms (the quiet phase; 0: a
-  quarter of wbt_slice_ms).
+  quarter of wbt_slice_ms), extending_writes (parallel | one-per-file: a file's writes that
+  make it longer go side by side, the default, or one at a time, in order).
 Job setting: JOB.mode=buffered | dontcache | direct (how the job writes).
 
 Examples:

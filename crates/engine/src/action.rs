@@ -45,6 +45,13 @@ pub struct IoRequest {
     /// runtime does, when all the writes a sleeping caller's call emitted
     /// are its commit's).
     pub commit: bool,
+    /// A write-back that makes the backing file longer: it ends past the
+    /// length the engine made it (`backing_len/`). Under
+    /// `extending_writes = one-per-file` the engine submits one such
+    /// write per file at a time (dispatch/). A runtime may submit these
+    /// differently (the real one hands them straight to an io_uring
+    /// worker where the filesystem runs them synchronously).
+    pub extends: bool,
 }
 
 /// Something the runtime must do.

@@ -57,6 +57,10 @@ impl Engine {
                 } else {
                     self.complete_write(&req, result);
                 }
+                let f = &self.cache.files[req.file.index()];
+                let io = &mut self.io;
+                io.growing
+                    .release(&req, f, &mut io.inflight, &mut self.actions);
                 self.check_syncs();
             }
         }

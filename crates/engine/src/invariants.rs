@@ -82,6 +82,7 @@ impl Engine {
             tags[io.req.device.index()] += 1;
             tracked[io.req.device.index()] += io.tracked as u32;
         }
+        self.io.growing.check(&self.io.inflight);
         for (d, dev) in self.devices.iter().enumerate() {
             assert_eq!(
                 dev.tags_used, tags[d],

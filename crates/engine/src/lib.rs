@@ -175,7 +175,8 @@ pub use action::{
 pub use backlog::{BacklogStats, FLUSH_ALL_MAX_ITEMS, RELEASE_STEP_BYTES};
 pub use config::{
     BacklogThrottle, Config, DeviceConfig, DirtyThrottle, DontcacheCounter, DontcacheFlush,
-    KnobError, Lru, StableWrites, DEFAULT_MEMORY_MIN_BYTES, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES,
+    ExtendingWrites, KnobError, Lru, StableWrites, DEFAULT_MEMORY_MIN_BYTES, MAX_MEMORY_BYTES,
+    MIN_MEMORY_BYTES,
 };
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
 pub use dontcache::stats::DontcacheStats;

@@ -322,10 +322,12 @@ fn mountinfo_escape(path: &Path) -> String {
     out
 }
 
-/// Shares of the open-file limit: backing files the cache keeps open
-/// (`CacheBuilder::max_files`) and inodes the server holds (prune.rs);
+/// Shares of the open-file limit: backing files the cache keeps open (the
+/// engine's `backing_files_percent`, which the mount sets to this unless
+/// set: less than the library's 50, since the server also holds a
+/// descriptor per inode the kernel remembers) and those inodes (prune.rs);
 /// the rest is for data descriptors of open handles and the like.
-pub const BACKING_FILES_PERCENT: u64 = 40;
+pub const BACKING_FILES_PERCENT: u32 = 40;
 pub const INODES_PERCENT: u64 = 40;
 
 /// Raises the open-file limit as far as allowed and returns it: the

@@ -179,9 +179,14 @@ fn describe(built: &Built, (backing, mountpoint): (&Path, &Path), fixed: bool) -
     )
 }
 
-/// The cache-wide and device knobs of `specs` (`KNOB=VALUE`), validated.
+/// The cache-wide and device knobs of `specs` (`KNOB=VALUE`), validated,
+/// over the engine's defaults and the mount's own `backing_files_percent`
+/// ([`BACKING_FILES_PERCENT`]).
 fn knobs(specs: &[String]) -> Result<(Config, DeviceConfig), MountError> {
-    let mut config = Config::default();
+    let mut config = Config {
+        backing_files_percent: BACKING_FILES_PERCENT,
+        ..Config::default()
+    };
     let mut device = DeviceConfig::default();
     for spec in specs {
         let bad = |reason: String| MountError::Knob {
@@ -289,7 +294,7 @@ fn build_cache(options: &MountOptions, backing: &Path) -> Result<(u64, Built), M
         false => fd_limit(),
     };
     let mut builder = Cache::builder()
-        .max_files((nofile * BACKING_FILES_PERCENT / 100) as usize)
+        .max_files((nofile * config.backing_files_percent as u64 / 100) as usize)
         .config(config)
         .data_dir(&options.data_dir)
         .calibrate(options.calibrate)
@@ -334,4 +339,20 @@ pub(crate) fn trace_written(cache: &Cache, target: &Option<TraceTarget>) -> Opti
         path: target.path.clone(),
         result: crate::write_trace(&recorded, &target.path),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mount keeps 40% of the open-file limit for backing files
+    /// unless told otherwise.
+    #[test]
+    fn backing_files_percent_is_the_mounts_unless_set() {
+        let (config, _) = knobs(&[]).unwrap();
+        assert_eq!(config.backing_files_percent, BACKING_FILES_PERCENT);
+        let (config, _) = knobs(&["backing_files_percent=60".into()]).unwrap();
+        assert_eq!(config.backing_files_percent, 60);
+        assert!(knobs(&["backing_files_percent=0".into()]).is_err());
+    }
 }

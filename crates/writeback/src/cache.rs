@@ -101,8 +101,9 @@ impl CacheBuilder {
     }
 
     /// How many backing files the cache keeps open at most before it lets
-    /// go of idle ones (default: half the process's open-file limit,
-    /// within [64, 65536]).
+    /// go of idle ones (default: the knob `backing_files_percent`, 50, of
+    /// the process's open-file limit, within [64, 65536]; given here, the
+    /// knob changes nothing).
     pub fn max_files(mut self, files: usize) -> Self {
         self.max_files = Some(files.max(1));
         self
@@ -151,9 +152,10 @@ impl CacheBuilder {
         let clock_start = wb_engine::Instant::ZERO;
         let mut engine = Engine::new(self.config, clock_start);
         // Backing files kept open at most: the engine chooses which go.
+        let percent = engine.config().backing_files_percent;
         let max_files = self
             .max_files
-            .unwrap_or_else(crate::runtime::open_files::backing_files_max);
+            .unwrap_or_else(|| crate::runtime::open_files::backing_files_max(percent));
         engine.set_max_files(Some(max_files));
         let memory_bytes = engine.frame_pages() * wb_engine::PAGE_SIZE;
         let shared = Shared::new(engine, backend, self.writeout).map_err(|e| {
@@ -209,6 +211,7 @@ impl CacheBuilder {
             device_defaults: self.device,
             data_dir: self.data_dir,
             calibrate: self.calibrate,
+            max_files_given: self.max_files.is_some(),
         })
     }
 }
@@ -223,6 +226,9 @@ pub struct Cache {
     device_defaults: DeviceConfig,
     data_dir: PathBuf,
     calibrate: bool,
+    /// The builder was given `max_files`: `backing_files_percent` changes
+    /// nothing.
+    max_files_given: bool,
 }
 
 /// A writeback domain of a [`Cache`] (see [`Cache::domain`]).
@@ -334,7 +340,7 @@ impl Cache {
             .set_stable_writes_required(d, stable_writes_required(st_dev))
             .expect("the device was just added");
         core.devices.insert(st_dev, d);
-        register_space(&mut core, d, dir, self.shared.clock.now());
+        register_dir(&mut core, d, dir, self.shared.clock.now());
         if let Some(stats) = DiskStats::for_st_dev(st_dev) {
             core.diskstats.push((d, stats));
         }
@@ -372,7 +378,7 @@ impl Cache {
             .set_stable_writes_required(d, stable_writes_required(st_dev))
             .expect("the device was just added");
         core.devices.insert(st_dev, d);
-        register_space(&mut core, d, dir, self.shared.clock.now());
+        register_dir(&mut core, d, dir, self.shared.clock.now());
         if let Some(stats) = DiskStats::for_st_dev(st_dev) {
             core.diskstats.push((d, stats));
         }
@@ -469,6 +475,11 @@ impl Cache {
         let mut core = self.shared.lock();
         core.engine.set_knob(knob, value)?;
         self.shared.tuning.update(core.engine.config());
+        if knob == "backing_files_percent" && !self.max_files_given {
+            let percent = core.engine.config().backing_files_percent;
+            let max_files = crate::runtime::open_files::backing_files_max(percent);
+            core.engine.set_max_files(Some(max_files));
+        }
         Ok(())
     }
 
@@ -792,8 +803,9 @@ impl Drop for Cache {
 
 /// Remembers a directory on device `d`'s filesystem and reports its free
 /// space, so the engine reserves it for dirty data from the first write
-/// (a device whose space cannot be read is not limited).
-fn register_space(
+/// (a device whose space cannot be read is not limited); notes whether
+/// the filesystem runs extending writes synchronously (`IoOp::blocks`).
+fn register_dir(
     core: &mut crate::runtime::core::Core,
     d: wb_engine::DeviceId,
     dir: &Path,
@@ -804,6 +816,11 @@ fn register_space(
             .resize(d.index() + 1, std::path::PathBuf::new());
     }
     core.device_dirs[d.index()] = dir.to_path_buf();
+    if core.extends_synchronously.len() <= d.index() {
+        core.extends_synchronously.resize(d.index() + 1, false);
+    }
+    core.extends_synchronously[d.index()] =
+        crate::runtime::statfs::serialises_extending_writes(dir);
     // The device was just added: it exists.
     let _ = match crate::runtime::statfs::free_bytes(dir) {
         Ok(bytes) => core.engine.set_free_space(now, d, bytes),
@@ -833,21 +850,27 @@ fn flush_at_start(dir: &Path) -> Result<(), Error> {
 /// as Linux's bdi takes it), largest request (`queue/max_sectors_kb`, as
 /// Linux builds bios), queue depth (blk_queue_depth, which wbt scales
 /// from), tags (`queue/nr_requests`) and whether it serves one request at
-/// a time (a buffered loop device) unless they were set.
+/// a time (a buffered loop device) unless they were set; and, unless set,
+/// a file's writes that make it longer one at a time (`extending_writes =
+/// one-per-file`): a killed process may leave a write it handed to the
+/// kernel unstarted while a higher one lands, a hole below it, on any
+/// filesystem (wb-engine's dispatch/extending.rs).
 fn with_device_queue(mut config: DeviceConfig, st_dev: u64) -> DeviceConfig {
     let defaults = DeviceConfig::default();
+    let number = |n: Option<u32>| n.map(|n| n.to_string());
     let declared = [
-        ("read_ahead_kb", read_ahead_kb(st_dev)),
-        ("max_sectors_kb", max_sectors_kb(st_dev)),
-        ("queue_depth", queue_depth(st_dev)),
-        ("nr_requests", nr_requests(st_dev)),
-        ("serial", serial(st_dev).map(u32::from)),
+        ("read_ahead_kb", number(read_ahead_kb(st_dev))),
+        ("max_sectors_kb", number(max_sectors_kb(st_dev))),
+        ("queue_depth", number(queue_depth(st_dev))),
+        ("nr_requests", number(nr_requests(st_dev))),
+        ("serial", number(serial(st_dev).map(u32::from))),
+        ("extending_writes", Some("one-per-file".to_string())),
     ];
     for (knob, value) in declared {
         let unset = config.get(knob) == defaults.get(knob);
         if let (true, Some(value)) = (unset, value) {
             // A value out of the knob's range keeps the default.
-            let _ = config.set(knob, &value.to_string());
+            let _ = config.set(knob, &value);
         }
     }
     config

@@ -294,10 +294,10 @@ fn small_syncs_land_every_page_at_its_place() {
 }
 
 /// The runtime's tuning knobs (`deferred_copy_min`, `prefault_read_min`,
-/// `release_batch`) change at run time through `Cache::set_knob`, refuse
-/// bad values with the knob's own message, and every setting keeps the
-/// data: writes copied under the lock or outside it, reads prefaulted or
-/// not, read back the same.
+/// `release_batch`, `backing_files_percent`) change at run time through
+/// `Cache::set_knob`, refuse bad values with the knob's own message, and
+/// every setting keeps the data: writes copied under the lock or outside
+/// it, reads prefaulted or not, read back the same.
 #[test]
 fn runtime_tuning_knobs_change_at_run_time_and_keep_the_data() {
     let Some(d) = dir("tuning") else { return };
@@ -308,6 +308,13 @@ fn runtime_tuning_knobs_change_at_run_time_and_keep_the_data() {
         "invalid value '1MiB' for release_batch: must be between 2MiB and 16TiB"
     );
     c.set_knob("release_batch", "2MiB").unwrap();
+    let e = c.set_knob("backing_files_percent", "0").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid value '0' for backing_files_percent: must be between 1 and 100"
+    );
+    c.set_knob("backing_files_percent", "40").unwrap();
+    assert_eq!(c.knob("backing_files_percent").as_deref(), Some("40"));
     let settings = [
         ("0", "0"),         // every copy under the lock, no read prefaulted
         ("4KiB", "4KiB"),   // every copy outside it, every read prefaulted
@@ -337,5 +344,47 @@ fn runtime_tuning_knobs_change_at_run_time_and_keep_the_data() {
             "deferred_copy_min={copy}: the disk"
         );
     }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The library's devices take a file's write-backs that make it longer one
+/// at a time (`extending_writes = one-per-file`, unless set; the backends
+/// no longer order them): two files grown by many writes, synced, hold
+/// every byte; as they do with the knob at `parallel`, set at run time.
+#[test]
+fn extending_write_backs_go_one_per_file_and_land_in_either_mode() {
+    let Some(d) = dir("extending") else { return };
+    let c = cache("64MiB");
+    let files: Vec<PathBuf> = (0..2).map(|i| d.join(format!("f{i}"))).collect();
+    let handles: Vec<_> = files.iter().map(|p| c.open(p, CREATE).unwrap()).collect();
+    let device = c.device_names().pop().expect("one device");
+    assert_eq!(
+        c.device_knob(&device, "extending_writes").as_deref(),
+        Some("one-per-file")
+    );
+    let mut models = vec![Vec::new(); 2];
+    for (round, mode) in ["one-per-file", "parallel"].into_iter().enumerate() {
+        c.set_device_knob(&device, "extending_writes", mode)
+            .unwrap();
+        for i in 0..40 {
+            for (f, model) in handles.iter().zip(models.iter_mut()) {
+                let data = pattern((round * 100 + i) as u64, 100_000 + i * 4096 + 17);
+                f.write_at(&data, model.len() as u64).unwrap();
+                model.extend_from_slice(&data);
+            }
+        }
+        for f in &handles {
+            f.sync_data().unwrap();
+        }
+        for (path, model) in files.iter().zip(&models) {
+            assert!(
+                std::fs::read(path).unwrap() == *model,
+                "{mode}: {} holds what was written",
+                path.display()
+            );
+        }
+    }
+    drop(handles);
+    drop(c);
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -90,6 +90,7 @@ fn op(id: u64, file: &Arc<File>, write: bool, offset: u64, buf: AlignedBuf) -> I
         offset,
         len: buf.len(),
         buf: buf.into(),
+        blocks: false,
     }
 }
 
@@ -184,6 +185,7 @@ fn lent_pages_are_written_in_order_each_backend() {
             offset: at,
             buf: IoBuf::Lent(lend()),
             len: order.len() * PAGE_SIZE,
+            blocks: false,
         });
         let d = rx.recv_timeout(WAIT).expect("completion");
         assert_eq!(d.result.unwrap(), order.len() * PAGE_SIZE, "{name}");
@@ -207,6 +209,7 @@ fn lent_pages_are_written_in_order_each_backend() {
             offset: 0,
             buf: IoBuf::Lent(lend()),
             len: order.len() * PAGE_SIZE,
+            blocks: false,
         });
         let d = rx.recv_timeout(WAIT).expect("completion");
         let e = d.result.expect_err("a read into lent pages is refused");

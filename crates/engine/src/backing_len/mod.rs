@@ -15,7 +15,10 @@
 //!   it asks for (`Action::SetLength`, `Action::MakeDurable`).
 //! - Past `disk_size` a file grows in order: the flusher writes the lowest
 //!   waiting page there first (flusher/), so no page the file holds data
-//!   in is skipped over and left reading zeros.
+//!   in is skipped over and left reading zeros; and a device with
+//!   `extending_writes = one-per-file` (the real runtime's) takes those
+//!   writes one at a time, so none lands while a lower one has not
+//!   (dispatch/extending.rs).
 //! - A length is only set over written data: a truncation that shortens
 //!   the file, or lengthens it with nothing waiting to be written past the
 //!   backing file's end, sets it at once (`SetLength`, and the truncation

@@ -1,7 +1,7 @@
 //! Per-device knobs.
 
-use super::knob_error::{invalid, parse_bool, parse_int, KnobError};
-use super::modes::StableWrites;
+use super::knob_error::{invalid, parse_bool, parse_int, parse_mode, KnobError};
+use super::modes::{ExtendingWrites, StableWrites};
 
 /// Per-device knobs.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,6 +37,11 @@ pub struct DeviceConfig {
     /// The quiet phase between write phases, in ms; 0: a quarter of
     /// `wbt_slice_ms`.
     pub wbt_slice_quiet_ms: u32,
+    /// Write-backs that make a file longer: side by side (`parallel`, the
+    /// default) or one at a time per file, in order (`one-per-file`; the
+    /// library and the mount set it). Not `serial`, which is about every
+    /// request of the device.
+    pub extending_writes: ExtendingWrites,
 }
 
 impl Default for DeviceConfig {
@@ -55,6 +60,7 @@ impl Default for DeviceConfig {
             wbt_pace: true,
             wbt_slice_ms: 0,
             wbt_slice_quiet_ms: 0,
+            extending_writes: ExtendingWrites::Parallel,
         }
     }
 }
@@ -80,6 +86,7 @@ impl DeviceConfig {
         "wbt_pace",
         "wbt_slice_ms",
         "wbt_slice_quiet_ms",
+        "extending_writes",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -127,6 +134,10 @@ impl DeviceConfig {
             "wbt_slice_quiet_ms" => {
                 next.wbt_slice_quiet_ms = parse_int(knob, value, 0, crate::wbt_slice::MAX_SLICE_MS)?
             }
+            "extending_writes" => {
+                next.extending_writes =
+                    parse_mode(knob, value, &ExtendingWrites::ALL, ExtendingWrites::name)?
+            }
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -164,6 +175,7 @@ impl DeviceConfig {
             "wbt_pace" => u8::from(self.wbt_pace).to_string(),
             "wbt_slice_ms" => self.wbt_slice_ms.to_string(),
             "wbt_slice_quiet_ms" => self.wbt_slice_quiet_ms.to_string(),
+            "extending_writes" => self.extending_writes.name().to_string(),
             _ => return None,
         })
     }

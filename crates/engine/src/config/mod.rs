@@ -14,8 +14,8 @@ mod modes;
 pub use device::DeviceConfig;
 pub use knob_error::KnobError;
 pub use modes::{
-    BacklogThrottle, DirtyThrottle, DontcacheCounter, DontcacheFlush, Lru, StableWrites,
-    DEFAULT_BACKLOG_WAIT_MS, MAX_BACKLOG_WAIT_MS,
+    BacklogThrottle, DirtyThrottle, DontcacheCounter, DontcacheFlush, ExtendingWrites, Lru,
+    StableWrites, DEFAULT_BACKLOG_WAIT_MS, MAX_BACKLOG_WAIT_MS,
 };
 
 use crate::units::{parse_bytes, UnitError};
@@ -57,6 +57,9 @@ pub const DEFAULT_PREFAULT_READ_MIN_BYTES: u64 = 64 << 10;
 pub const DEFAULT_RELEASE_BATCH_BYTES: u64 = 256 << 20;
 /// The smallest `release_batch`: one huge page.
 pub const MIN_RELEASE_BATCH_BYTES: u64 = 2 << 20;
+/// Default `backing_files_percent`: half the open-file limit for the
+/// cache's backing files, the other half the program's own.
+pub const DEFAULT_BACKING_FILES_PERCENT: u32 = 50;
 
 /// Cache-wide knobs.
 #[derive(Clone, Debug, PartialEq)]
@@ -86,10 +89,10 @@ pub struct Config {
     /// The gap between the backlog's watermarks, in milliseconds of work.
     pub backlog_wait_ms: u32,
     pub lru: Lru,
-    /// The real runtime's tuning (the simulator has no bytes to copy or
-    /// memory to give back, and ignores them). Writes of at least this
-    /// many bytes copy them outside the cache's lock
-    /// (`WriteFlags::deferred_copy`); 0: never.
+    /// The real runtime's tuning (the simulator has no bytes to copy,
+    /// memory to give back or descriptors to keep, and ignores them).
+    /// Writes of at least this many bytes copy them outside the cache's
+    /// lock (`WriteFlags::deferred_copy`); 0: never.
     pub deferred_copy_min_bytes: u64,
     /// Reads from the device of at least this many bytes have their frames
     /// backed with memory before the copy into them under the lock; 0:
@@ -98,6 +101,12 @@ pub struct Config {
     /// The most free memory given back to the system at a time (under the
     /// lock) when the budget shrinks.
     pub release_batch_bytes: u64,
+    /// The backing files kept open at most, as a percent of the process's
+    /// open-file limit (RLIMIT_NOFILE); past it the least recently used
+    /// idle ones are let go of (evict/). The rest of the limit is the
+    /// program's: the mount sets 40, as it holds a descriptor per inode
+    /// the kernel remembers too.
+    pub backing_files_percent: u32,
 }
 
 impl Default for Config {
@@ -120,6 +129,7 @@ impl Default for Config {
             deferred_copy_min_bytes: DEFAULT_DEFERRED_COPY_MIN_BYTES,
             prefault_read_min_bytes: DEFAULT_PREFAULT_READ_MIN_BYTES,
             release_batch_bytes: DEFAULT_RELEASE_BATCH_BYTES,
+            backing_files_percent: DEFAULT_BACKING_FILES_PERCENT,
         }
     }
 }
@@ -143,6 +153,7 @@ impl Config {
         "deferred_copy_min",
         "prefault_read_min",
         "release_batch",
+        "backing_files_percent",
     ];
 
     /// Sets one knob from text. On error nothing changes.
@@ -211,6 +222,7 @@ impl Config {
                 }
                 self.release_batch_bytes = bytes;
             }
+            "backing_files_percent" => self.backing_files_percent = parse_int(knob, value, 1, 100)?,
             _ => {
                 return Err(KnobError::Unknown {
                     knob: knob.to_string(),
@@ -241,6 +253,7 @@ impl Config {
             "deferred_copy_min" => self.deferred_copy_min_bytes.to_string(),
             "prefault_read_min" => self.prefault_read_min_bytes.to_string(),
             "release_batch" => self.release_batch_bytes.to_string(),
+            "backing_files_percent" => self.backing_files_percent.to_string(),
             _ => return None,
         })
     }
@@ -277,6 +290,14 @@ mod tests {
         assert!(device.set("max_sectors_kb", "6").is_err());
         assert!(device.set("serial", "maybe").is_err());
         assert!(device.set("wbt_pace", "2").is_err());
+        assert_eq!(
+            device
+                .set("extending_writes", "serial")
+                .map_err(|e| e.to_string()),
+            Err("invalid value 'serial' for extending_writes: \
+                 expected 'parallel' or 'one-per-file'"
+                .into())
+        );
         device.set("max_ratio", "10").unwrap();
         let before = device.clone();
         assert!(device.set("min_ratio", "20").is_err());
@@ -291,6 +312,9 @@ mod tests {
             device.set(knob, &value).unwrap();
         }
         assert_eq!(device, DeviceConfig::default());
+        device.set("extending_writes", "one-per-file").unwrap();
+        assert_eq!(device.extending_writes, ExtendingWrites::OnePerFile);
+        assert_eq!(device.get("extending_writes").unwrap(), "one-per-file");
         let mut config = Config::default();
         config.set("dirty_throttle", "global-2007").unwrap();
         assert_eq!(config.get("dirty_throttle").unwrap(), "global-2007");
@@ -310,6 +334,8 @@ mod tests {
             ("release_batch", "1MiB"),
             ("release_batch", "0"),
             ("release_batch", "lots"),
+            ("backing_files_percent", "0"),
+            ("backing_files_percent", "101"),
         ] {
             assert!(config.set(knob, bad).is_err(), "{knob}={bad} accepted");
         }
@@ -317,6 +343,8 @@ mod tests {
         config.set("deferred_copy_min", "0").unwrap();
         config.set("prefault_read_min", "1MiB").unwrap();
         config.set("release_batch", "2MiB").unwrap();
+        config.set("backing_files_percent", "40").unwrap();
+        assert_eq!(config.backing_files_percent, 40);
         assert_eq!(config.deferred_copy_min_bytes, 0);
         assert_eq!(config.get("prefault_read_min").unwrap(), "1048576");
         assert_eq!(config.release_batch_bytes, 2 << 20);

@@ -124,6 +124,35 @@ impl BacklogThrottle {
     }
 }
 
+/// How a device takes write-backs that make their file longer (those
+/// ending past the backing file's length as the engine made it,
+/// `backing_len/`; `IoRequest::extends`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtendingWrites {
+    /// As they come, side by side (what the simulator's device models
+    /// take: a crash there lands every write handed over).
+    Parallel,
+    /// One at a time per file, in order: a file's next extending write is
+    /// held until the one in flight completes (dispatch/). The real
+    /// runtime sets it: a killed process may leave a write it handed over
+    /// unstarted or half done while a higher one lands (a hole below it),
+    /// and filesystems run these writes one at a time anyway (ext4 under
+    /// the inode's lock; XFS waits for the writes in flight first).
+    OnePerFile,
+}
+
+impl ExtendingWrites {
+    /// Every mode, in the order an error message lists them.
+    pub const ALL: [ExtendingWrites; 2] = [ExtendingWrites::Parallel, ExtendingWrites::OnePerFile];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExtendingWrites::Parallel => "parallel",
+            ExtendingWrites::OnePerFile => "one-per-file",
+        }
+    }
+}
+
 /// Default `backlog_wait_ms`: how long a producer held back by the
 /// backlog waits, about (Chinner 2021's ~100 ms).
 pub const DEFAULT_BACKLOG_WAIT_MS: u32 = 100;

@@ -2,6 +2,7 @@
 //! next request id (dispatch/ issues them, completion.rs retires them).
 
 use crate::action::IoRequest;
+use crate::dispatch::extending::Growing;
 use crate::ids::{IoId, PageIndex, TaskId};
 use crate::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +30,9 @@ pub(crate) struct IoTable {
     pub next_io: u64,
     /// Direct write requests in flight, by the task that waits for them.
     pub direct_ios: BTreeMap<IoId, TaskId>,
+    /// Files with a write-back in flight that makes them longer, and the
+    /// ones held behind it (extending.rs).
+    pub growing: Growing,
 }
 
 impl Default for IoTable {
@@ -37,6 +41,7 @@ impl Default for IoTable {
             inflight: BTreeMap::new(),
             next_io: 1,
             direct_ios: BTreeMap::new(),
+            growing: Growing::default(),
         }
     }
 }

@@ -3,12 +3,22 @@
 //! admission for their class. `pump` issues what the device can take now:
 //! waiting reads first, then integrity (sync) writes, then flusher writes
 //! in round robin over the device's writeback contexts.
+//!
+//! A device with `extending_writes = one-per-file` takes a file's
+//! write-backs that make it longer one at a time, in order: `issue` holds
+//! such a write while another of the file is in flight, and its
+//! completion hands the held one over (extending.rs, with the reasons: a
+//! killed process must leave no hole below a higher write, and ext4 and
+//! XFS run these writes one at a time anyway).
 
+pub(crate) mod extending;
 pub(crate) mod inflight;
 
 use crate::action::WbReason;
 use crate::action::WbtClass;
-use crate::action::{Action, IoDir, IoRequest};
+use crate::action::{IoDir, IoRequest};
+use crate::config::ExtendingWrites;
+use crate::dispatch::extending::extends_backing;
 use crate::dispatch::inflight::Inflight;
 use crate::engine::Engine;
 use crate::ids::{DeviceId, FileId, IoId, PageIndex, WbId, PAGE_SIZE};
@@ -166,14 +176,18 @@ impl Engine {
             reason: Some(reason),
             direct: false,
             commit: false,
+            extends: false,
         }
     }
 
     /// Hands a request to the runtime. `commit`: a write of an fsync that
     /// tagged at most `COMMIT_WRITE_MAX_PAGES` in all, someone's commit
     /// waiting (wbt.rs; sync/ decides).
+    /// A write-back that extends its file may be held behind another
+    /// (extending.rs): it is issued all the same, and handed over later.
     pub(crate) fn issue(&mut self, now: Instant, mut req: IoRequest, tracked: bool, commit: bool) {
         req.commit = commit;
+        req.extends = extends_backing(&req, &self.cache.files[req.file.index()]);
         let dev = &mut self.devices[req.device.index()];
         assert!(
             dev.tags_used < dev.config.nr_requests,
@@ -211,7 +225,10 @@ impl Engine {
                 snapshot_frames: Vec::new(),
             },
         );
-        self.actions.push_back(Action::Submit(req));
+        let device = &self.devices[req.device.index()].config;
+        let one_per_file = device.extending_writes == ExtendingWrites::OnePerFile;
+        let out = &mut self.actions;
+        self.io.growing.submit_or_hold(req, one_per_file, out);
     }
 
     /// Issues an untracked request (a read, a direct write) if a tag is
@@ -271,6 +288,7 @@ impl Engine {
             reason: None,
             direct,
             commit: false,
+            extends: false,
         }
     }
 }

@@ -225,8 +225,9 @@ impl Engine {
     /// process would leave the backing file reading zeros there, which the
     /// file may never have held (ours: Linux's i_disksize may run ahead of
     /// a hole, which a power cut shows). Pages under writeback below are
-    /// fine: their write was issued first, and the runtime hands a file's
-    /// growing writes to the kernel in order.
+    /// fine: their write was issued first, and where a crash could land
+    /// the later one without it, the device takes a file's growing
+    /// writes one at a time, in order (`extending_writes`, dispatch/).
     fn next_writable_from_index(&self, file: FileId) -> Option<PageIndex> {
         let f = &self.cache.files[file.index()];
         let start = f

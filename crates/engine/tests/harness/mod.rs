@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 use wb_engine::{
-    Action, Engine, EngineError, FileId, Instant, IoDir, IoErrorKind, IoId, PageIndex, ReleaseStep,
-    Stall, Step, TaskId, VirtualRuntime,
+    Action, Engine, EngineError, FileId, Instant, IoDir, IoErrorKind, IoId, IoRequest, PageIndex,
+    ReleaseStep, Stall, Step, TaskId, VirtualRuntime,
 };
 
 pub struct Harness {
@@ -30,6 +30,9 @@ pub struct Harness {
     pub unmapped: Vec<(FileId, PageIndex, PageIndex)>,
     /// Every action in the order the engine emitted it.
     pub actions: Vec<Action>,
+    /// Every request submitted: when it was handed over, when it
+    /// completes, and the request.
+    pub submitted: Vec<(Instant, Instant, IoRequest)>,
     /// Flushes (MakeDurable) carried out.
     pub flushes: u64,
     /// When set, flushes fail with this error.
@@ -60,6 +63,7 @@ impl Harness {
             device_slots: vec![Instant(0)],
             unmapped: Vec::new(),
             actions: Vec::new(),
+            submitted: Vec::new(),
             flushes: 0,
             fail_flushes: None,
             held_flushes: None,
@@ -179,6 +183,7 @@ impl VirtualRuntime for Harness {
                     self.written_pages += req.pages as u64;
                 }
                 self.inflight.insert((done, req.id), req.dir);
+                self.submitted.push((now, done, req));
             }
             Action::Wake(task) => self.woken.push(task),
             Action::Unmapped { file, first, end } => self.unmapped.push((file, first, end)),

@@ -23,11 +23,13 @@
 //!   `Ok(0)` with an all-zero buffer.
 //! - Writes: a short write is continued until `len` bytes are written or
 //!   an error occurs; `result` is then `Ok(len)`. A partial last page
-//!   goes after the whole ones, without O_DIRECT (`tail.rs`). Writes of
-//!   one file that make it longer reach the kernel one at a time, in the
-//!   order they were submitted: a killed process leaves no hole below a
-//!   later write (the kernel finishes what it was handed). Lent pages
-//!   ([`IoBuf::Lent`]) are written with vectored writes, in their order.
+//!   goes after the whole ones, without O_DIRECT (`tail.rs`). Ops are
+//!   carried out as they come, side by side: a backend orders nothing.
+//!   Whether a file's writes that make it longer go one at a time (so
+//!   that a killed process leaves no hole below a later write) is the
+//!   engine's decision (`extending_writes`): it submits the next only
+//!   once the one before has completed. Lent pages ([`IoBuf::Lent`]) are
+//!   written with vectored writes, in their order.
 //! - A read into lent pages fails at once with `InvalidInput`: only writes
 //!   may lend pages.
 //! - Errors are the raw OS error (`EIO`, `ENOSPC`, `EBADF`, ...) as
@@ -74,6 +76,13 @@ pub struct IoOp {
     /// the same file without O_DIRECT (`tail.rs`), so the file never grows
     /// past `offset + len`.
     pub len: usize,
+    /// The kernel will run this write synchronously: it makes the file
+    /// longer on a filesystem that performs such O_DIRECT writes under
+    /// the inode's lock (ext2/3/4; the runtime knows the filesystem, the
+    /// engine which writes extend, `IoRequest::extends`). The io_uring
+    /// backend hands it straight to a worker instead of first trying to
+    /// issue it without blocking; the threads backend ignores it.
+    pub blocks: bool,
 }
 
 /// The completion of an [`IoOp`].
@@ -112,8 +121,9 @@ pub trait IoBackend: Send + Sync {
     /// their number and total to `COMMIT_WRITE_MAX_PAGES` pages): an
     /// fsync's writes, which its caller only waits for. Returns
     /// the completions of those it wrote, and hands back the others (an
-    /// extending write goes through the backend, which orders them; a
-    /// backend that only queues hands back all).
+    /// extending write goes through the backend, as it did when the
+    /// backends ordered those; a backend that only queues hands back
+    /// all).
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
         (Vec::new(), ops)
     }

@@ -200,6 +200,7 @@ mod tests {
             offset,
             buf: IoBuf::Owned(buf),
             len,
+            blocks: false,
         }
     }
 
@@ -232,6 +233,7 @@ mod tests {
             offset: 0,
             buf: IoBuf::Owned(AlignedBuf::new(2 * PAGE_SIZE)),
             len: 2 * PAGE_SIZE,
+            blocks: false,
         };
         assert_eq!((whole_bytes(&w), tail_bytes(&w)), (2 * PAGE_SIZE, 0));
         let w = IoOp {

@@ -7,20 +7,22 @@
 //! an eventfd armed in the ring (`user_data` = `u64::MAX`, reserved) and
 //! [`IoBackend::submit`] writes to that eventfd after queueing.
 //!
-//! At most `RING_ENTRIES - 1` ops are in flight or held back (one slot is
-//! for the wake poll), so the submission queue can never overflow and the
+//! At most `RING_ENTRIES - 1` ops are in flight (one slot is for the
+//! wake poll), so the submission queue can never overflow and the
 //! completion queue (twice as large) never drops entries.
 //!
-//! Writes that make a file longer go one at a time per file, in order (see
-//! [`Serial`]); a write's partial last page goes after its whole pages,
+//! The ring carries ops out as they come: the order of a file's writes
+//! that make it longer is the engine's (it hands them over one at a time
+//! per file, `extending_writes`, wb-engine's dispatch/extending.rs). One
+//! the kernel will run synchronously ([`IoOp::blocks`]) goes straight to
+//! a worker. A write's partial last page goes after its whole pages,
 //! through a descriptor without O_DIRECT (`tail.rs`).
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -144,9 +146,7 @@ impl IoBackend for UringBackend {
         super::on_caller::read_now(op)
     }
 
-    /// Writes within their files' sizes, on the caller's own ring: such
-    /// writes are never held by [`Serial`], which orders only those that
-    /// make a file longer.
+    /// Writes within their files' sizes, on the caller's own ring.
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
         super::on_caller::writes_now(ops, true)
     }
@@ -171,9 +171,6 @@ struct InFlight {
     /// For lent pages: the iovecs of the SQE in flight (kept until its CQE).
     iovecs: Vec<libc::iovec>,
     retries: u32,
-    /// The file (st_dev, st_ino) if this is the write making it longer
-    /// that [`Serial`] lets through on it.
-    serial: Option<FileKey>,
     /// A descriptor of the file without O_DIRECT, for the op's partial
     /// last page (`tail.rs`), kept until that page's CQE.
     tail: Option<File>,
@@ -223,59 +220,6 @@ impl InFlight {
     }
 }
 
-/// A file's (st_dev, st_ino).
-type FileKey = (u64, u64);
-
-/// Writes that make a file longer, one at a time per file.
-///
-/// A killed process leaves the kernel to finish what it was handed, and
-/// nothing more. Were two writes that grow a file both meant to go and
-/// only the higher one handed over (or the lower one short, its rest not
-/// yet resubmitted), a crash would leave the file longer than its data,
-/// with a hole below: zeros the file never held. So a write that ends past
-/// its file's size waits while another such write of the same file is in
-/// flight, and they go in the order they came (the engine's: it grows a
-/// file from the lowest page up, engine backing_len/).
-///
-/// The filesystems run them one at a time anyway: ext2/3/4 holds the
-/// inode's lock exclusively until the device has completed an O_DIRECT
-/// write past the end, and XFS must wait for the writes in flight before
-/// one that starts past the end (on the XFS loop device here, 16 such 512
-/// KiB writes in flight: 230 MB/s; one at a time: 553 MB/s). On ext2/3/4
-/// they skip the attempt to issue without blocking.
-///
-/// (Until this rule, the ring first allocated on ext4 what extending
-/// writes would cover, with FALLOCATE, which sets the size before the data
-/// lands, so that they ran side by side; a crash then left zeros there and
-/// a page-rounded length.)
-///
-/// Writes within the file's size, reads, and other files' writes are not
-/// held.
-#[derive(Default)]
-struct Serial {
-    /// By st_dev: does that filesystem run extending writes synchronously?
-    serialising_fs: HashMap<u64, bool>,
-    /// Files with a write in flight that makes them longer, with the ones
-    /// waiting for it, oldest first.
-    busy: HashMap<FileKey, VecDeque<IoOp>>,
-    /// Ids of the writes waiting, over all files: in flight for the caller,
-    /// so no other op may use them.
-    held: HashSet<u64>,
-}
-
-/// Whether the filesystem of `file` performs extending O_DIRECT writes
-/// synchronously under the inode's exclusive lock (ext2/3/4). False if it
-/// cannot be told.
-fn serialises_extending_writes(file: &File) -> bool {
-    // SAFETY: statfs is plain integers and arrays of them, for which all
-    // zeroes is a valid value.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: fstatfs only writes into `st`, which outlives the call; the
-    // descriptor is open (borrowed from `file`).
-    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
-    rc == 0 && st.f_type == libc::EXT4_SUPER_MAGIC
-}
-
 /// Ops handed to the kernel, by id. Their buffers and files must stay alive
 /// until the op's final CQE is reaped.
 #[derive(Default)]
@@ -294,7 +238,6 @@ impl Drop for InFlightMap {
 
 struct RingThread {
     in_flight: InFlightMap,
-    serial: Serial,
     ring: IoUring,
     rx: Receiver<IoOp>,
     wake: Arc<File>,
@@ -314,7 +257,6 @@ impl RingThread {
     fn new(ring: IoUring, rx: Receiver<IoOp>, wake: Arc<File>, done_tx: Sender<IoDone>) -> Self {
         Self {
             in_flight: InFlightMap::default(),
-            serial: Serial::default(),
             ring,
             rx,
             wake,
@@ -339,15 +281,14 @@ impl RingThread {
                     self.wake_armed = true;
                 }
             }
-            while !self.closed && self.in_flight.0.len() + self.serial.held.len() < MAX_IN_FLIGHT {
+            while !self.closed && self.in_flight.0.len() < MAX_IN_FLIGHT {
                 match self.rx.try_recv() {
                     Ok(op) => self.start(op),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => self.closed = true,
                 }
             }
-            if self.closed && self.in_flight.0.is_empty() && self.serial.held.is_empty() {
-                // Writes wait only for an op in flight on their file.
+            if self.closed && self.in_flight.0.is_empty() {
                 return;
             }
             match self.ring.submit_and_wait(1) {
@@ -406,7 +347,7 @@ impl RingThread {
                 io::ErrorKind::InvalidInput,
                 "op id u64::MAX is reserved by the io_uring backend",
             ))
-        } else if self.in_flight.0.contains_key(&id) || self.serial.held.contains(&id) {
+        } else if self.in_flight.0.contains_key(&id) {
             let why = format!("op id {id} is already in flight");
             Some(io::Error::new(io::ErrorKind::InvalidInput, why))
         } else if let (IoBuf::Lent(_), false) = (&op.buf, op.write) {
@@ -423,42 +364,14 @@ impl RingThread {
             send_done(&self.done_tx, done);
             return;
         }
-        let serial = if op.write { self.extends(&op) } else { None };
-        if let Some(key) = serial {
-            if let Some(waiting) = self.serial.busy.get_mut(&key) {
-                self.serial.held.insert(id);
-                waiting.push_back(op);
-                return;
-            }
-            self.serial.busy.insert(key, VecDeque::new());
-        }
-        self.launch(op, serial);
+        self.launch(op);
     }
 
-    /// The file of write `op` if the op makes it longer (see [`Serial`]).
-    /// None if that cannot be told (the op then just goes; the kernel
-    /// reports any error).
-    fn extends(&mut self, op: &IoOp) -> Option<FileKey> {
-        let meta = op.file.metadata().ok()?;
-        let end = op.offset.saturating_add(op.len as u64);
-        (end > meta.size()).then_some((meta.dev(), meta.ino()))
-    }
-
-    /// Whether `key`'s filesystem runs extending writes synchronously.
-    fn serialising(&mut self, key: FileKey, file: &File) -> bool {
-        *self
-            .serial
-            .serialising_fs
-            .entry(key.0)
-            .or_insert_with(|| serialises_extending_writes(file))
-    }
-
-    /// Hands `op` (whose id no op in flight or held uses) to the kernel;
-    /// `serial` as in [`InFlight`].
-    fn launch(&mut self, op: IoOp, serial: Option<FileKey>) {
+    /// Hands `op` (whose id no op in flight uses) to the kernel.
+    fn launch(&mut self, op: IoOp) {
         let id = op.id;
         let Entry::Vacant(slot) = self.in_flight.0.entry(id) else {
-            // Cannot happen (`start` checks ids against both), and must not
+            // Cannot happen (`start` checks ids), and must not
             // replace an op the kernel may be using: fail this one.
             let why = format!("op id {id} is already in flight");
             let result = Err(io::Error::new(io::ErrorKind::InvalidInput, why));
@@ -475,34 +388,9 @@ impl RingThread {
             done: 0,
             iovecs: Vec::new(),
             retries: 0,
-            serial,
             tail: None,
         });
         self.submit_remainder(id);
-    }
-
-    /// The write that made `key` longer has finished: starts the writes
-    /// waiting for it, oldest first, until one still makes the file longer
-    /// (it becomes the one let through) or none is left.
-    fn release(&mut self, key: FileKey) {
-        loop {
-            let Some(waiting) = self.serial.busy.get_mut(&key) else {
-                return;
-            };
-            let Some(op) = waiting.pop_front() else {
-                self.serial.busy.remove(&key);
-                return;
-            };
-            self.serial.held.remove(&op.id);
-            // `key` stays busy meanwhile, so nothing queues behind a write
-            // that no longer extends the file and goes on its own.
-            if self.extends(&op) == Some(key) {
-                // If it fails at once, its `finish` releases `key` again.
-                self.launch(op, Some(key));
-                return;
-            }
-            self.launch(op, None);
-        }
     }
 
     /// Queues an SQE for the part of op `id` not yet transferred: its
@@ -514,13 +402,6 @@ impl RingThread {
         };
         let whole = tail::whole_bytes(&fl.op);
         let in_tail = fl.done >= whole;
-        let serialising = match fl.serial {
-            Some(key) if !in_tail => {
-                let file = Arc::clone(&fl.op.file);
-                self.serialising(key, &file)
-            }
-            _ => false,
-        };
         let Some(fl) = self.in_flight.0.get_mut(&id) else {
             return;
         };
@@ -536,10 +417,11 @@ impl RingThread {
             }
         }
         let sqe = fl.next_sqe(whole, in_tail).user_data(id);
-        // An extending write on a filesystem that runs them synchronously
+        // A write the kernel runs synchronously (an extending one on ext4)
         // always ends up on an io-wq worker: skip the attempt to issue it
-        // without blocking.
-        let sqe = if serialising {
+        // without blocking. Its partial last page goes through the page
+        // cache, which does not block.
+        let sqe = if fl.op.blocks && !in_tail {
             sqe.flags(squeue::Flags::ASYNC)
         } else {
             sqe
@@ -612,7 +494,7 @@ impl RingThread {
     /// Removes op `id` (whose buffer the kernel no longer uses) and sends its
     /// completion; a successful read has the tail after the data zeroed.
     fn finish(&mut self, id: u64, result: io::Result<usize>) {
-        let Some(InFlight { mut op, serial, .. }) = self.in_flight.0.remove(&id) else {
+        let Some(InFlight { mut op, .. }) = self.in_flight.0.remove(&id) else {
             return;
         };
         if let (IoBuf::Owned(buf), false, Ok(n)) = (&mut op.buf, op.write, &result) {
@@ -626,9 +508,6 @@ impl RingThread {
                 result,
             },
         );
-        if let Some(key) = serial {
-            self.release(key);
-        }
     }
 
     /// The ring is unusable: fail everything. Buffers the kernel may still
@@ -653,12 +532,8 @@ impl RingThread {
                 },
             );
         }
-        // Held-back writes never reached the kernel: their buffers are free.
-        let waiting = std::mem::take(&mut self.serial.busy)
-            .into_values()
-            .flatten();
         // Then whatever is still queued for us, until the sender is gone.
-        for op in waiting.chain(self.rx.iter()) {
+        for op in self.rx.iter() {
             send_done(
                 &self.done_tx,
                 IoDone {
@@ -707,6 +582,7 @@ mod tests {
             offset,
             buf: buf.into(),
             len: 4 * PAGE_SIZE,
+            blocks: false,
         }
     }
 
@@ -763,11 +639,12 @@ mod tests {
     }
 
     /// Three writes making one file longer and one another, started before
-    /// the ring runs: the first of each file goes, the others of the first
-    /// wait for it (their ids count as in flight). All complete, in order,
-    /// and each file holds its writes.
+    /// the ring runs: the ring holds none back (their order is the
+    /// engine's, wb-engine's dispatch/extending.rs), those marked as
+    /// blocking in the kernel included. An id in flight is refused. All
+    /// complete, and each file holds its writes.
     #[test]
-    fn writes_that_make_a_file_longer_go_one_at_a_time() {
+    fn writes_that_make_a_file_longer_all_go_at_once() {
         let Some(mut rig) = rig("growing") else {
             return;
         };
@@ -775,13 +652,14 @@ mod tests {
         let other = Arc::new(open_direct(&rig.dir.join("g"), true).unwrap());
         let chunk = 4 * PAGE_SIZE as u64;
         for id in 0..3 {
-            rig.ring
-                .start(write_op(id, &file, id * chunk, id as u8 + 1));
+            rig.ring.start(IoOp {
+                blocks: id % 2 == 1,
+                ..write_op(id, &file, id * chunk, id as u8 + 1)
+            });
         }
         rig.ring.start(write_op(10, &other, 0, 0xAA));
-        assert_eq!(rig.ring.in_flight.0.len(), 2);
-        assert_eq!(rig.ring.serial.held.len(), 2);
-        // A held id is in use: an op reusing it fails at once.
+        assert_eq!(rig.ring.in_flight.0.len(), 4, "none held");
+        // An id in flight is in use: an op reusing it fails at once.
         rig.ring.start(write_op(2, &file, 0, 9));
         let dup = rig.done_rx.try_recv().expect("duplicate failed at once");
         assert_eq!(dup.id, 2);
@@ -794,15 +672,15 @@ mod tests {
         } = rig;
         drop(ops_tx);
         ring.run();
-        let ids: Vec<u64> = done_rx
+        let mut ids: Vec<u64> = done_rx
             .try_iter()
             .map(|d| {
                 assert_eq!(d.result.expect("write succeeds"), chunk as usize);
                 d.id
             })
-            .filter(|&id| id != 10)
             .collect();
-        assert_eq!(ids, [0, 1, 2], "one at a time, in order");
+        ids.sort_unstable();
+        assert_eq!(ids, [0, 1, 2, 10]);
         assert_eq!(file.metadata().unwrap().len(), 3 * chunk);
         let mut back = AlignedBuf::new(3 * chunk as usize);
         file.read_exact_at(back.as_mut_slice(), 0).unwrap();
@@ -815,13 +693,15 @@ mod tests {
 
     /// A write whose last page is partial grows the file to its last byte
     /// (the page's bytes past it are not written), from owned buffers and
-    /// lent pages alike.
+    /// lent pages alike. (Two files: the ring does not order two writes of
+    /// one page, which the engine never has in flight at once.)
     #[test]
     fn a_partial_last_page_ends_the_file_at_the_writes_last_byte() {
         let Some(rig) = rig("tail") else {
             return;
         };
         let file = Arc::new(open_direct(&rig.dir.join("f"), true).unwrap());
+        let other = Arc::new(open_direct(&rig.dir.join("g"), true).unwrap());
         let lent = lent_pages(2, 0x33);
         let Rig {
             dir,
@@ -836,17 +716,24 @@ mod tests {
         ring.start(IoOp {
             buf: IoBuf::Lent(lent),
             len: PAGE_SIZE + 7,
-            ..write_op(2, &file, 2 * PAGE_SIZE as u64, 0)
+            ..write_op(2, &other, 2 * PAGE_SIZE as u64, 0)
         });
         drop(ops_tx);
         ring.run();
-        let lens: Vec<usize> = done_rx.try_iter().map(|d| d.result.unwrap()).collect();
-        assert_eq!(lens, [2 * PAGE_SIZE + 100, PAGE_SIZE + 7]);
+        let mut lens: Vec<(u64, usize)> = done_rx
+            .try_iter()
+            .map(|d| (d.id, d.result.unwrap()))
+            .collect();
+        lens.sort_unstable();
+        assert_eq!(lens, [(1, 2 * PAGE_SIZE + 100), (2, PAGE_SIZE + 7)]);
         let bytes = std::fs::read(dir.join("f")).unwrap();
+        assert_eq!(bytes.len(), 2 * PAGE_SIZE + 100);
+        assert!(bytes.iter().all(|&b| b == 0x11));
+        let bytes = std::fs::read(dir.join("g")).unwrap();
         assert_eq!(bytes.len(), 3 * PAGE_SIZE + 7);
-        assert!(bytes[..2 * PAGE_SIZE].iter().all(|&b| b == 0x11));
+        assert!(bytes[..2 * PAGE_SIZE].iter().all(|&b| b == 0));
         assert!(bytes[2 * PAGE_SIZE..].iter().all(|&b| b == 0x33));
-        drop(file);
+        drop((file, other));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -68,6 +68,9 @@ pub(crate) struct Core {
     /// A directory on each engine device's filesystem, by DeviceId (for
     /// its free space, `Action::StatFs`).
     pub device_dirs: Vec<std::path::PathBuf>,
+    /// By DeviceId: whether the device's filesystem runs extending
+    /// O_DIRECT writes synchronously (`IoOp::blocks`).
+    pub extends_synchronously: Vec<bool>,
     inflight: BTreeMap<u64, IoRequest>,
     /// Per task: woken since its last engine call.
     pub woken: Vec<bool>,
@@ -246,6 +249,7 @@ impl Core {
             by_inode: BTreeMap::new(),
             devices: BTreeMap::new(),
             device_dirs: Vec::new(),
+            extends_synchronously: Vec::new(),
             inflight: BTreeMap::new(),
             woken: Vec::new(),
             sleepers: Vec::new(),
@@ -538,6 +542,15 @@ impl Core {
             buf,
             // A write of the file's partial last page stops at its end.
             len: req.bytes as usize,
+            // The engine says which writes extend their file (and hands
+            // those over one per file at a time); the filesystem, whether
+            // the kernel then runs them synchronously.
+            blocks: req.extends
+                && self
+                    .extends_synchronously
+                    .get(req.device.index())
+                    .copied()
+                    .unwrap_or(false),
         };
         if let Some(trace) = self.trace.as_mut() {
             trace.submitted(&self.engine, &req);
