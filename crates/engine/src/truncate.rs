@@ -109,7 +109,6 @@ impl Engine {
         if self.extends_over_cut(file, len) {
             return Ok(self.wait_for_cut(now, task, file));
         }
-        let first_gone = len.div_ceil(PAGE_SIZE);
         if let Some(reason) = self.drop_past_end(file, len) {
             // I/O in flight past the new end, or a copy into a page there:
             // wait for it, then drop the pages.
@@ -133,6 +132,21 @@ impl Engine {
                 return Ok(step);
             }
         }
+        self.set_len_now(now, task, file, len, flush_until)
+    }
+
+    /// Truncation's last step: the file takes length `len` (its pages
+    /// past it are gone) and its backing file follows (backing_len/).
+    fn set_len_now(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        len: u64,
+        flush_until: Option<u64>,
+    ) -> Result<Step, EngineError> {
+        let old_size = self.cache.files[file.index()].size;
+        let first_gone = len.div_ceil(PAGE_SIZE);
         self.space_truncated(file, len);
         let f = &mut self.cache.files[file.index()];
         f.size = len;
