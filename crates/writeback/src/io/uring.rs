@@ -397,14 +397,11 @@ impl RingThread {
     /// whole pages through its own descriptor, then its partial last page
     /// through one without O_DIRECT (`tail.rs`).
     fn submit_remainder(&mut self, id: u64) {
-        let Some(fl) = self.in_flight.0.get(&id) else {
+        let Some(fl) = self.in_flight.0.get_mut(&id) else {
             return;
         };
         let whole = tail::whole_bytes(&fl.op);
         let in_tail = fl.done >= whole;
-        let Some(fl) = self.in_flight.0.get_mut(&id) else {
-            return;
-        };
         if in_tail && fl.tail.is_none() {
             match tail::open_buffered(&fl.op.file) {
                 Ok(file) => fl.tail = Some(file),
