@@ -293,6 +293,49 @@ fn small_syncs_land_every_page_at_its_place() {
     );
 }
 
+/// A log's commits: each appends whole pages and syncs. The writes make
+/// the file longer; the engine hands them over one at a time per file
+/// (`extending_writes = one-per-file`), so the syncing thread writes them
+/// itself, as it does a commit within the file, and after every sync the
+/// backing file holds exactly what was appended, at its length. A
+/// partial last page still goes through the backend (`tail.rs`).
+#[test]
+fn appending_commits_are_written_by_the_syncing_thread_and_land_whole() {
+    let Some(d) = dir("appends") else { return };
+    let path = d.join("log");
+    let page = 4096usize;
+    let c = cache("64MiB");
+    let f = c.open(&path, CREATE).unwrap();
+    let mut expect = Vec::new();
+    for round in 0..16u64 {
+        // One page, then two: every round's write starts at the end.
+        let data = pattern(round, page * (1 + round as usize % 2));
+        f.write_at(&data, expect.len() as u64).unwrap();
+        expect.extend_from_slice(&data);
+        f.sync_data().unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        assert!(
+            on_disk == expect,
+            "round {round}: the file differs after the sync"
+        );
+    }
+    assert_eq!(
+        c.writes_on_caller(),
+        16,
+        "one write per commit, on the caller"
+    );
+    // A partial last page: through the backend, and the length is exact.
+    let tail = pattern(99, 1000);
+    f.write_at(&tail, expect.len() as u64).unwrap();
+    expect.extend_from_slice(&tail);
+    f.sync_data().unwrap();
+    assert_eq!(c.writes_on_caller(), 16, "a partial page is the backend's");
+    assert_eq!(std::fs::read(&path).unwrap(), expect, "the disk agrees");
+    drop(f);
+    drop(c);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// The runtime's tuning knobs (`deferred_copy_min`, `prefault_read_min`,
 /// `release_batch`, `backing_files_percent`) change at run time through
 /// `Cache::set_knob`, refuse bad values with the knob's own message, and

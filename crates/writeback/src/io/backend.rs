@@ -114,16 +114,17 @@ pub trait IoBackend: Send + Sync {
     fn read_on_caller(&self, op: IoOp) -> Result<IoDone, IoOp> {
         Err(op)
     }
-    /// As [`Self::read_on_caller`], for the small writes within their
-    /// files' sizes of one commit (each at most
+    /// As [`Self::read_on_caller`], for the small writes of whole pages
+    /// of one commit (each at most
     /// [`WRITE_ON_CALLER_MAX_BYTES`](super::WRITE_ON_CALLER_MAX_BYTES);
     /// the engine's definition of a commit, `IoRequest::commit`, bounds
     /// their number and total to `COMMIT_WRITE_MAX_PAGES` pages): an
     /// fsync's writes, which its caller only waits for. Returns
-    /// the completions of those it wrote, and hands back the others (an
-    /// extending write goes through the backend, as it did when the
-    /// backends ordered those; a backend that only queues hands back
-    /// all).
+    /// the completions of those it wrote, and hands back the others (a
+    /// partial last page goes through the backend, `tail.rs`; a backend
+    /// that only queues hands back all). A write that makes its file
+    /// longer may go too: the engine hands those over in order
+    /// (`extending_writes`), so nothing here orders them.
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
         (Vec::new(), ops)
     }

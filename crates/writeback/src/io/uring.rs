@@ -146,7 +146,7 @@ impl IoBackend for UringBackend {
         super::on_caller::read_now(op)
     }
 
-    /// Writes within their files' sizes, on the caller's own ring.
+    /// A commit's whole-page writes, on the caller's own ring.
     fn writes_on_caller(&self, ops: Vec<IoOp>) -> (Vec<IoDone>, Vec<IoOp>) {
         super::on_caller::writes_now(ops, true)
     }
@@ -734,13 +734,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A commit's small writes within the file's size are carried out on
-    /// the caller, side by side on its own ring (owned buffers and lent
-    /// pages alike; twice, the ring being kept), or one after the other
-    /// (the threads backend's way);
-    /// an extending write, a large one and a read are handed back.
+    /// A commit's small writes of whole pages are carried out on the
+    /// caller, side by side on its own ring (owned buffers and lent pages
+    /// alike; twice, the ring being kept), or one after the other (the
+    /// threads backend's way), one that makes the file longer too (the
+    /// engine orders those); a partial last page, a large write and a
+    /// read are handed back.
     #[test]
-    fn only_small_writes_within_the_size_are_written_on_the_caller() {
+    fn only_small_writes_of_whole_pages_are_written_on_the_caller() {
         use super::super::on_caller::{writes_now, WRITE_ON_CALLER_MAX_BYTES};
         let Some(dir) = test_dir("on-caller") else {
             return;
@@ -754,7 +755,7 @@ mod tests {
             read.write = false;
             let ops = vec![
                 write_op(1, &file, chunk, 0x5A + round),
-                write_op(2, &file, 4 * chunk - PAGE_SIZE as u64, 1),
+                write_op(2, &file, 4 * chunk, 1),
                 read,
                 IoOp {
                     buf: AlignedBuf::new(WRITE_ON_CALLER_MAX_BYTES + PAGE_SIZE).into(),
@@ -765,6 +766,10 @@ mod tests {
                     ..write_op(5, &file, 3 * chunk, 0)
                 },
                 write_op(6, &file, 2 * chunk, 0x7C + round),
+                IoOp {
+                    len: chunk as usize - 100,
+                    ..write_op(7, &file, 0, 0x11)
+                },
             ];
             let (done, others) = writes_now(ops, round < 2);
             let done: Vec<(u64, usize)> = done
@@ -774,13 +779,13 @@ mod tests {
             let c = chunk as usize;
             assert_eq!(
                 done,
-                [(1, c), (5, c), (6, c)],
-                "within the size, on the caller"
+                [(1, c), (2, c), (5, c), (6, c)],
+                "whole pages, on the caller"
             );
             let others: Vec<u64> = others.iter().map(|op| op.id).collect();
-            assert_eq!(others, [2, 3, 4], "extending, a read, over 32 KiB");
-            assert_eq!(file.metadata().unwrap().len(), 4 * chunk);
-            for (at, fill) in [(1, 0x5A + round), (3, 0x6B), (2, 0x7C + round)] {
+            assert_eq!(others, [3, 4, 7], "a read, over 32 KiB, a partial page");
+            assert_eq!(file.metadata().unwrap().len(), 5 * chunk, "op 2 grew it");
+            for (at, fill) in [(1, 0x5A + round), (3, 0x6B), (2, 0x7C + round), (4, 1)] {
                 let mut back = AlignedBuf::new(c);
                 file.read_exact_at(back.as_mut_slice(), at * chunk).unwrap();
                 assert!(back.as_slice().iter().all(|&b| b == fill), "chunk {at}");
