@@ -156,9 +156,18 @@ pub fn run_seed_with(
     profile: FaultProfile,
     one_event_per_read: bool,
 ) -> Result<(RunReport, FaultOutcome), String> {
-    let text = scenario_text(seed);
+    run_text_with(&scenario_text(seed), profile, one_event_per_read)
+}
+
+/// As [`run_seed_with`], for a scenario's text (a seed's, changed by a
+/// test: `scenario_text`).
+pub fn run_text_with(
+    text: &str,
+    profile: FaultProfile,
+    one_event_per_read: bool,
+) -> Result<(RunReport, FaultOutcome), String> {
     let path = std::path::Path::new("vopr");
-    let scenario = wb_scenario::parse(path, &text, &crate::device::validate)
+    let scenario = wb_scenario::parse(path, text, &crate::device::validate)
         .map_err(|e| format!("the generated scenario is refused: {e}"))?;
     let run = std::panic::catch_unwind(|| {
         let options = SimOptions {
