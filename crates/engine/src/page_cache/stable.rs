@@ -21,13 +21,12 @@ use crate::action::Action;
 use crate::ids::{FileId, PageIndex};
 use std::collections::VecDeque;
 
-/// Frames a writer got in place of those a write in flight keeps.
+/// Pages a writer got frames of its own for: the frames the write in
+/// flight keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Snapshot {
     /// The write's frames (freed when it completes: `free_snapshot`).
     pub from: u32,
-    /// The writer's new frames, holding a copy.
-    pub to: u32,
     pub count: u64,
 }
 
@@ -68,7 +67,7 @@ impl PageCache {
             to,
             count: count as u32,
         });
-        Some(Snapshot { from, to, count })
+        Some(Snapshot { from, count })
     }
 
     /// A write completed: the frames it kept for itself are free again.

@@ -110,11 +110,9 @@ impl Workingset {
         end: PageIndex,
         found: Vec<(PageIndex, Shadow)>,
     ) {
-        if found.is_empty() {
-            return;
-        }
-        let shadows = self.of(file);
-        for &(start, shadow) in &found {
+        for (start, shadow) in found {
+            // `found` is not empty only if the file has shadows.
+            let shadows = &mut self.shadows[file.index()];
             if start < first {
                 // Its head, before `first`, stays.
                 let kept = shadows.get_mut(&start).expect("shadow found");
@@ -124,10 +122,6 @@ impl Workingset {
             }
             if shadow.end > end {
                 shadows.insert(end, shadow);
-            }
-        }
-        for (_, shadow) in found {
-            if shadow.end > end {
                 self.order.push_back((file, end, shadow.evicted_at));
             }
         }
