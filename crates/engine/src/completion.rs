@@ -1,3 +1,6 @@
+//! The runtime's reports: a request done, a flush, a length set, the free
+//! space of a device.
+//!
 //! Completion: the runtime reports a request done. A read makes its pages
 //! valid (or drops them and remembers the error for the next reader); a
 //! write makes its pages clean and counts them written, or, when it
@@ -5,14 +8,15 @@
 //! puts the file at the back of the flusher's order. Both free the tag,
 //! tell wbt, wake whoever waits, and pump the device again.
 
-use crate::action::{IoDir, IoErrorKind, IoRequest};
+use crate::action::{Action, IoDir, IoErrorKind, IoRequest};
 
 /// Planted bug (a) (feature `planted-clean-on-error`, for the simulator's
 /// oracle tests only): failed pages are marked clean.
 const PLANTED_CLEAN_ON_ERROR: bool = cfg!(feature = "planted-clean-on-error");
 use crate::durability::state::FlushFor;
 use crate::engine::Engine;
-use crate::ids::{FileId, IoId, WbId, PAGE_SIZE};
+use crate::error::EngineError;
+use crate::ids::{DeviceId, FileId, IoId, WbId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::task::WaitKey;
 use crate::time::Instant;
@@ -131,7 +135,8 @@ impl Engine {
                     .mark_unsynced(&mut self.cache.files[file.index()]);
                 let f = &mut self.cache.files[file.index()];
                 f.disk_size = f.disk_size.max(req.first_page * PAGE_SIZE + req.bytes);
-                self.space_written(file, req.first_page, req.first_page + pages);
+                let space = &mut self.devices[f.device.index()].space;
+                space.written(f, req.first_page, req.first_page + pages);
                 self.account_written(wb_id, req, pages);
                 self.drop_behind(file, req.first_page, req.first_page + pages);
             }
@@ -232,5 +237,50 @@ impl Engine {
         self.tasks.wake(WaitKey::FileIo(file), &mut self.actions);
         // Writes of the file held meanwhile may go now.
         self.pump(now, device);
+    }
+
+    /// The runtime's report of the free space on `device`'s filesystem
+    /// (statvfs: f_bavail × f_frsize), when it adds the device and when
+    /// asked (`Action::StatFs`, space/).
+    pub fn set_free_space(
+        &mut self,
+        now: Instant,
+        device: DeviceId,
+        free_bytes: u64,
+    ) -> Result<(), EngineError> {
+        let dev = self
+            .devices
+            .get_mut(device.index())
+            .ok_or(EngineError::BadDevice(device))?;
+        dev.space.reported(now, free_bytes);
+        self.tasks.wake(WaitKey::Space(device), &mut self.actions);
+        Ok(())
+    }
+
+    /// The runtime could not learn the free space of `device` (statvfs
+    /// failed): writes to it are not limited until a report comes.
+    pub fn space_unknown(&mut self, device: DeviceId) -> Result<(), EngineError> {
+        let dev = self
+            .devices
+            .get_mut(device.index())
+            .ok_or(EngineError::BadDevice(device))?;
+        dev.space.unknown();
+        self.tasks.wake(WaitKey::Space(device), &mut self.actions);
+        Ok(())
+    }
+
+    /// After I/O completes and on timers: asks for `device`'s free space
+    /// when its space flush is done or its last report is old
+    /// (`DeviceSpace::ask_now`).
+    pub(crate) fn space_progress(&mut self, now: Instant, device: DeviceId) {
+        let Engine { devices, cache, .. } = self;
+        let dev = &mut devices[device.index()];
+        let wbs = &dev.wbs;
+        if dev
+            .space
+            .ask_now(now, || wbs.iter().all(|&wb| !cache.wb(wb).has_io()))
+        {
+            self.actions.push_back(Action::StatFs { device });
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! The engine's state and its thin facade: registration (devices, domains,
-//! tasks, files), a few queries, and the one channel out
+//! tasks, files), handles, and the one channel out
 //! ([`Engine::poll_action`]). Time comes in as an argument; nothing here
 //! sleeps, reads a clock or does I/O.
 //!
@@ -16,16 +16,15 @@
 //! | `length_set` | `completion.rs` (the rule: `backing_len/`) |
 //! | `set_len` | `truncate.rs` |
 //! | `invalidate_range` | `truncate.rs` |
-//! | `set_free_space`, `space_unknown` | `space/` |
-//! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | `evict/` |
+//! | `set_free_space`, `space_unknown` | `completion.rs` (the rule: `space/`) |
+//! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | here (the rules: `evict/`) |
 //! | `resume` | here (tasks: `task/`) |
 //! | `io_complete` | `completion.rs` |
 //! | `poll_timeout`, `handle_timeout` | `timers/` |
-//! | `set_knob`, `set_device_knob` | `knobs.rs` |
+//! | `set_knob`, `set_device_knob` | `control.rs` |
 //! | `note_memory_sample`, `note_memory_given_back` | `memory_budget/` |
-//! | `note_foreign_reads`, `set_stable_writes_required` | `knobs.rs` |
-//! | `stats` | `stats/` |
-//! | `check_invariants` | `invariants.rs` |
+//! | `note_foreign_reads`, `set_stable_writes_required` | `control.rs` |
+//! | `stats`, `gauges`, `check_invariants`, the queries | `control.rs` |
 //!
 //! The fields' types come from files that do not implement `Engine` (a
 //! stage's state file, such as `task/state.rs`, never its `mod.rs`), so
@@ -42,23 +41,23 @@
 //! armed), and passes monotonic time throughout.
 
 use crate::action::{Action, StallReason, Step};
-use crate::balance_dirty::task_dirty::MAX_DIRTIED_PAUSE;
 use crate::config::{Config, DeviceConfig};
-use crate::device::state::{read_depth_max, Device, MAX_DEVICES};
+use crate::device::state::{Device, MAX_DEVICES};
 use crate::dirty_limits::{domain_dirty_limits, WbDomain};
 use crate::dispatch::inflight::IoTable;
+use crate::durability::state::FlushFor;
 use crate::error::EngineError;
+use crate::evict::closed_files_work;
 use crate::handle::{page_range, Handle, Handles};
-use crate::ids::{DeviceId, DomainId, FileId, HandleId, PageIndex, TaskId, WbId, PAGE_SIZE};
-use crate::page_cache::{CachedFile, PageCache};
+use crate::ids::{DeviceId, DomainId, FileId, HandleId, TaskId, WbId, PAGE_SIZE};
+use crate::page_cache::{CachedFile, PageCache, MAX_FILE_PAGES};
 use crate::proportions::FpropGlobal;
-use crate::stats::counters::{DeviceStats, Stats};
+use crate::stats::counters::Stats;
 use crate::sync::table::SyncTable;
 use crate::task::{Op, Tasks};
 use crate::time::Instant;
 use crate::timers::state::Timers;
 use crate::wb::state::{Wb, MAX_DOMAINS};
-use crate::wbt::Wbt;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Longest writeback domain name (a cgroup path fits).
@@ -88,7 +87,7 @@ pub struct Engine {
     pub(crate) durability: crate::durability::state::Durability,
     /// Length changes of backing files in flight (backing_len/).
     pub(crate) resizes: crate::backing_len::resizes::Resizes,
-    pub(crate) eviction: crate::evict::state::Eviction,
+    pub(crate) eviction: crate::evict::Eviction,
     pub(crate) actions: VecDeque<Action>,
     pub(crate) dirty_exceeded_2007: bool,
     /// The engine's clocks (timers/).
@@ -134,15 +133,6 @@ impl Engine {
         engine
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// A device's knobs; None for an unknown device.
-    pub fn device_config(&self, device: DeviceId) -> Option<&DeviceConfig> {
-        self.devices.get(device.index()).map(|d| &d.config)
-    }
-
     /// Adds a device. `idle_read_latency_ns` is its median 4 KiB read
     /// latency when idle (known for a model, measured for a real disk); the
     /// automatic wbt target derives from it.
@@ -153,37 +143,8 @@ impl Engine {
         idle_read_latency_ns: u64,
     ) -> DeviceId {
         assert!(self.devices.len() < MAX_DEVICES, "too many devices");
-        let target = crate::device::state::wbt_target(&config, idle_read_latency_ns);
-        let mut wbt = Wbt::new(crate::device::state::wbt_queue_depth(&config), target);
-        wbt.serial = config.serial;
-        wbt.set_pace(config.wbt_pace);
-        wbt.slice
-            .set(config.wbt_slice_ms, config.wbt_slice_quiet_ms);
-        let stats = DeviceStats {
-            name: name.to_string(),
-            wbt_enabled: target != 0,
-            wbt_target_ns: target,
-            ..DeviceStats::default()
-        };
-        self.devices.push(Device {
-            config,
-            wbt,
-            idle_read_latency_ns,
-            tags_used: 0,
-            tags_draining: false,
-            tag_waiters: VecDeque::new(),
-            last_bdp_sleep: None,
-            write_bw_peak: 0,
-            reads_inflight: 0,
-            read_depth_max: read_depth_max(idle_read_latency_ns),
-            wbs: Vec::new(),
-            next_wb: 0,
-            stable_required: false,
-            backlog: Default::default(),
-            space: Default::default(),
-            full_write_latency: crate::write_latency::FullWriteLatency::new(Instant(0)),
-            stats,
-        });
+        self.devices
+            .push(Device::new(name, config, idle_read_latency_ns));
         DeviceId((self.devices.len() - 1) as u32)
     }
 
@@ -310,6 +271,134 @@ impl Engine {
         Ok(file)
     }
 
+    /// Whether `file` could be evicted now (see `evict_file`).
+    pub fn file_idle(&self, file: FileId) -> bool {
+        self.cache.files.get(file.index()).is_some_and(|f| f.idle())
+    }
+
+    /// Sets the most files the engine keeps at once (None: no limit).
+    pub fn set_max_files(&mut self, max_files: Option<usize>) {
+        self.eviction.set_max_files(max_files);
+    }
+
+    /// Files known and not evicted.
+    pub fn live_files(&self) -> usize {
+        self.eviction.live
+    }
+
+    /// Notes a use of `file` (evict/).
+    pub(crate) fn touch_file(&mut self, file: FileId) {
+        self.touch_file_times(file, 1);
+    }
+
+    /// `uses` uses of `file` one after another (as many `touch_file`).
+    pub(crate) fn touch_file_times(&mut self, file: FileId, uses: u64) {
+        self.eviction
+            .touch(&mut self.cache.files[file.index()], uses);
+    }
+
+    /// `added` was added: over the limit, idle files go and the oldest
+    /// dirty files nobody has open are written back (evict/).
+    fn make_room_for_files(&mut self, now: Instant, added: FileId) {
+        let scan = self.eviction.scan(&self.cache.files, added);
+        if scan.write_back > 0 {
+            for w in 0..self.wbs.len() {
+                let dirty = &self.wbs[w].dirty_files;
+                let Some(work) = closed_files_work(dirty, &self.cache.files, scan.write_back)
+                else {
+                    continue;
+                };
+                self.wbs[w].flusher.queue(work);
+                self.pump(now, self.wbs[w].device);
+            }
+        }
+        for file in scan.idle {
+            self.let_go(file);
+        }
+    }
+
+    /// Lets `file` go as soon as it is idle and its writes are durable.
+    /// Returns false if it is busy (nothing happens) or unknown.
+    pub fn release_file(&mut self, file: FileId) -> bool {
+        if !self
+            .cache
+            .files
+            .get(file.index())
+            .is_some_and(|f| f.evictable())
+        {
+            return false;
+        }
+        self.let_go(file);
+        true
+    }
+
+    /// Flushes an idle file if it is unsynced, else evicts it now.
+    fn let_go(&mut self, file: FileId) {
+        if self.cache.files[file.index()].unsynced.is_some() {
+            if self.eviction.flushing.insert(file) {
+                self.request_flush(file, FlushFor::Eviction, false);
+            }
+            return;
+        }
+        let evicted = self.evict_file(file);
+        debug_assert!(evicted.is_ok(), "{evicted:?}");
+    }
+
+    /// A flush asked for by eviction was reported.
+    pub(crate) fn eviction_flushed(&mut self, file: FileId) {
+        self.eviction.flushing.remove(&file);
+        let f = &self.cache.files[file.index()];
+        if f.evictable() && f.unsynced.is_none() {
+            let evicted = self.evict_file(file);
+            debug_assert!(evicted.is_ok(), "{evicted:?}");
+        }
+    }
+
+    /// Drops an idle file's cached pages and retires its id: it may not be
+    /// opened again (a runtime adds the file anew if it is needed later),
+    /// and the runtime gets `Action::Evict`. Busy files are an error and
+    /// are left as they are. The file's unsynced changes, if any, are the
+    /// caller's business (`release_file` flushes first).
+    pub fn evict_file(&mut self, file: FileId) -> Result<(), EngineError> {
+        let Some(f) = self.cache.files.get(file.index()).filter(|f| !f.evicted) else {
+            return Err(EngineError::BadFile(file));
+        };
+        if !f.idle() || f.unlinked {
+            return Err(EngineError::FileBusy(file));
+        }
+        self.retire_file(file);
+        Ok(())
+    }
+
+    /// Drops an idle file's pages and retires its id (see `evict_file`).
+    pub(crate) fn retire_file(&mut self, file: FileId) {
+        debug_assert!(self.cache.files[file.index()].idle());
+        self.cache
+            .remove_pages(file, 0, MAX_FILE_PAGES, &mut self.actions);
+        let f = &mut self.cache.files[file.index()];
+        f.evicted = true;
+        f.size = 0;
+        f.read_error = None;
+        self.eviction.retired(file);
+        self.actions.push_back(Action::Evict { file });
+    }
+
+    /// An evicted file's id that a new file may take, if any: none named
+    /// by a sync in progress.
+    fn reusable_file_id(&mut self) -> Option<FileId> {
+        let syncs = &self.syncs;
+        let named = |id: FileId| {
+            syncs
+                .ops
+                .values()
+                .any(|op| op.files.iter().any(|sf| sf.file == id))
+        };
+        let id = self.eviction.take_free(named)?;
+        debug_assert!(self.cache.files[id.index()].evicted);
+        self.cache.forget_file(id);
+        Some(id)
+    }
+
     /// Opens a handle on a file; it will see write-back errors from now on.
     /// An unknown or evicted file (its id is retired) is an error.
     pub fn open(&mut self, file: FileId) -> Result<HandleId, EngineError> {
@@ -376,92 +465,10 @@ impl Engine {
 
     pub fn poll_action(&mut self) -> Option<Action> {
         let action = self.actions.pop_front();
-        if action.is_none() && !self.eviction.retiring.is_empty() {
+        if action.is_none() {
             // Every Evict queued so far was taken: those ids may be reused.
-            let retired = std::mem::take(&mut self.eviction.retiring);
-            self.eviction.free.extend(retired);
+            self.eviction.actions_taken();
         }
         action
-    }
-
-    /// Pages dirty or under writeback, globally.
-    pub fn dirty_and_writeback_pages(&self) -> u64 {
-        self.cache.nr_dirty + self.cache.nr_writeback
-    }
-
-    /// The hard dirty limit in pages (max of thresh and the decaying dirty_limit).
-    pub fn hard_limit_pages(&self) -> u64 {
-        self.dom.thresh.thresh.max(self.dom.dirty_limit)
-    }
-
-    /// How far the dirty count may exceed the hard limit: each task may
-    /// dirty up to its check interval (capped) plus one page before it
-    /// looks at the limit again.
-    pub fn dirty_slack_pages(&self) -> u64 {
-        self.tasks.len() as u64 * (MAX_DIRTIED_PAUSE + 1)
-    }
-
-    /// The frame holding a cached page's data.
-    pub fn page_frame(&self, file: FileId, page: PageIndex) -> Option<u32> {
-        self.cache.files.get(file.index())?.frame(page)
-    }
-
-    /// Pages on the active list (PG_ACTIVE, in any state).
-    pub fn nr_active(&self) -> u64 {
-        self.cache.nr_active
-    }
-
-    pub fn cached_pages(&self) -> u64 {
-        self.cache.nr_cached
-    }
-
-    /// Whether a task has no operation in progress (false for an unknown
-    /// task).
-    pub fn task_is_idle(&self, task: TaskId) -> bool {
-        self.tasks
-            .get(task.index())
-            .is_some_and(|t| t.op == Op::Idle)
-    }
-
-    /// A file's cached pages, and how many of them are active (page_cache/lru.rs);
-    /// None for an unknown file.
-    pub fn file_cached_pages(&self, file: FileId) -> Option<(u64, u64)> {
-        let counts = self.cache.files.get(file.index())?.counts();
-        Some((counts.cached, counts.active))
-    }
-
-    /// The cache budget now (the `memory` knob).
-    pub fn memory_pages(&self) -> u64 {
-        self.cache.memory_pages
-    }
-
-    /// The frames the runtime provides: the budget the cache started with,
-    /// the most the `memory` knob can be raised to.
-    pub fn frame_pages(&self) -> u64 {
-        self.cache.frame_pages
-    }
-
-    /// One past the highest frame in use: no frame from there on is in
-    /// use, and first fit takes new frames from the lowest free ones, so
-    /// a growing cache uses the frames from here up next. A runtime may
-    /// prepare their memory ahead (runtime/populate.rs in the library).
-    pub fn frames_used_end(&self) -> u64 {
-        self.cache.frames.used_end() as u64
-    }
-
-    /// Free frames below frame `end`, highest first, `max` in all at most:
-    /// the engine neither reads nor writes a free frame, so a runtime whose
-    /// budget was lowered may give their memory back to the system (they
-    /// come back zeroed when next used; the engine fills a frame before
-    /// any reader sees it).
-    pub fn free_frames_below(&self, end: u32, max: u64) -> Vec<(u32, u64)> {
-        self.cache.frames.free_below(end, max)
-    }
-
-    /// Frames freed since the engine started, counted: unchanged since a
-    /// runtime last gave free frames' memory back, there is nothing new
-    /// to give back.
-    pub fn frames_freed_total(&self) -> u64 {
-        self.cache.frames.freed_total()
     }
 }

@@ -95,7 +95,7 @@
 //!
 //! Throughout, `handle_timeout` (`timers/`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
-//! windows. `check_invariants` (`invariants.rs`) checks the state after
+//! windows. `check_invariants` (`control.rs`) checks the state after
 //! any step.
 //!
 //! A runtime with virtual time (the simulator, the engine's tests) drives
@@ -125,6 +125,7 @@ mod balance_dirty;
 mod bandwidth;
 mod completion;
 mod config;
+mod control;
 mod device;
 mod direct;
 mod dirty_limits;
@@ -139,8 +140,6 @@ mod evict;
 mod flusher;
 mod handle;
 mod ids;
-mod invariants;
-mod knobs;
 mod memory_budget;
 mod memory_pressure;
 mod page_cache;

@@ -147,7 +147,7 @@ impl Engine {
     ) -> Result<Step, EngineError> {
         let old_size = self.cache.files[file.index()].size;
         let first_gone = len.div_ceil(PAGE_SIZE);
-        self.space_truncated(file, len);
+        crate::space::truncated(&mut self.cache.files[file.index()], len);
         let f = &mut self.cache.files[file.index()];
         f.size = len;
         f.writeback_index = f.writeback_index.min(first_gone);
@@ -249,7 +249,10 @@ impl Engine {
             }
         }
         self.cache.note_clean(file, first, end);
-        self.unreserve_discarded(file, first, end);
+        let f = &mut self.cache.files[file.index()];
+        self.devices[f.device.index()]
+            .space
+            .unreserve_discarded(f, first, end);
     }
 
     /// Drops the cached pages of bytes `offset..offset + len` of the

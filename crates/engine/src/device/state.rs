@@ -89,6 +89,72 @@ pub fn wbt_queue_depth(config: &DeviceConfig) -> u32 {
 }
 
 impl Device {
+    /// A device named `name`, whose median 4 KiB read takes
+    /// `idle_read_latency_ns` when idle (the automatic wbt target derives
+    /// from it).
+    pub(crate) fn new(name: &str, config: DeviceConfig, idle_read_latency_ns: u64) -> Device {
+        let target = wbt_target(&config, idle_read_latency_ns);
+        let mut wbt = Wbt::new(wbt_queue_depth(&config), target);
+        wbt.serial = config.serial;
+        wbt.set_pace(config.wbt_pace);
+        wbt.slice
+            .set(config.wbt_slice_ms, config.wbt_slice_quiet_ms);
+        let stats = DeviceStats {
+            name: name.to_string(),
+            wbt_enabled: target != 0,
+            wbt_target_ns: target,
+            ..DeviceStats::default()
+        };
+        Device {
+            config,
+            wbt,
+            idle_read_latency_ns,
+            tags_used: 0,
+            tags_draining: false,
+            tag_waiters: VecDeque::new(),
+            last_bdp_sleep: None,
+            write_bw_peak: 0,
+            reads_inflight: 0,
+            read_depth_max: read_depth_max(idle_read_latency_ns),
+            wbs: Vec::new(),
+            next_wb: 0,
+            stable_required: false,
+            backlog: Default::default(),
+            space: Default::default(),
+            full_write_latency: crate::write_latency::FullWriteLatency::new(Instant(0)),
+            stats,
+        }
+    }
+
+    /// This device's counters, with wbt's, its backlog's and its space's
+    /// state (`backlog_wait_ms`: the backlog's bound); the page counts and
+    /// bandwidth of its writeback contexts are added by the caller.
+    pub(crate) fn stats_now(&self, backlog_wait_ms: u32) -> DeviceStats {
+        let mut ds = self.stats.clone();
+        let wbt = &self.wbt;
+        ds.wbt_max_depth = wbt.rq_depth.max_depth;
+        ds.wbt_scale_step = wbt.rq_depth.scale_step;
+        ds.wbt_max_depth_min = wbt.max_depth_min;
+        ds.wbt_max_depth_max = wbt.max_depth_max;
+        ds.wbt_scale_ups = wbt.scale_ups;
+        ds.wbt_scale_downs = wbt.scale_downs;
+        ds.wbt_pace_step = wbt.pace.step;
+        ds.wbt_pace_holds = wbt.pace.holds;
+        ds.wbt_slice_cycles = wbt.slice.cycles;
+        ds.wbt_slice_holds = wbt.slice.holds;
+        ds.wbt_slice_read_holds = wbt.slice.read_holds;
+        ds.wbt_slice_read_hold_ns = wbt.slice.read_hold_ns;
+        ds.wbt_commit_mean_ns = wbt.last_commit_mean_ns;
+        ds.stable_writes = match self.config.stable_writes {
+            StableWrites::Auto => format!("{} (auto)", self.stable_mode().name()),
+            mode => mode.name().to_string(),
+        };
+        ds.backlog = self.backlog.stats(backlog_wait_ms);
+        ds.space_reserved_pages = self.space.reserved;
+        ds.space_free_pages = self.space.free_pages.unwrap_or(0);
+        ds
+    }
+
     /// A writer of this device slept in the dirty throttle lately.
     pub fn recent_dirty_sleep(&self, now: Instant) -> bool {
         self.last_bdp_sleep

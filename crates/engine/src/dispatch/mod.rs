@@ -161,7 +161,9 @@ impl Engine {
         }
         let device = f.device;
         let bytes = write_bytes(f.size, start, pages);
-        self.note_peaks();
+        let c = &self.cache;
+        self.stats
+            .note_peaks(c.nr_dirty, c.nr_writeback, c.nr_cached);
         let id = IoId(self.io.next_io);
         self.io.next_io += 1;
         IoRequest {

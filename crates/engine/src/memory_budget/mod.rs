@@ -9,7 +9,7 @@
 //!   [`MEM_AVAILABLE_SHARE_PERCENT`](start::MEM_AVAILABLE_SHARE_PERCENT) of MemAvailable. The runtime reserves
 //!   that many frames; the budget never grows past them.
 //! - The `memory` knob sets the budget now and the ceiling; `memory_min`
-//!   the floor (knobs.rs).
+//!   the floor (control.rs).
 //! - A runtime that follows memory pressure passes samples of the memory
 //!   where it runs (`note_memory_sample`, the next one due after
 //!   `memory_sample_interval_ns`); the policy

@@ -2,7 +2,7 @@
 //! simulated step in tests): the cache within its budget and frames,
 //! every count equal to the sum of the files' pages, every frame free or
 //! holding one page, every clean page findable by reclaim, every locked
-//! page held by a lock. The engine adds what spans owners (invariants.rs).
+//! page held by a lock. The engine adds what spans owners (control.rs).
 
 use super::{PageCache, PageCounts, RECLAIM_QUEUE_SLACK};
 use super::{PG_DIRTY, PG_IN_LRU, PG_LOCKED, PG_RESERVED, PG_WRITEBACK};

@@ -77,6 +77,22 @@ pub struct CachedFile {
 }
 
 impl CachedFile {
+    /// No open handle and nothing dirty, under writeback or being read:
+    /// what is left is clean cached data (evict/).
+    pub fn idle(&self) -> bool {
+        !self.evicted
+            && self.open_handles == 0
+            && self.inflight_writes.is_empty()
+            && self.counts().cached == self.counts().reclaimable
+    }
+
+    /// Idle, and not unlinked (an unlinked file leaves through its
+    /// device's backlog, backlog/) nor waiting for a cut of its backing
+    /// file.
+    pub fn evictable(&self) -> bool {
+        self.idle() && !self.unlinked && !self.cut_pending
+    }
+
     pub fn new(device: DeviceId, wb: WbId, size: u64) -> CachedFile {
         CachedFile {
             device,

@@ -161,6 +161,14 @@ impl PageCache {
     }
 
     /// Counts for a new writeback context, `wb`.
+    /// A retired file's id is taken by a new file: the lists and the
+    /// workingset forget the old one.
+    pub fn forget_file(&mut self, file: FileId) {
+        self.inactive.retain(|&(f, _, _)| f != file);
+        self.active.retain(|&(f, _, _)| f != file);
+        self.workingset.forget(file, 0, MAX_FILE_PAGES);
+    }
+
     pub fn add_wb(&mut self, wb: WbId) {
         debug_assert_eq!(wb.index(), self.wb_pages.len(), "contexts in order");
         self.wb_pages.push(WbPages::default());
@@ -170,7 +178,7 @@ impl PageCache {
     /// active, dirty, under writeback, uncached) equal to the sums of the
     /// files' own after a change to `file`'s pages whose counts were
     /// `before`. Every change of page state is accounted here, and only
-    /// here (invariants.rs checks the sums).
+    /// here (control.rs checks the sums).
     pub fn account(&mut self, file: FileId, before: PageCounts) {
         let f = &self.files[file.index()];
         let after = f.counts();

@@ -33,14 +33,10 @@
 
 pub(crate) mod state;
 
-use crate::action::WbReason;
-use crate::action::{Action, StallReason, Step};
-use crate::engine::Engine;
-use crate::error::EngineError;
-use crate::ids::{DeviceId, FileId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{PG_DIRTY, PG_RESERVED, PG_WRITEBACK};
-use crate::task::WaitKey;
+use crate::ids::{PageIndex, PAGE_SIZE};
+use crate::page_cache::{CachedFile, PG_DIRTY, PG_RESERVED, PG_WRITEBACK};
 use crate::time::{Instant, NS_PER_MS};
+use state::DeviceSpace;
 
 /// How often the runtime is asked for the free space of a device it
 /// reported before.
@@ -48,154 +44,88 @@ pub const STATFS_INTERVAL_NS: u64 = 1_000 * NS_PER_MS;
 /// Longest a writer waits for the write-back that learns the real free
 /// space before the space is asked for anyway.
 pub const SPACE_FLUSH_MAX_NS: u64 = 30_000 * NS_PER_MS;
-impl Engine {
-    /// The runtime's report of the free space on `device`'s filesystem
-    /// (statvfs: f_bavail × f_frsize), when it adds the device and when
-    /// asked (`Action::StatFs`).
-    pub fn set_free_space(
-        &mut self,
-        now: Instant,
-        device: DeviceId,
-        free_bytes: u64,
-    ) -> Result<(), EngineError> {
-        let dev = self
-            .devices
-            .get_mut(device.index())
-            .ok_or(EngineError::BadDevice(device))?;
-        let space = &mut dev.space;
-        space.free_pages = Some(free_bytes / PAGE_SIZE);
-        space.allocated_since = 0;
-        space.statfs_asked = false;
-        space.next_statfs = Some(now + STATFS_INTERVAL_NS);
-        self.tasks.wake(WaitKey::Space(device), &mut self.actions);
-        Ok(())
+
+/// What a write of bytes `start..end` to `f` finds on its device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Room {
+    /// It fits, or the device has no limit.
+    Enough,
+    /// Someone's write-back for space is under way: wait for its report.
+    WaitForReport,
+    /// Too little room: write back everything dirty on the device first
+    /// (the reservations may be pessimistic), then look again.
+    FlushFirst,
+    /// Too little room even after that write-back.
+    NoSpace { needed_pages: u64, room_pages: u64 },
+}
+
+impl DeviceSpace {
+    /// The runtime's report of the free space (statvfs's f_bavail).
+    pub(crate) fn reported(&mut self, now: Instant, free_bytes: u64) {
+        self.free_pages = Some(free_bytes / PAGE_SIZE);
+        self.allocated_since = 0;
+        self.statfs_asked = false;
+        self.next_statfs = Some(now + STATFS_INTERVAL_NS);
     }
 
-    /// The runtime could not learn the free space of `device` (statvfs
-    /// failed): writes to it are not limited until a report comes.
-    pub fn space_unknown(&mut self, device: DeviceId) -> Result<(), EngineError> {
-        let dev = self
-            .devices
-            .get_mut(device.index())
-            .ok_or(EngineError::BadDevice(device))?;
-        dev.space.free_pages = None;
-        dev.space.statfs_asked = false;
-        dev.space.flush_started = None;
-        self.tasks.wake(WaitKey::Space(device), &mut self.actions);
-        Ok(())
+    /// The runtime could not learn the free space: no limit until a
+    /// report comes.
+    pub(crate) fn unknown(&mut self) {
+        self.free_pages = None;
+        self.statfs_asked = false;
+        self.flush_started = None;
     }
 
-    /// Pages of `file`'s bytes `start..end` a write must reserve: those
-    /// past the backing file's end not reserved already.
-    fn pages_to_reserve(&self, file: FileId, start: u64, end: u64) -> u64 {
-        let f = &self.cache.files[file.index()];
-        let first = (start / PAGE_SIZE).max(f.disk_pages);
-        let last = end.div_ceil(PAGE_SIZE);
-        if first >= last {
-            return 0;
-        }
-        let reserved: u64 = f
-            .runs_over(first, last)
-            .filter(|(_, run)| run.flags & PG_RESERVED != 0)
-            .map(|(s, run)| (s + run.len).min(last) - s.max(first))
-            .sum();
-        last - first - reserved
-    }
-
-    /// At the start of a write of bytes `start..end` to `file`: None when
-    /// there is room for it; else the wait for the write-back that learns
-    /// the real free space (the first time, `flushed` false), or NoSpace.
-    pub(crate) fn check_space(
-        &mut self,
-        now: Instant,
-        task: TaskId,
-        file: FileId,
-        (start, end): (u64, u64),
-        flushed: &mut bool,
-    ) -> Option<Result<Step, EngineError>> {
-        let device = self.cache.files[file.index()].device;
-        let room = self.devices[device.index()].space.room()?;
-        let need = self.pages_to_reserve(file, start, end);
+    /// Whether a write of bytes `start..end` of `f` fits; `flushed`: the
+    /// writer has had the device written back for it already.
+    pub(crate) fn room_for(&self, f: &CachedFile, (start, end): (u64, u64), flushed: bool) -> Room {
+        let Some(room) = self.room() else {
+            return Room::Enough;
+        };
+        let need = pages_to_reserve(f, start, end);
         if need <= room {
-            return None;
-        }
-        let space = &self.devices[device.index()].space;
-        if space.flush_started.is_some() || space.statfs_asked {
-            // Someone's write-back for space is under way: wait for its report.
-            return Some(Ok(self.tasks.wait_for(
-                now,
-                task,
-                StallReason::Sync,
-                WaitKey::Space(device),
-            )));
-        }
-        if *flushed {
-            self.devices[device.index()].stats.enospc_writes += 1;
-            return Some(Err(EngineError::NoSpace {
-                needed_bytes: need * PAGE_SIZE,
-                room_bytes: room * PAGE_SIZE,
-            }));
-        }
-        *flushed = true;
-        self.start_space_flush(now, device);
-        Some(Ok(self.tasks.wait_for(
-            now,
-            task,
-            StallReason::Sync,
-            WaitKey::Space(device),
-        )))
-    }
-
-    /// Writes back everything dirty on `device`; the free space is asked
-    /// for once that is done (`space_progress`).
-    fn start_space_flush(&mut self, now: Instant, device: DeviceId) {
-        self.devices[device.index()].space.flush_started = Some(now);
-        self.devices[device.index()].stats.space_flushes += 1;
-        let wbs = self.devices[device.index()].wbs.clone();
-        for wb in wbs {
-            if self.cache.wb(wb).dirty > 0 {
-                self.wbs[wb.index()].flusher.start_all(WbReason::Sync);
+            Room::Enough
+        } else if self.flush_started.is_some() || self.statfs_asked {
+            Room::WaitForReport
+        } else if flushed {
+            Room::NoSpace {
+                needed_pages: need,
+                room_pages: room,
             }
+        } else {
+            Room::FlushFirst
         }
-        self.pump(now, device);
-        self.space_progress(now, device);
     }
 
-    /// After I/O completes and on timers: a space flush whose write-back
-    /// is done (nothing dirty or in flight on the device), or that took
-    /// `SPACE_FLUSH_MAX_NS`, asks for the free space; so does a device
-    /// whose last report is `STATFS_INTERVAL_NS` old.
-    pub(crate) fn space_progress(&mut self, now: Instant, device: DeviceId) {
-        let space = &self.devices[device.index()].space;
+    /// After I/O completes and on timers: whether to ask for the free
+    /// space now. A space flush whose write-back is done (`idle`: nothing
+    /// dirty or in flight on the device), or that took
+    /// `SPACE_FLUSH_MAX_NS`, asks; so does a device whose last report is
+    /// `STATFS_INTERVAL_NS` old while pages hold reservations.
+    pub(crate) fn ask_now(&mut self, now: Instant, idle: impl FnOnce() -> bool) -> bool {
         // Called after every completion: nothing to look at, most of the time.
-        if space.flush_started.is_none() && space.next_statfs.is_none_or(|at| now < at) {
-            return;
+        if self.flush_started.is_none() && self.next_statfs.is_none_or(|at| now < at) {
+            return false;
         }
-        let idle = self.devices[device.index()]
-            .wbs
-            .iter()
-            .all(|&wb| !self.cache.wb(wb).has_io());
-        let space = &mut self.devices[device.index()].space;
-        let flush_done = space
+        let flush_done = self
             .flush_started
-            .is_some_and(|at| idle || now.since_ns(at) >= SPACE_FLUSH_MAX_NS);
-        let due = space.reserved > 0 && space.next_statfs.is_some_and(|at| now >= at);
+            .is_some_and(|at| idle() || now.since_ns(at) >= SPACE_FLUSH_MAX_NS);
+        let due = self.reserved > 0 && self.next_statfs.is_some_and(|at| now >= at);
         if flush_done {
-            space.flush_started = None;
+            self.flush_started = None;
         }
-        if (flush_done || due) && !space.statfs_asked {
-            space.statfs_asked = true;
-            space.next_statfs = None;
-            self.actions.push_back(Action::StatFs { device });
+        if (flush_done || due) && !self.statfs_asked {
+            self.statfs_asked = true;
+            self.next_statfs = None;
+            return true;
         }
+        false
     }
 
-    /// Pages `first..end` of `file` were just dirtied: those past the
+    /// Pages `first..end` of `f` were just dirtied: those past the
     /// backing file's end get a reservation.
-    pub(crate) fn reserve_dirtied(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.cache.files[file.index()];
-        let device = f.device;
-        if self.devices[device.index()].space.free_pages.is_none() {
+    pub(crate) fn reserve_dirtied(&mut self, f: &mut CachedFile, first: PageIndex, end: PageIndex) {
+        if self.free_pages.is_none() {
             return;
         }
         let first = first.max(f.disk_pages);
@@ -207,31 +137,31 @@ impl Engine {
             debug_assert!(fl & PG_DIRTY != 0, "only dirty pages are reserved");
             fl | PG_RESERVED
         });
-        let added = f.counts().reserved - before;
-        self.devices[device.index()].space.reserved += added;
+        self.reserved += f.counts().reserved - before;
     }
 
-    /// A write-back of `file`'s pages `first..end` completed: their blocks
+    /// A write-back of `f`'s pages `first..end` completed: their blocks
     /// are allocated, their reservations used.
-    pub(crate) fn space_written(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.cache.files[file.index()];
+    pub(crate) fn written(&mut self, f: &mut CachedFile, first: PageIndex, end: PageIndex) {
         f.disk_pages = f.disk_pages.max(end);
-        let device = f.device;
         let before = f.counts().reserved;
         if before > 0 {
             f.update(first, end, |fl| fl & !PG_RESERVED);
         }
         let used = before - f.counts().reserved;
-        let space = &mut self.devices[device.index()].space;
-        space.reserved -= used;
-        space.allocated_since += used;
+        self.reserved -= used;
+        self.allocated_since += used;
     }
 
-    /// `file`'s reserved pages among `first..end` that are no longer dirty
+    /// `f`'s reserved pages among `first..end` that are no longer dirty
     /// nor under write-back (discarded: truncated, punched, unlinked) give
     /// their reservations back.
-    pub(crate) fn unreserve_discarded(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
-        let f = &mut self.cache.files[file.index()];
+    pub(crate) fn unreserve_discarded(
+        &mut self,
+        f: &mut CachedFile,
+        first: PageIndex,
+        end: PageIndex,
+    ) {
         let before = f.counts().reserved;
         if before == 0 {
             return;
@@ -243,15 +173,28 @@ impl Engine {
                 fl
             }
         });
-        let freed = before - f.counts().reserved;
-        let device = f.device;
-        self.devices[device.index()].space.reserved -= freed;
+        self.reserved -= before - f.counts().reserved;
     }
+}
 
-    /// The backing file was cut to `len` bytes: pages past it are no
-    /// longer on it.
-    pub(crate) fn space_truncated(&mut self, file: FileId, len: u64) {
-        let f = &mut self.cache.files[file.index()];
-        f.disk_pages = f.disk_pages.min(len.div_ceil(PAGE_SIZE));
+/// The backing file of `f` was cut to `len` bytes: pages past it are no
+/// longer on it.
+pub(crate) fn truncated(f: &mut CachedFile, len: u64) {
+    f.disk_pages = f.disk_pages.min(len.div_ceil(PAGE_SIZE));
+}
+
+/// Pages of `f`'s bytes `start..end` a write must reserve: those past the
+/// backing file's end not reserved already.
+fn pages_to_reserve(f: &CachedFile, start: u64, end: u64) -> u64 {
+    let first = (start / PAGE_SIZE).max(f.disk_pages);
+    let last = end.div_ceil(PAGE_SIZE);
+    if first >= last {
+        return 0;
     }
+    let reserved: u64 = f
+        .runs_over(first, last)
+        .filter(|(_, run)| run.flags & PG_RESERVED != 0)
+        .map(|(s, run)| (s + run.len).min(last) - s.max(first))
+        .sum();
+    last - first - reserved
 }

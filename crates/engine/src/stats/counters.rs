@@ -1,5 +1,5 @@
 //! The engine's counters as it hands them out (`Engine::stats`,
-//! `Engine::gauges`, stats/mod.rs): stalls by reason in log2 buckets,
+//! `Engine::gauges`, control.rs): stalls by reason in log2 buckets,
 //! per device, per writeback context, cache-wide.
 
 use crate::action::StallReason;
@@ -182,6 +182,13 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Notes the cache's dirty, writeback and cached pages in the peaks.
+    pub(crate) fn note_peaks(&mut self, nr_dirty: u64, nr_writeback: u64, nr_cached: u64) {
+        self.dirty_peak_pages = self.dirty_peak_pages.max(nr_dirty);
+        self.writeback_peak_pages = self.writeback_peak_pages.max(nr_writeback);
+        self.cached_peak_pages = self.cached_peak_pages.max(nr_cached);
+    }
+
     pub fn stall(&self, reason: StallReason) -> StallStats {
         self.stalls[reason.index()]
     }

@@ -9,10 +9,11 @@ use crate::dontcache::stats::DontcacheStats;
 use crate::dontcache::written_rate::WrittenRate;
 use crate::flusher::work::Flusher;
 use crate::ids::{DeviceId, DomainId, FileId};
+use crate::page_cache::WbPages;
 use crate::position_ratio::{wb_position_ratio, Dtc};
 use crate::proportions::FpropLocal;
 use crate::ratelimit::{DirtyRatelimit, RatelimitInput};
-use crate::stats::counters::StallStats;
+use crate::stats::counters::{DomainStats, StallStats};
 use crate::time::Instant;
 use std::collections::BTreeSet;
 
@@ -48,6 +49,22 @@ pub(crate) struct Wb {
 }
 
 impl Wb {
+    /// This context's counters, on `device` for `domain`, with its page
+    /// counts (the page cache's).
+    pub(crate) fn stats(&self, device: &str, domain: &str, pages: &WbPages) -> DomainStats {
+        DomainStats {
+            device: device.to_string(),
+            domain: domain.to_string(),
+            dirty_pages: pages.dirty,
+            writeback_pages: pages.writeback,
+            dontcache_dirty_pages: pages.dontcache_dirty,
+            dirtied_pages: self.dirtied,
+            written_pages: self.written,
+            dontcache: self.dontcache,
+            stalls: self.stalls,
+        }
+    }
+
     /// A new context for (`device`, `domain`), its clocks starting at `now`.
     pub fn new(device: DeviceId, domain: DomainId, now: Instant) -> Wb {
         Wb {

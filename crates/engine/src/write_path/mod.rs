@@ -4,11 +4,12 @@
 
 pub(crate) mod flags;
 
-use crate::action::{Action, StallReason, Step};
+use crate::action::{Action, StallReason, Step, WbReason};
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
+use crate::ids::{DeviceId, FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_DROPBEHIND, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::space::Room;
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 use crate::write_path::flags::WriteFlags;
@@ -126,27 +127,61 @@ impl Engine {
 
     /// Room on the backing filesystem for what the write adds, checked
     /// before any of it is in the cache (space/): Some(what to return)
-    /// when the write waits or fails here.
+    /// when the write waits or fails here. Too little room the first time
+    /// writes back everything dirty on the device and waits for the free
+    /// space reported after it (stall `sync`, bounded by that write-back,
+    /// at most `SPACE_FLUSH_MAX_NS`).
     fn write_space(
         &mut self,
         now: Instant,
         task: TaskId,
         file: FileId,
         range: (u64, u64),
-        mut space_flushed: bool,
+        space_flushed: bool,
     ) -> Option<Result<Step, EngineError>> {
-        let checked = self.check_space(now, task, file, range, &mut space_flushed);
-        if let Op::Write {
-            space_flushed: f, ..
-        } = &mut self.tasks[task.index()].op
-        {
-            *f = space_flushed;
+        let device = self.cache.files[file.index()].device;
+        let room = self.devices[device.index()].space.room_for(
+            &self.cache.files[file.index()],
+            range,
+            space_flushed,
+        );
+        match room {
+            Room::Enough => return None,
+            Room::WaitForReport => {}
+            Room::NoSpace {
+                needed_pages,
+                room_pages,
+            } => {
+                self.devices[device.index()].stats.enospc_writes += 1;
+                let e = EngineError::NoSpace {
+                    needed_bytes: needed_pages * PAGE_SIZE,
+                    room_bytes: room_pages * PAGE_SIZE,
+                };
+                return Some(self.tasks.finish(task, Err(e)));
+            }
+            Room::FlushFirst => {
+                if let Op::Write { space_flushed, .. } = &mut self.tasks[task.index()].op {
+                    *space_flushed = true;
+                }
+                self.start_space_flush(now, device);
+            }
         }
-        match checked {
-            None => None,
-            Some(Ok(step)) => Some(Ok(step)),
-            Some(Err(e)) => Some(self.tasks.finish(task, Err(e))),
+        let key = WaitKey::Space(device);
+        Some(Ok(self.tasks.wait_for(now, task, StallReason::Sync, key)))
+    }
+
+    /// Writes back everything dirty on `device`; the free space is asked
+    /// for once that is done (`space_progress`).
+    fn start_space_flush(&mut self, now: Instant, device: DeviceId) {
+        self.devices[device.index()].space.flush_started = Some(now);
+        self.devices[device.index()].stats.space_flushes += 1;
+        for &wb in &self.devices[device.index()].wbs {
+            if self.cache.wb(wb).dirty > 0 {
+                self.wbs[wb.index()].flusher.start_all(WbReason::Sync);
+            }
         }
+        self.pump(now, device);
+        self.space_progress(now, device);
     }
 
     /// A write that woke from a dirty throttle checks it again.
@@ -384,8 +419,10 @@ impl Engine {
         let had_io = self.cache.wb_pages[f.wb.index()].has_io();
         f.update(first, end, |fl| (fl | PG_DIRTY | used) & !clear);
         self.cache.account(file, before);
-        self.reserve_dirtied(file, first, end);
         let f = &mut self.cache.files[file.index()];
+        self.devices[f.device.index()]
+            .space
+            .reserve_dirtied(f, first, end);
         let newly = f.counts().dirty - before.dirty;
         if newly == 0 {
             return;
@@ -410,7 +447,9 @@ impl Engine {
         let t = &mut self.tasks[task.index()];
         t.dirty.nr_dirtied += newly;
         t.ratelimit_2007 += newly;
-        self.note_peaks();
+        let c = &self.cache;
+        self.stats
+            .note_peaks(c.nr_dirty, c.nr_writeback, c.nr_cached);
     }
 
     /// The runtime has copied the bytes of `task`'s CopyIn actions:
