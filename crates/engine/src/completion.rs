@@ -13,10 +13,12 @@ use crate::action::{Action, IoDir, IoErrorKind, IoRequest};
 /// Planted bug (a) (feature `planted-clean-on-error`, for the simulator's
 /// oracle tests only): failed pages are marked clean.
 const PLANTED_CLEAN_ON_ERROR: bool = cfg!(feature = "planted-clean-on-error");
+use crate::dirty_limits::domain_dirty_limits;
 use crate::durability::state::FlushFor;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{DeviceId, FileId, IoId, WbId, PAGE_SIZE};
+use crate::memory_pressure::sample::MemorySample;
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::task::WaitKey;
 use crate::time::Instant;
@@ -281,6 +283,49 @@ impl Engine {
             .ask_now(now, || wbs.iter().all(|&wb| !cache.wb(wb).has_io()))
         {
             self.actions.push_back(Action::StatFs { device });
+        }
+    }
+
+    /// A sample of the memory where the cache runs, taken at `now`: the
+    /// pressure policy (memory_pressure/) may move the budget between
+    /// `memory_min` and `memory` (and each cgroup limit's share). Call it
+    /// about ten times a second; drain the actions after (writeback of
+    /// dirty pages over a lowered budget starts here). Returns the budget
+    /// in pages if it changed.
+    pub fn note_memory_sample(&mut self, now: Instant, sample: &MemorySample) -> Option<u64> {
+        let c = &self.cache;
+        let cache = (c.nr_cached + c.nr_snapshot, c.memory_pages, c.frame_pages);
+        let pages = self.memory.decide(now, sample, &self.config, cache)?;
+        self.set_budget_pages(pages);
+        if self.cache.over_budget {
+            for d in 0..self.devices.len() {
+                self.pump(now, DeviceId(d as u32));
+            }
+        }
+        Some(pages)
+    }
+
+    /// The runtime gave the memory of `pages` free frames back to the
+    /// system.
+    pub fn note_memory_given_back(&mut self, pages: u64) {
+        self.memory.given_back(pages);
+    }
+
+    /// Sets the budget now to `pages` (within the frames): the dirty
+    /// thresholds follow; over it clean pages go at once and dirty ones
+    /// are written back (reason vmscan) and go as they come clean; a
+    /// raised budget wakes whoever waits for memory.
+    pub(crate) fn set_budget_pages(&mut self, pages: u64) {
+        assert!(pages <= self.cache.frame_pages, "budget past the frames");
+        assert!(pages > 0, "an empty budget");
+        self.cache.memory_pages = pages;
+        self.stats.memory_pages = pages;
+        self.dom.thresh = domain_dirty_limits(&self.config, pages);
+        // The hard limit follows a raised threshold at once and a lowered one slowly.
+        self.dom.dirty_limit = self.dom.dirty_limit.max(self.dom.thresh.thresh);
+        self.trim_to_budget();
+        if self.cache.free_pages() > 0 {
+            self.tasks.wake(WaitKey::Memory, &mut self.actions);
         }
     }
 }

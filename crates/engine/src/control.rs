@@ -21,6 +21,7 @@ use crate::config::{Config, DeviceConfig};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{DeviceId, FileId, PageIndex, TaskId};
+use crate::memory_budget::ceiling_pages;
 use crate::stats::counters::{DeviceGauges, Gauges, Stats};
 use crate::task::Op;
 use crate::time::Instant;
@@ -128,14 +129,14 @@ impl Engine {
         }
         let budget = match knob {
             "memory" => {
-                self.memory_stats.reason = crate::memory_budget::stats::BudgetReason::Knob;
+                self.memory.set_by_knob();
                 memory_pages
             }
-            "memory_min" if self.memory_pressure.is_some() => {
-                let floor = (self.config.memory_min_bytes / crate::ids::PAGE_SIZE)
-                    .min(self.ceiling_pages());
+            "memory_min" if self.memory.follows_pressure() => {
+                let ceiling = ceiling_pages(&self.config, self.cache.frame_pages);
+                let floor = (self.config.memory_min_bytes / crate::ids::PAGE_SIZE).min(ceiling);
                 if floor > self.cache.memory_pages {
-                    self.memory_stats.reason = crate::memory_budget::stats::BudgetReason::Knob;
+                    self.memory.set_by_knob();
                 }
                 self.cache.memory_pages.max(floor)
             }
@@ -230,7 +231,7 @@ impl Engine {
     /// contexts, never in files or pages.
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
-        s.memory = self.memory_budget_stats();
+        s.memory = self.memory.stats(&self.config, self.cache.frame_pages);
         let events = self.cache.events;
         s.pgactivate = events.pgactivate;
         s.pgdeactivate = events.pgdeactivate;
@@ -437,6 +438,12 @@ impl Engine {
     /// The cache budget now (the `memory` knob).
     pub fn memory_pages(&self) -> u64 {
         self.cache.memory_pages
+    }
+
+    /// How long a runtime following memory pressure waits before its
+    /// next sample (memory_pressure/: shorter near the reserve).
+    pub fn memory_sample_interval_ns(&self) -> u64 {
+        self.memory.sample_interval_ns()
     }
 
     /// The frames the runtime provides: the budget the cache started with,

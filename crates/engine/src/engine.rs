@@ -20,9 +20,9 @@
 //! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | here (the rules: `evict/`) |
 //! | `resume` | here (tasks: `task/`) |
 //! | `io_complete` | `completion.rs` |
-//! | `poll_timeout`, `handle_timeout` | `timers/` |
+//! | `poll_timeout`, `handle_timeout` | `flusher/` (the clocks: `timers/`) |
 //! | `set_knob`, `set_device_knob` | `control.rs` |
-//! | `note_memory_sample`, `note_memory_given_back` | `memory_budget/` |
+//! | `note_memory_sample`, `note_memory_given_back` | `completion.rs` (the budget: `memory_budget/`) |
 //! | `note_foreign_reads`, `set_stable_writes_required` | `control.rs` |
 //! | `stats`, `gauges`, `check_invariants`, the queries | `control.rs` |
 //!
@@ -56,7 +56,7 @@ use crate::stats::counters::Stats;
 use crate::sync::table::SyncTable;
 use crate::task::{Op, Tasks};
 use crate::time::Instant;
-use crate::timers::state::Timers;
+use crate::timers::Timers;
 use crate::wb::state::{Wb, MAX_DOMAINS};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -67,11 +67,8 @@ pub struct Engine {
     pub(crate) config: Config,
     /// Files, frames, lists, budget and page counts (page_cache/).
     pub(crate) cache: PageCache,
-    /// The memory pressure policy, once a runtime passes samples
-    /// (memory_budget/, memory_pressure/).
-    pub(crate) memory_pressure: Option<crate::memory_pressure::MemoryPressure>,
-    /// The budget's counters and why it is what it is.
-    pub(crate) memory_stats: crate::memory_budget::stats::MemoryBudgetStats,
+    /// The budget's pressure policy and figures (memory_budget/).
+    pub(crate) memory: crate::memory_budget::MemoryBudget,
     /// The global dirty limits and writeout shares (dirty_limits.rs).
     pub(crate) dom: WbDomain,
     pub(crate) handles: Handles,
@@ -105,8 +102,7 @@ impl Engine {
         let mut engine = Engine {
             cache: PageCache::new(memory_pages, config.lru),
             config,
-            memory_pressure: None,
-            memory_stats: Default::default(),
+            memory: Default::default(),
             dom: WbDomain {
                 thresh,
                 dirty_limit: thresh.thresh,

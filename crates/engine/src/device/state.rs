@@ -89,6 +89,25 @@ pub fn wbt_queue_depth(config: &DeviceConfig) -> u32 {
 }
 
 impl Device {
+    /// The earliest of this device's deadlines (timers/): wbt's window;
+    /// a write held by wbt's pace, retried when the pace ends (at once if
+    /// pacing stopped meanwhile: no `until` left); a write held by a
+    /// quiet phase; the next free-space report while some is reserved;
+    /// the end of a space flush.
+    pub(crate) fn next_timeout(&self) -> Option<Instant> {
+        let wbt = &self.wbt;
+        let pace = wbt
+            .pace
+            .waiting
+            .then(|| wbt.pace.until.unwrap_or(Instant::ZERO));
+        let statfs = self.space.next_statfs.filter(|_| self.space.reserved > 0);
+        let flush_end = (self.space.flush_started).map(|at| at + crate::space::SPACE_FLUSH_MAX_NS);
+        [wbt.window_end, pace, wbt.slice.retry_at, statfs, flush_end]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     /// A device named `name`, whose median 4 KiB read takes
     /// `idle_read_latency_ns` when idle (the automatic wbt target derives
     /// from it).

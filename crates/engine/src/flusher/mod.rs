@@ -16,17 +16,23 @@
 //!   never writes a page there while a page below it, also past that end,
 //!   waits dirty (ours; see `next_writable_from_index`).
 //! - Differs from Linux: the flusher is not a thread; `pump` (dispatch/)
-//!   runs it whenever the device can take a write.
+//!   runs it whenever the device can take a write, and `handle_timeout`
+//!   (here) runs the clocks that wake it (timers/).
+//! - Room for pages (`reserve`, `trim_to_budget`): the page cache frees
+//!   clean pages; when too few are clean every context's flusher is asked
+//!   to write everything (reason vmscan, Linux's wakeup_flusher_threads).
 
 pub(crate) mod work;
 
 use crate::action::IoRequest;
 use crate::action::WbReason;
-use crate::bandwidth::estimate::INIT_BW_PAGES_S;
+use crate::bandwidth::estimate::{BANDWIDTH_INTERVAL_NS, INIT_BW_PAGES_S};
 use crate::dispatch::class_of;
 use crate::engine::Engine;
-use crate::ids::{FileId, PageIndex, WbId};
+use crate::ids::{DeviceId, FileId, PageIndex, WbId};
+use crate::proportions::PERIOD_NS;
 use crate::time::Instant;
+use crate::timers::{kupdate_interval, Busy};
 use std::ops::Bound;
 
 pub(crate) use crate::flusher::work::Work;
@@ -50,6 +56,145 @@ pub fn writeback_chunk_size(avg_write_bw: u64, dirty_limit: u64, nr_pages: u64) 
 }
 
 impl Engine {
+    /// The next time `handle_timeout` must be called; None when no timer
+    /// has anything to do (timers/).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        // Runtimes call this after every event: plain comparisons.
+        let timers = self.timers.next(self.timers_busy());
+        let devices = self.devices.iter().filter_map(|d| d.next_timeout()).min();
+        timers.into_iter().chain(devices).min()
+    }
+
+    /// Which periodic timers have something to do (timers/).
+    fn timers_busy(&self) -> Busy {
+        Busy {
+            bandwidth: self.cache.nr_dirty + self.cache.nr_writeback > 0
+                || self.dom.dirty_limit > self.dom.thresh.thresh,
+            period: self.dom.completions.events > 1,
+            kupdate: self.cache.nr_dirty > 0,
+        }
+    }
+
+    /// Activity at `now` may give idle timers work (`Timers::wake`).
+    pub(crate) fn wake_timers(&mut self, now: Instant, completion: bool) {
+        let busy = self.timers_busy();
+        self.timers.wake(now, completion, busy, &self.config);
+    }
+
+    /// Runs every timer due at `now` (timers/).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        // A lowered budget's vmscan writeback starts here (knobs are
+        // changed without a time) and then from each completion.
+        if self.cache.over_budget && self.trim_to_budget() {
+            for d in 0..self.devices.len() {
+                self.pump(now, DeviceId(d as u32));
+            }
+        }
+        if now >= self.timers.next_bandwidth {
+            self.update_bandwidths(now);
+            self.timers.next_bandwidth = now + BANDWIDTH_INTERVAL_NS;
+        }
+        if now >= self.timers.next_period {
+            let periods = 1 + now.since_ns(self.timers.next_period) / PERIOD_NS;
+            self.dom.completions.new_period(periods);
+            self.timers.next_period = self.timers.next_period + periods * PERIOD_NS;
+        }
+        if self.timers.next_kupdate.is_none() {
+            self.timers.next_kupdate = kupdate_interval(&self.config).map(|ns| now + ns);
+        }
+        if self.timers.next_kupdate.is_some_and(|k| now >= k) {
+            self.kick_kupdate(now);
+            self.timers.next_kupdate = kupdate_interval(&self.config).map(|ns| now + ns);
+        }
+        for d in 0..self.devices.len() {
+            self.device_timers(now, DeviceId(d as u32));
+        }
+    }
+
+    /// `device`'s deadlines due at `now`: its free-space report, wbt's
+    /// pace, quiet phase and window.
+    fn device_timers(&mut self, now: Instant, device: DeviceId) {
+        self.space_progress(now, device);
+        let dev = &mut self.devices[device.index()];
+        let pace = &mut dev.wbt.pace;
+        if pace.waiting && !pace.holds_at(now) {
+            pace.waiting = false;
+            self.pump(now, device);
+        }
+        let slice = &mut self.devices[device.index()].wbt.slice;
+        if slice.retry_at.is_some_and(|at| now >= at) {
+            slice.retry_at = None;
+            self.pump(now, device);
+        }
+        let dev = &mut self.devices[device.index()];
+        if dev.wbt.window_end.is_some_and(|end| now >= end) {
+            let recent = dev.recent_dirty_sleep(now);
+            dev.wbt.on_timer(now, recent);
+            dev.stats.wbt_windows += 1;
+            self.pump(now, device);
+        }
+    }
+
+    /// Every 200 ms: the hard dirty limit, the bandwidth estimates, and
+    /// the dirty rate limits of contexts whose writers are in the
+    /// throttled zone; each device keeps its peak write bandwidth.
+    fn update_bandwidths(&mut self, now: Instant) {
+        let dirty = self.cache.nr_dirty + self.cache.nr_writeback;
+        self.dom.update_dirty_limit(dirty);
+        for w in 0..self.wbs.len() {
+            let wb_id = WbId(w as u32);
+            let elapsed = now.since_ns(self.wbs[w].bw.time_stamp);
+            if !self.cache.wb(wb_id).has_io() || elapsed < BANDWIDTH_INTERVAL_NS {
+                continue;
+            }
+            let dtc = self.dtc(wb_id);
+            let device = self.wbs[w].device;
+            let strict = self.devices[device.index()].config.strict_limit;
+            self.wbs[w].update_bandwidth(now, elapsed, &dtc, strict);
+            let dev = &self.devices[device.index()];
+            let total: u64 = dev
+                .wbs
+                .iter()
+                .map(|w| self.wbs[w.index()].bw.write_bw)
+                .sum();
+            let dev = &mut self.devices[device.index()];
+            dev.write_bw_peak = dev.write_bw_peak.max(total);
+        }
+    }
+
+    /// Ensures room for `pages` more cached pages. On failure, has the
+    /// dirty pages written (Linux's wakeup_flusher_threads(WB_REASON_VMSCAN));
+    /// the caller must wait (reason Memory).
+    pub(crate) fn reserve(&mut self, now: Instant, pages: u64) -> bool {
+        if self.cache.make_room(pages, &mut self.actions) {
+            return true;
+        }
+        for w in 0..self.wbs.len() {
+            if self.cache.wb_pages[w].dirty > 0 {
+                self.wbs[w].flusher.start_all(WbReason::Vmscan);
+                let device = self.wbs[w].device;
+                self.pump(now, device);
+            }
+        }
+        false
+    }
+
+    /// Brings the cache within a lowered budget: frees clean pages now,
+    /// and while that is not enough has the dirty ones written back
+    /// (reason vmscan, as `reserve` does) and frees them as they come
+    /// clean (`io_complete`, `handle_timeout`). Returns whether the cache
+    /// is still over its budget.
+    pub(crate) fn trim_to_budget(&mut self) -> bool {
+        if !self.cache.trim(&mut self.actions) {
+            return false;
+        }
+        let pages = &self.cache.wb_pages;
+        for (wb, _) in self.wbs.iter_mut().zip(pages).filter(|(_, p)| p.dirty > 0) {
+            wb.flusher.start_all(WbReason::Vmscan);
+        }
+        true
+    }
+
     pub(crate) fn kick_background(&mut self, now: Instant, wb: WbId) {
         let flusher = &mut self.wbs[wb.index()].flusher;
         if !flusher.background_kicked {

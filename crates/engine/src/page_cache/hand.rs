@@ -40,6 +40,29 @@ impl PageCache {
             .saturating_sub(self.nr_cached + self.nr_snapshot)
     }
 
+    /// Frees clean pages until `pages` more fit in the budget (at least
+    /// `RECLAIM_BATCH` at a time); whether they fit.
+    pub fn make_room(&mut self, pages: u64, out: &mut VecDeque<Action>) -> bool {
+        let free = self.free_pages();
+        if free >= pages {
+            return true;
+        }
+        self.shrink((pages - free).max(RECLAIM_BATCH), out);
+        self.free_pages() >= pages
+    }
+
+    /// Frees clean pages down to a lowered budget; whether the cache is
+    /// still over it (`over_budget`: its dirty pages must be written back
+    /// and freed as they come clean).
+    pub fn trim(&mut self, out: &mut VecDeque<Action>) -> bool {
+        let used = self.nr_cached + self.nr_snapshot;
+        if used > self.memory_pages {
+            self.shrink(used - self.memory_pages, out);
+        }
+        self.over_budget = self.nr_cached + self.nr_snapshot > self.memory_pages;
+        self.over_budget
+    }
+
     /// Frees up to `want` clean pages. Returns how many were freed.
     pub fn shrink(&mut self, want: u64, out: &mut VecDeque<Action>) -> u64 {
         let mut freed = 0;
