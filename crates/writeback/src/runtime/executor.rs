@@ -6,8 +6,10 @@
 //! order. `carry_out` walks them with the lock released. Consecutive ops
 //! go to the backend together. Some steps end with a report to the engine
 //! (a flush, a length set, a refused request, a device's free space): that
-//! engine call leaves steps of its own. They go to the end of the list,
-//! since the engine emitted them after everything already in it.
+//! engine call leaves steps of its own. They are carried out next, before
+//! the rest of the list: what a report caused (the wake of the fsync whose
+//! flush it was) never waits behind later slow steps (another file's
+//! flush). Within each engine call's steps the order is the engine's.
 
 use super::core::{CopyIn, Core};
 use super::shared::Shared;
@@ -167,7 +169,8 @@ pub(crate) trait Carry {
     fn carry_out_step(&self, step: Deferred) -> Out;
 }
 
-/// Carries out `out`'s steps in order, then those their reports left.
+/// Carries out `out`'s steps in order; the steps a report left come right
+/// after that report.
 /// Its copies must have been made (`Out::copies`).
 pub(crate) fn carry_out(carry: &impl Carry, out: Out) {
     debug_assert!(out.copies.is_empty(), "copies are the writer's");
@@ -176,7 +179,9 @@ pub(crate) fn carry_out(carry: &impl Carry, out: Out) {
         let Deferred::Submit { op, .. } = step else {
             let more = carry.carry_out_step(step);
             debug_assert!(more.copies.is_empty(), "copies are the writer's");
-            queue.extend(more.steps);
+            for step in more.steps.into_iter().rev() {
+                queue.push_front(step);
+            }
             continue;
         };
         let mut ops = vec![op];
@@ -490,7 +495,7 @@ mod tests {
     }
 
     #[test]
-    fn what_a_report_leaves_comes_after_the_steps_emitted_before_it() {
+    fn what_a_report_leaves_comes_right_after_it() {
         let recorder = Recorder::default();
         recorder.after_flush.replace(vec![
             Deferred::Wake(TaskId(7), std::thread::current()),
@@ -498,13 +503,9 @@ mod tests {
             submit(9),
         ]);
         let log = run(&recorder, vec![flush(1), submit(2), set_length(3)]);
-        let expected = [
-            "flush 1",
-            "submit [2]",
-            "set length 3",
-            "wake 7",
-            "submit [8, 9]",
-        ];
+        // The wake of the flush's fsync does not wait for the later steps;
+        // the report's submits join the next ones.
+        let expected = ["flush 1", "wake 7", "submit [8, 9, 2]", "set length 3"];
         assert_eq!(log, expected);
     }
 
