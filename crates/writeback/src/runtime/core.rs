@@ -3,6 +3,7 @@
 //! lock held and never blocks: I/O is handed to the backend after the lock
 //! is released.
 
+use super::executor::{Deferred, Flush, LengthSet, Out, Release};
 use super::frames::Frames;
 use super::page_map::PageMap;
 use crate::io::{BufPool, IoBuf, IoDone, IoOp};
@@ -79,7 +80,7 @@ pub(crate) struct Core {
     pub sleepers: Vec<Option<std::thread::Thread>>,
     /// When the timer thread means to look at the engine's timeout next
     /// (None: it is not sleeping); an earlier timeout armed meanwhile
-    /// wakes it (`Out::kick_timer`).
+    /// wakes it (`Deferred::KickTimer`).
     pub timer_wake_at: Option<wb_engine::Instant>,
     /// Engine tasks of the callers threads act for (caller.rs).
     pub callers: super::caller::CallerTasks,
@@ -94,92 +95,6 @@ pub(crate) struct Core {
     pub diskstats: Vec<(DeviceId, super::diskstats::DiskStats)>,
     /// The trace being recorded, if any (`Cache::start_trace`).
     pub trace: Option<super::trace::RuntimeTrace>,
-}
-
-/// A flush the engine asked for (`Action::MakeDurable`), carried out
-/// outside the lock: set the backing file's length to `len` if given,
-/// then fdatasync (fsync with `metadata`).
-pub(crate) struct Flush {
-    pub id: u64,
-    pub backing: Arc<StdFile>,
-    pub len: Option<u64>,
-    pub metadata: bool,
-    /// The file's recorded mtime, set back after a length change (times.rs).
-    pub modified: super::times::Modified,
-}
-
-/// A length change the engine asked for (`Action::SetLength`), carried
-/// out outside the lock and reported with `Engine::length_set`.
-pub(crate) struct LengthSet {
-    pub id: u64,
-    pub backing: Arc<StdFile>,
-    pub len: u64,
-    /// The file's recorded mtime, set back after the change (times.rs).
-    pub modified: super::times::Modified,
-}
-
-/// What an engine call left for the runtime to do once the lock is
-/// released: backend ops, flushes, and whether anyone was woken.
-#[derive(Default)]
-pub(crate) struct Out {
-    pub ops: Vec<IoOp>,
-    /// How many of `ops` are writes of a commit (`IoRequest::commit`).
-    pub commit_ops: usize,
-    /// Requests this runtime cannot carry out (direct writes: their data
-    /// is not in the frames), to be reported failed once the lock is free.
-    pub refused: Vec<IoId>,
-    pub flushes: Vec<Flush>,
-    /// Backing files' lengths to set (truncations).
-    pub length_sets: Vec<LengthSet>,
-    /// Backing files whose mtime to set back after a write-back (times.rs).
-    pub stamps: Vec<super::times::Stamp>,
-    /// Tasks the engine woke, with the thread sleeping for each (to be
-    /// unparked once the lock is released).
-    pub woken: Vec<(TaskId, Option<std::thread::Thread>)>,
-    /// The engine's next timeout is earlier than the timer thread's wake:
-    /// signal it.
-    pub kick_timer: bool,
-    /// Release steps of unlinked files' backing files (`Action::Release`),
-    /// carried out once the lock is released: the file (taken out of the
-    /// table for a removal, so that the last close, which frees the
-    /// blocks, happens there) and the step.
-    pub releases: Vec<Release>,
-    /// The writer's CopyIn actions, when its write defers the copy: to be
-    /// carried out once the lock is released (`copy_in`), then reported
-    /// to the engine (`Engine::write_end`).
-    pub copies: Vec<CopyIn>,
-    /// Devices whose free space the engine asked for (`Action::StatFs`),
-    /// with a directory on each: statvfs once the lock is released.
-    pub statfs: Vec<(DeviceId, std::path::PathBuf)>,
-}
-
-impl Out {
-    /// Adds what a later engine call left, to be carried out after this.
-    pub fn merge(&mut self, later: Out) {
-        self.ops.extend(later.ops);
-        self.commit_ops += later.commit_ops;
-        self.refused.extend(later.refused);
-        self.flushes.extend(later.flushes);
-        self.length_sets.extend(later.length_sets);
-        self.stamps.extend(later.stamps);
-        self.woken.extend(later.woken);
-        self.kick_timer |= later.kick_timer;
-        self.releases.extend(later.releases);
-        self.copies.extend(later.copies);
-        self.statfs.extend(later.statfs);
-    }
-}
-
-/// A release step to carry out without the lock.
-pub(crate) struct Release {
-    pub id: u64,
-    pub backing: Option<Arc<StdFile>>,
-    /// The file's recorded mtime, set back after a cut (times.rs).
-    pub modified: super::times::Modified,
-    /// For a removal: the file's name to remove first, if it still has
-    /// one (`Cache::remove_later`).
-    pub name: Option<std::path::PathBuf>,
-    pub step: wb_engine::ReleaseStep,
 }
 
 /// Bytes of the caller's write from file offset `pos`, `len` long, to go
@@ -325,14 +240,23 @@ impl Core {
         }
     }
 
-    /// Carries out the engine's actions in the order it emitted them:
-    /// pages that left the cache leave the page map before any frame is
-    /// written; fresh frames are zeroed and the caller's bytes (`write`)
-    /// copied in before any request is built from them; requests become
-    /// backend ops (handed to the backend once the lock is released);
-    /// woken tasks are marked; flushes are left for after the lock.
+    /// Takes the engine's actions in the order it emitted them. What needs
+    /// no I/O is done here, under the lock: pages that left the cache
+    /// leave the page map before any frame is written; frames are copied
+    /// or zeroed, and the caller's bytes (`write`) copied in, before any
+    /// request is built from them; woken tasks are marked; evicted files
+    /// are let go. The rest becomes steps of the returned `Out`, in the
+    /// same order, carried out once the lock is released (executor.rs).
+    /// A write that defers its copies gets them in `Out::copies`.
+    ///
+    /// Two steps are not the engine's actions and go first. The timer
+    /// thread's kick: it should not wait behind a slow step. Then the
+    /// mtimes to set back after write-backs: those writes completed
+    /// before the engine calls whose actions follow (and a flush among
+    /// these then makes the right mtime durable).
     pub fn drain(&mut self, write: Option<WriteData<'_>>) -> Out {
         let mut out = Out::default();
+        self.take_stamps(&mut out);
         let mut copied: Option<FileId> = None;
         while let Some(action) = self.engine.poll_action() {
             if let Some(file) = self.apply_action(action, write, &mut out) {
@@ -343,8 +267,9 @@ impl Core {
             // After the data it covers is in the frames.
             self.publish_size(file);
         }
-        self.take_stamps(&mut out);
-        self.kick_timer_if_earlier(&mut out);
+        if self.timer_kick_needed() {
+            out.steps.insert(0, Deferred::KickTimer);
+        }
         out
     }
 
@@ -376,20 +301,24 @@ impl Core {
                 };
                 return self.copy_in_or_defer(c, write, out);
             }
-            Action::Submit(req) if req.direct => out.refused.push(req.id),
+            Action::Submit(req) if req.direct => out.push(Deferred::Refuse(req.id)),
             Action::Submit(req) => {
-                out.commit_ops += req.commit as usize;
-                out.ops.push(self.build_op(req));
+                let commit = req.commit;
+                let op = self.build_op(req);
+                out.push(Deferred::Submit { op, commit });
             }
             Action::Wake(task) => {
                 self.woken[task.index()] = true;
-                out.woken.push((task, self.sleepers[task.index()].clone()));
+                if let Some(thread) = self.sleepers[task.index()].clone() {
+                    out.push(Deferred::Wake(task, thread));
+                }
             }
             Action::Release { id, file, step } => {
-                out.releases.push(self.release_step(id, file, step))
+                let release = self.release_step(id, file, step);
+                out.push(Deferred::Release(release));
             }
             Action::StatFs { device } => match self.device_dirs.get(device.index()) {
-                Some(dir) => out.statfs.push((device, dir.clone())),
+                Some(dir) => out.push(Deferred::StatFs(device, dir.clone())),
                 // No directory to ask: unlimited, rather than writers
                 // waiting for a report that never comes.
                 None => {
@@ -406,19 +335,19 @@ impl Core {
                 file,
                 metadata,
                 len,
-            } => out.flushes.push(Flush {
+            } => out.push(Deferred::Flush(Flush {
                 id,
                 backing: self.backing(file),
                 len,
                 metadata,
                 modified: Arc::clone(&self.modified[file.index()]),
-            }),
-            Action::SetLength { id, file, len } => out.length_sets.push(LengthSet {
+            })),
+            Action::SetLength { id, file, len } => out.push(Deferred::SetLength(LengthSet {
                 id,
                 backing: self.backing(file),
                 len,
                 modified: Arc::clone(&self.modified[file.index()]),
-            }),
+            })),
         }
         None
     }
@@ -498,30 +427,31 @@ impl Core {
     }
 
     /// Leaves in `out` the mtimes to set back on the files write-backs
-    /// moved since the last drain, once each.
+    /// moved since the last drain, once each (`Deferred::Stamp`).
     fn take_stamps(&mut self, out: &mut Out) {
         self.stamps.sort_unstable();
         self.stamps.dedup();
         for file in self.stamps.drain(..) {
             // A file evicted meanwhile was stamped before it went.
             if let Some(backing) = &self.backing[file.index()] {
-                out.stamps.push(super::times::Stamp {
+                out.push(Deferred::Stamp(super::times::Stamp {
                     backing: Arc::clone(backing),
                     modified: Arc::clone(&self.modified[file.index()]),
-                });
+                }));
             }
         }
     }
 
-    /// Has the timer thread woken (`Out::kick_timer`) when the engine's
-    /// next timeout comes before the thread means to look.
-    fn kick_timer_if_earlier(&mut self, out: &mut Out) {
+    /// Whether the timer thread is to be woken (`Deferred::KickTimer`):
+    /// the engine's next timeout comes before the thread means to look.
+    fn timer_kick_needed(&mut self) -> bool {
         if let (Some(next), Some(wake)) = (self.engine.poll_timeout(), self.timer_wake_at) {
             if next < wake {
-                out.kick_timer = true;
                 self.timer_wake_at = Some(next);
+                return true;
             }
         }
+        false
     }
 
     fn build_op(&mut self, req: IoRequest) -> IoOp {

@@ -38,12 +38,9 @@ pub(crate) fn follow_loop(shared: &Shared) {
         match sampler.sample() {
             Ok((sample, psi_file)) => {
                 failed = false;
-                let mut core = shared.lock();
-                let now = shared.clock.now();
-                core.engine.note_memory_sample(now, &sample);
-                let out = core.drain(None);
-                drop(core);
-                shared.carry_out(out);
+                shared.report(|core, now| {
+                    core.engine.note_memory_sample(now, &sample);
+                });
                 if trigger.as_ref().is_none_or(|(path, _)| *path != psi_file) {
                     let fd = psi_trigger(&psi_file);
                     trigger = Some((psi_file, fd));

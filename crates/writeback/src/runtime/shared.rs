@@ -2,8 +2,8 @@
 //! loop that runs one engine operation for a caller.
 
 use super::clock::Clock;
-use super::core::{CopyIn, Core, Flush, LengthSet, Out, Release, WriteData};
-use super::length_lock::cut_if_longer;
+use super::core::{CopyIn, Core, WriteData};
+use super::executor::{Out, Release};
 use super::page_map::PageMap;
 use crate::error::{from_engine, Error};
 use crate::io::{IoBackend, IoDone};
@@ -72,7 +72,7 @@ pub(crate) struct Shared {
     /// (`IoRequest::commit`), for `Cache::writes_on_caller`.
     pub writes_on_caller: AtomicU64,
     /// Signalled when the timer thread should look again: an earlier
-    /// timeout (`Out::kick_timer`), or the cache closing. A sleeping task
+    /// timeout (`Deferred::KickTimer`), or the cache closing. A sleeping task
     /// is unparked alone (`Core::sleepers`): one wake-up per task woken,
     /// not one per sleeping thread.
     pub timer_cv: Condvar,
@@ -82,7 +82,7 @@ pub(crate) struct Shared {
     /// Release steps of unlinked files go to the release thread
     /// (`release_loop`), so that no caller does a backlog's work; None
     /// once the cache closes (steps are then carried out where they come).
-    release_tx: Mutex<Option<Sender<Release>>>,
+    pub(super) release_tx: Mutex<Option<Sender<Release>>>,
     release_rx: Mutex<Option<Receiver<Release>>>,
     /// Backing files' length changes, one at a time per file.
     pub lengths: super::length_lock::LengthLocks,
@@ -199,129 +199,6 @@ impl Shared {
         });
     }
 
-    /// Carries out what an engine call left (lock released): hands ops to
-    /// the backend, performs flushes and reports them to the engine, and
-    /// wakes sleepers.
-    pub fn carry_out(&self, mut out: Out) {
-        self.submit_ops(&mut out.ops);
-        for (_, thread) in out.woken {
-            if let Some(thread) = thread {
-                thread.unpark();
-            }
-        }
-        if out.kick_timer {
-            self.timer_cv.notify_one();
-        }
-        self.report_refused(out.refused);
-        self.report_free_space(out.statfs);
-        self.hand_over_releases(out.releases);
-        for stamp in &out.stamps {
-            stamp.apply();
-        }
-        self.carry_out_length_sets(out.length_sets);
-        self.carry_out_flushes(out.flushes);
-    }
-
-    /// Hands `ops` to the backend, in order; without a backend (the cache
-    /// is closing) they stay in `ops`.
-    fn submit_ops(&self, ops: &mut Vec<crate::io::IoOp>) {
-        if !ops.is_empty() {
-            let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(backend) = backend.as_ref() {
-                for op in std::mem::take(ops) {
-                    backend.submit(op);
-                }
-            }
-        }
-    }
-
-    /// Reports the requests this runtime refused as failed, one engine
-    /// call each.
-    fn report_refused(&self, refused: Vec<wb_engine::IoId>) {
-        for id in refused {
-            let mut core = self.lock();
-            let now = self.clock.now();
-            core.engine
-                .io_complete(now, id, Err(wb_engine::IoErrorKind::Io));
-            let more = core.drain(None);
-            drop(core);
-            self.carry_out(more);
-        }
-    }
-
-    /// Tells the engine each device's free space (statvfs of its
-    /// directory), or that it is unknown.
-    fn report_free_space(&self, statfs: Vec<(wb_engine::DeviceId, std::path::PathBuf)>) {
-        for (device, dir) in statfs {
-            let free = super::statfs::free_bytes(&dir);
-            let mut core = self.lock();
-            let now = self.clock.now();
-            // The device is the engine's own (registered with its directory).
-            let _ = match free {
-                Ok(bytes) => core.engine.set_free_space(now, device, bytes),
-                Err(_) => core.engine.space_unknown(device),
-            };
-            let more = core.drain(None);
-            drop(core);
-            self.carry_out(more);
-        }
-    }
-
-    /// Hands release steps to the release thread (`release_loop`), or
-    /// carries them out here once it is gone.
-    fn hand_over_releases(&self, releases: Vec<Release>) {
-        for release in releases {
-            let tx = self.release_tx.lock().unwrap_or_else(|p| p.into_inner());
-            let release = match tx.as_ref() {
-                Some(tx) => match tx.send(release) {
-                    Ok(()) => continue,
-                    Err(std::sync::mpsc::SendError(release)) => release,
-                },
-                None => release,
-            };
-            drop(tx);
-            // The release thread is gone (the cache is closing): here.
-            self.carry_out_release(release);
-        }
-    }
-
-    /// Sets backing files' lengths (truncations), setting their mtimes
-    /// back, and reports each to the engine.
-    fn carry_out_length_sets(&self, length_sets: Vec<LengthSet>) {
-        for set in length_sets {
-            let result = self
-                .set_length(&set)
-                .map_err(|e| crate::error::io_error_kind(&e));
-            super::times::Stamp {
-                backing: Arc::clone(&set.backing),
-                modified: Arc::clone(&set.modified),
-            }
-            .apply();
-            let mut core = self.lock();
-            let now = self.clock.now();
-            core.engine.length_set(now, set.id, result);
-            let more = core.drain(None);
-            drop(core);
-            self.carry_out(more);
-        }
-    }
-
-    /// Performs flushes and reports each to the engine.
-    fn carry_out_flushes(&self, flushes: Vec<Flush>) {
-        for flush in flushes {
-            let result = self
-                .flush(&flush)
-                .map_err(|e| crate::error::io_error_kind(&e));
-            let mut core = self.lock();
-            let now = self.clock.now();
-            core.engine.durable_done(now, flush.id, result);
-            // Reporting a flush only wakes its sync.
-            let more = core.drain(None);
-            drop(core);
-            self.carry_out(more);
-        }
-    }
-
     /// Carries out `out` for a caller about to sleep (for `reason`): when
     /// it is a single read (what the caller waits for: a read miss without
     /// readahead), or an fsync's few small writes (its commit), the caller
@@ -329,56 +206,45 @@ impl Shared {
     /// them to the backend's thread and being woken by the completion
     /// thread (IoBackend::read_on_caller, writes_on_caller).
     fn carry_out_while_waiting(&self, task: TaskId, reason: StallReason, mut out: Out) {
-        let read = matches!(out.ops.as_slice(), [op] if !op.write);
+        let read = out.only_op_is_read();
         // The engine says which writes are a commit's (sync/).
-        let commit =
-            reason == StallReason::Sync && !out.ops.is_empty() && out.commit_ops == out.ops.len();
+        let commit = reason == StallReason::Sync && out.only_commit_ops();
         if !read && !commit {
             return self.carry_out(out);
         }
-        let ops = std::mem::take(&mut out.ops);
-        out.commit_ops = 0;
-        let done = {
+        let ops = out.take_ops();
+        let (done, others) = {
             let backend = self.backend.read().unwrap_or_else(|p| p.into_inner());
             match backend.as_ref() {
-                Some(backend) if commit => {
-                    let (done, others) = backend.writes_on_caller(ops);
-                    self.writes_on_caller
-                        .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                    out.commit_ops = others.len();
-                    out.ops = others;
-                    done
-                }
+                Some(backend) if commit => backend.writes_on_caller(ops),
                 Some(backend) => {
-                    let op = ops.into_iter().next().expect("one read");
-                    match backend.read_on_caller(op) {
-                        Ok(done) => vec![done],
-                        Err(op) => {
-                            out.ops.push(op);
-                            Vec::new()
-                        }
+                    match ops.into_iter().next().map(|op| backend.read_on_caller(op)) {
+                        Some(Ok(done)) => (vec![done], Vec::new()),
+                        Some(Err(op)) => (Vec::new(), vec![op]),
+                        None => (Vec::new(), Vec::new()),
                     }
                 }
-                None => {
-                    out.ops = ops;
-                    Vec::new()
-                }
+                None => (Vec::new(), ops),
             }
         };
+        if commit {
+            self.writes_on_caller
+                .fetch_add(done.len() as u64, Ordering::Relaxed);
+        }
+        // Those the caller did not do go first, as they would have.
+        out.put_back_ops(others, commit);
         self.carry_out(out);
         if done.is_empty() {
             return;
         }
-        let mut core = self.lock();
-        let now = self.clock.now();
-        for d in done {
-            core.complete(d, now);
-        }
-        let mut more = core.drain(None);
-        drop(core);
+        let mut more = self.tell(|core, now| {
+            for d in done {
+                core.complete(d, now);
+            }
+        });
         // The caller is awake (its flag is set, `wait` looks at it
         // first): only others need unparking.
-        more.woken.retain(|&(t, _)| t != task);
+        more.skip_wake(task);
         self.carry_out(more);
     }
 
@@ -395,7 +261,8 @@ impl Shared {
             return;
         };
         for release in rx {
-            self.carry_out_release(release);
+            let more = self.release(release);
+            self.carry_out(more);
         }
     }
 
@@ -406,87 +273,6 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-    }
-
-    fn carry_out_release(&self, release: Release) {
-        // A cut of a truncated file moves its mtime: set it back after.
-        let stamp = match (&release.step, &release.backing) {
-            (wb_engine::ReleaseStep::Truncate { .. }, Some(backing)) => Some(super::times::Stamp {
-                backing: Arc::clone(backing),
-                modified: Arc::clone(&release.modified),
-            }),
-            _ => None,
-        };
-        let result = self
-            .release(release.backing, release.name, release.step)
-            .map_err(|e| crate::error::io_error_kind(&e));
-        if let Some(stamp) = stamp {
-            stamp.apply();
-        }
-        let mut core = self.lock();
-        let now = self.clock.now();
-        core.engine.release_done(now, release.id, result);
-        let more = core.drain(None);
-        drop(core);
-        self.carry_out(more);
-    }
-
-    /// Carries out a release step of an unlinked file: cut its backing
-    /// file, or let it go: remove the name it still has, if any, then
-    /// close it (the last close frees what is left).
-    fn release(
-        &self,
-        backing: Option<Arc<std::fs::File>>,
-        name: Option<std::path::PathBuf>,
-        step: wb_engine::ReleaseStep,
-    ) -> std::io::Result<()> {
-        match (step, backing) {
-            // Only ever shorter: a sync may have cut the file to its
-            // length already (a cut of a truncated file).
-            (wb_engine::ReleaseStep::Truncate { len }, Some(file)) => {
-                cut_if_longer(&self.lengths, &file, len)
-            }
-            (_, backing) => {
-                let removed = match name {
-                    // Already gone (removed by someone else): nothing lost.
-                    Some(name) => match std::fs::remove_file(&name) {
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                        other => other,
-                    },
-                    None => Ok(()),
-                };
-                drop(backing);
-                removed
-            }
-        }
-    }
-
-    /// Sets a backing file's length (a truncation, `Action::SetLength`).
-    fn set_length(&self, set: &LengthSet) -> std::io::Result<()> {
-        let _guard = self.lengths.lock(&set.backing);
-        set.backing.set_len(set.len)
-    }
-
-    /// Sets the backing file's length if the engine says so (a length set
-    /// over data not yet written then, or a cut the backlog has not made
-    /// yet), then flushes it.
-    fn flush(&self, flush: &Flush) -> std::io::Result<()> {
-        if let Some(len) = flush.len {
-            let _guard = self.lengths.lock(&flush.backing);
-            if flush.backing.metadata()?.len() != len {
-                flush.backing.set_len(len)?;
-                super::times::Stamp {
-                    backing: Arc::clone(&flush.backing),
-                    modified: Arc::clone(&flush.modified),
-                }
-                .apply();
-            }
-        }
-        if flush.metadata {
-            flush.backing.sync_all()
-        } else {
-            flush.backing.sync_data()
-        }
     }
 
     /// Runs one engine operation for the calling thread to its end.
@@ -518,7 +304,7 @@ impl Shared {
                 core = self.copy_unlocked(core, task, write, &copies);
                 let more = core.drain(write);
                 debug_assert!(more.copies.is_empty(), "write_end asks for no copy");
-                out.merge(more);
+                out.append(more);
             }
             progress(&mut core, task, matches!(step, Ok(Step::Done)));
             let stall = match step {
@@ -648,15 +434,13 @@ impl Shared {
     pub fn completion_loop(&self, completions: Receiver<IoDone>) {
         while let Ok(done) = completions.recv() {
             self.back_read_frames(&done);
-            let mut core = self.lock();
-            core.complete(done, self.clock.now());
-            // Take whatever else finished meanwhile under the same lock.
-            while let Ok(more) = completions.try_recv() {
-                core.complete(more, self.clock.now());
-            }
-            let out = core.drain(None);
-            drop(core);
-            self.carry_out(out);
+            self.report(|core, now| {
+                core.complete(done, now);
+                // Take whatever else finished meanwhile under the same lock.
+                while let Ok(more) = completions.try_recv() {
+                    core.complete(more, self.clock.now());
+                }
+            });
         }
     }
 
