@@ -140,7 +140,9 @@ impl Engine {
                 let space = &mut self.devices[f.device.index()].space;
                 space.written(f, req.first_page, req.first_page + pages);
                 self.account_written(wb_id, req, pages);
-                self.drop_behind(file, req.first_page, req.first_page + pages);
+                let range = (req.first_page, req.first_page + pages);
+                let dropped = self.cache.drop_behind(file, range, &mut self.actions);
+                self.wbs[wb_id.index()].dontcache.dropped_pages += dropped;
             }
             Err(e) => {
                 let f = &mut self.cache.files[file.index()];

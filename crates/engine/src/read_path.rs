@@ -103,7 +103,7 @@ impl Engine {
         let t = &mut self.tasks[task.index()];
         t.read_marked = Some((file, first));
         self.mark_read(task, file, first, end);
-        self.clear_dropbehind(file, first, end);
+        self.cache.clear_dropbehind(file, first, end);
         self.read_served(task, file, end);
         Ok(served)
     }
@@ -191,7 +191,7 @@ impl Engine {
         }
         self.mark_read(task, file, first, last);
         if run.flags & PG_DROPBEHIND != 0 {
-            self.clear_dropbehind(file, first, last);
+            self.cache.clear_dropbehind(file, first, last);
         }
         self.read_served(task, file, last);
         true
@@ -292,7 +292,7 @@ impl Engine {
         let reading = f
             .runs_over(first, cached_end)
             .any(|(_, r)| r.flags & PG_READING != 0);
-        self.clear_dropbehind(file, first, cached_end);
+        self.cache.clear_dropbehind(file, first, cached_end);
         if reading {
             return Ok(self
                 .tasks

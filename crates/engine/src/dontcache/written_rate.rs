@@ -32,7 +32,7 @@ impl WrittenRate {
     /// far. Until a first slot has passed a context's uncached writers
     /// meet only the limit, so the first rate measured is what the device
     /// takes, not what a guess let through.
-    pub(super) fn update(&mut self, now: Instant, written: u64) -> bool {
+    pub(crate) fn update(&mut self, now: Instant, written: u64) -> bool {
         let elapsed = now.since_ns(self.slot_start);
         if elapsed >= WRITTEN_RATE_SLOT_NS {
             let pages = written.saturating_sub(self.written_at_start) as u128;

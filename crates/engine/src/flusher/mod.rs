@@ -28,6 +28,7 @@ use crate::action::IoRequest;
 use crate::action::WbReason;
 use crate::bandwidth::estimate::{BANDWIDTH_INTERVAL_NS, INIT_BW_PAGES_S};
 use crate::dispatch::class_of;
+use crate::dontcache::dontcache_pages_for;
 use crate::engine::Engine;
 use crate::ids::{DeviceId, FileId, PageIndex, WbId};
 use crate::proportions::PERIOD_NS;
@@ -233,6 +234,24 @@ impl Engine {
         }
         let dtc = self.dtc(wb);
         self.cache.wb(wb).dirty > dtc.wb_bg_thresh
+    }
+
+    /// The flusher's DONTCACHE work, if the bit is set and there are
+    /// pages to write (dontcache/).
+    fn dontcache_work(&mut self, wb_id: WbId) -> Option<Work> {
+        if !self.wbs[wb_id.index()].take_dontcache_bit() {
+            return None;
+        }
+        let wb = &self.wbs[wb_id.index()];
+        let pages = self.cache.wb(wb_id);
+        let counts = (pages.dontcache_dirty, self.cache.nr_dontcache_dirty);
+        let device = &self.devices[wb.device.index()];
+        let bws = device
+            .wbs
+            .iter()
+            .map(|w| self.wbs[w.index()].bw.avg_write_bw);
+        let nr_pages = dontcache_pages_for(self.config.dontcache_counter, wb, counts, bws);
+        self.wbs[wb_id.index()].dontcache_work(nr_pages, pages.dontcache_dirty)
     }
 
     /// Picks the flusher's next work if it has none. Returns false if there is nothing to do.

@@ -1,15 +1,15 @@
 //! The buffered write path: copy page by page into the cache (reading a
 //! page first when only part of it is overwritten), mark pages dirty, and
-//! let the dirty throttle decide whether the writer sleeps.
+//! let the throttles decide whether the writer sleeps (throttle.rs).
 
 pub(crate) mod flags;
+mod throttle;
 
-use crate::action::{Action, StallReason, Step, WbReason};
+use crate::action::{Action, StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::ids::{DeviceId, FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
+use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::{PG_DIRTY, PG_DROPBEHIND, PG_READING, PG_REFERENCED, PG_WRITEBACK};
-use crate::space::Room;
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 use crate::write_path::flags::WriteFlags;
@@ -118,70 +118,11 @@ impl Engine {
             }
         }
         if flags.dontcache {
-            if let Some(step) = self.dontcache_written(now, task, file, start, end, flush_op) {
+            if let Some(step) = self.dontcache_written(now, task, file, (start, end), flush_op) {
                 return Ok(step);
             }
         }
         self.tasks.finish(task, Ok(Step::Done))
-    }
-
-    /// Room on the backing filesystem for what the write adds, checked
-    /// before any of it is in the cache (space/): Some(what to return)
-    /// when the write waits or fails here. Too little room the first time
-    /// writes back everything dirty on the device and waits for the free
-    /// space reported after it (stall `sync`, bounded by that write-back,
-    /// at most `SPACE_FLUSH_MAX_NS`).
-    fn write_space(
-        &mut self,
-        now: Instant,
-        task: TaskId,
-        file: FileId,
-        range: (u64, u64),
-        space_flushed: bool,
-    ) -> Option<Result<Step, EngineError>> {
-        let device = self.cache.files[file.index()].device;
-        let room = self.devices[device.index()].space.room_for(
-            &self.cache.files[file.index()],
-            range,
-            space_flushed,
-        );
-        match room {
-            Room::Enough => return None,
-            Room::WaitForReport => {}
-            Room::NoSpace {
-                needed_pages,
-                room_pages,
-            } => {
-                self.devices[device.index()].stats.enospc_writes += 1;
-                let e = EngineError::NoSpace {
-                    needed_bytes: needed_pages * PAGE_SIZE,
-                    room_bytes: room_pages * PAGE_SIZE,
-                };
-                return Some(self.tasks.finish(task, Err(e)));
-            }
-            Room::FlushFirst => {
-                if let Op::Write { space_flushed, .. } = &mut self.tasks[task.index()].op {
-                    *space_flushed = true;
-                }
-                self.start_space_flush(now, device);
-            }
-        }
-        let key = WaitKey::Space(device);
-        Some(Ok(self.tasks.wait_for(now, task, StallReason::Sync, key)))
-    }
-
-    /// Writes back everything dirty on `device`; the free space is asked
-    /// for once that is done (`space_progress`).
-    fn start_space_flush(&mut self, now: Instant, device: DeviceId) {
-        self.devices[device.index()].space.flush_started = Some(now);
-        self.devices[device.index()].stats.space_flushes += 1;
-        for &wb in &self.devices[device.index()].wbs {
-            if self.cache.wb(wb).dirty > 0 {
-                self.wbs[wb.index()].flusher.start_all(WbReason::Sync);
-            }
-        }
-        self.pump(now, device);
-        self.space_progress(now, device);
     }
 
     /// A write that woke from a dirty throttle checks it again.
