@@ -1,5 +1,5 @@
 //! The runtime's reports: a request done, a flush, a length set, the free
-//! space of a device.
+//! space of a device, a memory sample, time passing (`handle_timeout`).
 //!
 //! Completion: the runtime reports a request done. A read makes its pages
 //! valid (or drops them and remembers the error for the next reader); a
@@ -13,6 +13,7 @@ use crate::action::{Action, IoDir, IoErrorKind, IoRequest};
 /// Planted bug (a) (feature `planted-clean-on-error`, for the simulator's
 /// oracle tests only): failed pages are marked clean.
 const PLANTED_CLEAN_ON_ERROR: bool = cfg!(feature = "planted-clean-on-error");
+use crate::bandwidth::estimate::BANDWIDTH_INTERVAL_NS;
 use crate::dirty_limits::domain_dirty_limits;
 use crate::durability::state::FlushFor;
 use crate::engine::Engine;
@@ -20,8 +21,10 @@ use crate::error::EngineError;
 use crate::ids::{DeviceId, FileId, IoId, WbId, PAGE_SIZE};
 use crate::memory_pressure::sample::MemorySample;
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use crate::proportions::PERIOD_NS;
 use crate::task::WaitKey;
 use crate::time::Instant;
+use crate::timers::{kupdate_interval, Busy};
 
 impl Engine {
     /// The runtime finished a request. Unknown ids are ignored (and counted
@@ -328,6 +331,114 @@ impl Engine {
         self.trim_to_budget();
         if self.cache.free_pages() > 0 {
             self.tasks.wake(WaitKey::Memory, &mut self.actions);
+        }
+    }
+
+    // Time passing (timers/).
+
+    /// The next time `handle_timeout` must be called; None when no timer
+    /// has anything to do (timers/).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        // Runtimes call this after every event: plain comparisons.
+        let timers = self.timers.next(self.timers_busy());
+        let devices = self.devices.iter().filter_map(|d| d.next_timeout()).min();
+        timers.into_iter().chain(devices).min()
+    }
+
+    /// Which periodic timers have something to do (timers/).
+    fn timers_busy(&self) -> Busy {
+        Busy {
+            bandwidth: self.cache.nr_dirty + self.cache.nr_writeback > 0
+                || self.dom.dirty_limit > self.dom.thresh.thresh,
+            period: self.dom.completions.events > 1,
+            kupdate: self.cache.nr_dirty > 0,
+        }
+    }
+
+    /// Activity at `now` may give idle timers work (`Timers::wake`).
+    pub(crate) fn wake_timers(&mut self, now: Instant, completion: bool) {
+        let busy = self.timers_busy();
+        self.timers.wake(now, completion, busy, &self.config);
+    }
+
+    /// Runs every timer due at `now` (timers/).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        // A lowered budget's vmscan writeback starts here (knobs are
+        // changed without a time) and then from each completion.
+        if self.cache.over_budget && self.trim_to_budget() {
+            for d in 0..self.devices.len() {
+                self.pump(now, DeviceId(d as u32));
+            }
+        }
+        if now >= self.timers.next_bandwidth {
+            self.update_bandwidths(now);
+            self.timers.next_bandwidth = now + BANDWIDTH_INTERVAL_NS;
+        }
+        if now >= self.timers.next_period {
+            let periods = 1 + now.since_ns(self.timers.next_period) / PERIOD_NS;
+            self.dom.completions.new_period(periods);
+            self.timers.next_period = self.timers.next_period + periods * PERIOD_NS;
+        }
+        if self.timers.next_kupdate.is_none() {
+            self.timers.next_kupdate = kupdate_interval(&self.config).map(|ns| now + ns);
+        }
+        if self.timers.next_kupdate.is_some_and(|k| now >= k) {
+            self.kick_kupdate(now);
+            self.timers.next_kupdate = kupdate_interval(&self.config).map(|ns| now + ns);
+        }
+        for d in 0..self.devices.len() {
+            self.device_timers(now, DeviceId(d as u32));
+        }
+    }
+
+    /// `device`'s deadlines due at `now`: its free-space report, wbt's
+    /// pace, quiet phase and window.
+    fn device_timers(&mut self, now: Instant, device: DeviceId) {
+        self.space_progress(now, device);
+        let dev = &mut self.devices[device.index()];
+        let pace = &mut dev.wbt.pace;
+        if pace.waiting && !pace.holds_at(now) {
+            pace.waiting = false;
+            self.pump(now, device);
+        }
+        let slice = &mut self.devices[device.index()].wbt.slice;
+        if slice.retry_at.is_some_and(|at| now >= at) {
+            slice.retry_at = None;
+            self.pump(now, device);
+        }
+        let dev = &mut self.devices[device.index()];
+        if dev.wbt.window_end.is_some_and(|end| now >= end) {
+            let recent = dev.recent_dirty_sleep(now);
+            dev.wbt.on_timer(now, recent);
+            dev.stats.wbt_windows += 1;
+            self.pump(now, device);
+        }
+    }
+
+    /// Every 200 ms: the hard dirty limit, the bandwidth estimates, and
+    /// the dirty rate limits of contexts whose writers are in the
+    /// throttled zone; each device keeps its peak write bandwidth.
+    fn update_bandwidths(&mut self, now: Instant) {
+        let dirty = self.cache.nr_dirty + self.cache.nr_writeback;
+        self.dom.update_dirty_limit(dirty);
+        for w in 0..self.wbs.len() {
+            let wb_id = WbId(w as u32);
+            let elapsed = now.since_ns(self.wbs[w].bw.time_stamp);
+            if !self.cache.wb(wb_id).has_io() || elapsed < BANDWIDTH_INTERVAL_NS {
+                continue;
+            }
+            let dtc = self.dtc(wb_id);
+            let device = self.wbs[w].device;
+            let strict = self.devices[device.index()].config.strict_limit;
+            self.wbs[w].update_bandwidth(now, elapsed, &dtc, strict);
+            let dev = &self.devices[device.index()];
+            let total: u64 = dev
+                .wbs
+                .iter()
+                .map(|w| self.wbs[w.index()].bw.write_bw)
+                .sum();
+            let dev = &mut self.devices[device.index()];
+            dev.write_bw_peak = dev.write_bw_peak.max(total);
         }
     }
 }

@@ -20,7 +20,7 @@
 //! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | here (the rules: `evict/`) |
 //! | `resume` | here (tasks: `task/`) |
 //! | `io_complete` | `completion.rs` |
-//! | `poll_timeout`, `handle_timeout` | `flusher/` (the clocks: `timers/`) |
+//! | `poll_timeout`, `handle_timeout` | `completion.rs` (the clocks: `timers/`) |
 //! | `set_knob`, `set_device_knob` | `control.rs` |
 //! | `note_memory_sample`, `note_memory_given_back` | `completion.rs` (the budget: `memory_budget/`) |
 //! | `note_foreign_reads`, `set_stable_writes_required` | `control.rs` |

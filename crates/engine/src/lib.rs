@@ -93,7 +93,7 @@
 //! written back (reason vmscan) and dropped as they come clean
 //! (`memory_budget/`, `trim_to_budget`).
 //!
-//! Throughout, `handle_timeout` (`flusher/`, `timers/`) runs the clocks: bandwidth
+//! Throughout, `handle_timeout` (`completion.rs`, `timers/`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
 //! windows. `check_invariants` (`control.rs`) checks the state after
 //! any step.

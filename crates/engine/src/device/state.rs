@@ -2,7 +2,7 @@
 //! and the reads waiting for one, its writeback contexts, backlog and free
 //! space (device/ holds the Engine's side).
 
-use crate::action::IoRequest;
+use crate::action::{IoDir, IoRequest};
 use crate::backlog::queue::Backlog;
 use crate::config::{DeviceConfig, StableWrites};
 use crate::ids::WbId;
@@ -89,6 +89,35 @@ pub fn wbt_queue_depth(config: &DeviceConfig) -> u32 {
 }
 
 impl Device {
+    /// `req` is handed to the runtime: it takes a tag, and wbt and the
+    /// counters note it (`tracked`: counted against wbt's in-flight
+    /// limit; `commit`: a write of someone's commit).
+    pub(crate) fn on_issue(&mut self, now: Instant, req: &IoRequest, tracked: bool, commit: bool) {
+        assert!(
+            self.tags_used < self.config.nr_requests,
+            "issue without a free tag"
+        );
+        self.tags_used += 1;
+        self.stats.inflight_peak = self.stats.inflight_peak.max(self.tags_used);
+        match req.dir {
+            IoDir::Write => {
+                if tracked {
+                    self.wbt.on_write_issue(now);
+                }
+                if commit {
+                    self.wbt.on_commit_issue(now);
+                }
+                self.stats.writes += 1;
+            }
+            IoDir::Read => {
+                self.reads_inflight += 1;
+                self.wbt.slice.note_read_issued(req.id);
+                self.wbt.on_read_issue(now, req.id);
+                self.stats.reads += 1;
+            }
+        }
+    }
+
     /// The earliest of this device's deadlines (timers/): wbt's window;
     /// a write held by wbt's pace, retried when the pace ends (at once if
     /// pacing stopped meanwhile: no `until` left); a write held by a

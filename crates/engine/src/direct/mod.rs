@@ -147,7 +147,9 @@ impl Engine {
         let mut count = 0;
         while page < last {
             let pages = max_pages.min(last - page);
-            let req = self.untracked_request(file, IoDir::Write, page, pages, true);
+            let at = (self.cache.files[file.index()].device, file);
+            let span = (page, pages, pages * PAGE_SIZE);
+            let req = self.io.request(at, IoDir::Write, span, None, true);
             self.io.direct_ios.insert(req.id, task);
             self.issue_or_queue(now, req);
             page += pages;

@@ -1,9 +1,9 @@
 //! The requests handed to the runtime and not yet completed, and the
 //! next request id (dispatch/ issues them, completion.rs retires them).
 
-use crate::action::IoRequest;
+use crate::action::{IoDir, IoRequest, WbReason, WbtClass};
 use crate::dispatch::extending::Growing;
-use crate::ids::{IoId, PageIndex, TaskId};
+use crate::ids::{DeviceId, FileId, IoId, PageIndex, TaskId};
 use crate::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,6 +47,36 @@ impl Default for IoTable {
 }
 
 impl IoTable {
+    /// A new request with the next id: `pages` pages of `file` (on
+    /// `device`) from `first_page`, carrying `bytes`; `class` and
+    /// `reason` for a flusher's or a sync's write-back (wbt tracks it),
+    /// None for a read or a direct write.
+    pub fn request(
+        &mut self,
+        (device, file): (DeviceId, FileId),
+        dir: IoDir,
+        (first_page, pages, bytes): (PageIndex, u64, u64),
+        written_back: Option<(WbtClass, WbReason)>,
+        direct: bool,
+    ) -> IoRequest {
+        let id = IoId(self.next_io);
+        self.next_io += 1;
+        IoRequest {
+            id,
+            device,
+            file,
+            dir,
+            first_page,
+            pages: pages as u32,
+            bytes,
+            class: written_back.map(|(class, _)| class),
+            reason: written_back.map(|(_, reason)| reason),
+            direct,
+            commit: false,
+            extends: false,
+        }
+    }
+
     /// The write among `writes` (a file's writes in flight) that carries
     /// `page` (one exists for every page under writeback).
     pub fn write_carrying(&self, writes: &BTreeSet<IoId>, page: PageIndex) -> IoId {

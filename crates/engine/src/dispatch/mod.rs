@@ -1,3 +1,6 @@
+//! The writeback path: the flusher (flusher/: which work, which file,
+//! how many pages) and dispatch, below.
+//!
 //! Dispatch: handing requests to the device. Reads need only a request
 //! tag (they queue for one in arrival order); writes need a tag and wbt's
 //! admission for their class. `pump` issues what the device can take now:
@@ -20,9 +23,10 @@ use crate::action::{IoDir, IoRequest};
 use crate::config::ExtendingWrites;
 use crate::dispatch::extending::extends_backing;
 use crate::dispatch::inflight::Inflight;
+use crate::dontcache::dontcache_pages_for;
 use crate::engine::Engine;
-use crate::ids::{DeviceId, FileId, IoId, PageIndex, WbId, PAGE_SIZE};
-use crate::page_cache::{PG_DIRTY, PG_WRITEBACK};
+use crate::flusher::{writeback_chunk_size, Work};
+use crate::ids::{DeviceId, FileId, PageIndex, WbId, PAGE_SIZE};
 use crate::time::Instant;
 
 /// How many works one flusher looks at per request before giving up
@@ -139,47 +143,20 @@ impl Engine {
         class: WbtClass,
         reason: WbReason,
     ) -> IoRequest {
+        let now_clean = self.cache.start_writeback(file, start, pages);
         let f = &mut self.cache.files[file.index()];
-        let before = f.counts();
-        f.update(start, start + pages, |flags| {
-            assert!(flags & PG_DIRTY != 0 && flags & PG_WRITEBACK == 0);
-            (flags & !PG_DIRTY) | PG_WRITEBACK
-        });
-        assert_eq!(
-            before.dirty - f.counts().dirty,
-            pages,
-            "all pages were dirty"
-        );
-        f.writeback_index = start + pages;
-        self.cache.account(file, before);
-        let f = &mut self.cache.files[file.index()];
-        let wb = &mut self.wbs[f.wb.index()];
-        if f.counts().dirty == 0 {
+        if now_clean {
             if let Some(when) = f.dirtied_when.take() {
-                wb.dirty_files.remove(&(when, file));
+                self.wbs[f.wb.index()].dirty_files.remove(&(when, file));
             }
         }
-        let device = f.device;
-        let bytes = write_bytes(f.size, start, pages);
+        let span = (start, pages, write_bytes(f.size, start, pages));
+        let at = (f.device, file);
         let c = &self.cache;
         self.stats
             .note_peaks(c.nr_dirty, c.nr_writeback, c.nr_cached);
-        let id = IoId(self.io.next_io);
-        self.io.next_io += 1;
-        IoRequest {
-            id,
-            device,
-            file,
-            dir: IoDir::Write,
-            first_page: start,
-            pages: pages as u32,
-            bytes,
-            class: Some(class),
-            reason: Some(reason),
-            direct: false,
-            commit: false,
-            extends: false,
-        }
+        self.io
+            .request(at, IoDir::Write, span, Some((class, reason)), false)
     }
 
     /// Hands a request to the runtime. `commit`: a write of an fsync that
@@ -190,43 +167,20 @@ impl Engine {
     pub(crate) fn issue(&mut self, now: Instant, mut req: IoRequest, tracked: bool, commit: bool) {
         req.commit = commit;
         req.extends = extends_backing(&req, &self.cache.files[req.file.index()]);
-        let dev = &mut self.devices[req.device.index()];
-        assert!(
-            dev.tags_used < dev.config.nr_requests,
-            "issue without a free tag"
-        );
-        dev.tags_used += 1;
-        dev.stats.inflight_peak = dev.stats.inflight_peak.max(dev.tags_used);
-        match req.dir {
-            IoDir::Write => {
-                if tracked {
-                    dev.wbt.on_write_issue(now);
-                }
-                if commit {
-                    dev.wbt.on_commit_issue(now);
-                }
-                dev.stats.writes += 1;
-                self.cache.files[req.file.index()]
-                    .inflight_writes
-                    .insert(req.id);
-            }
-            IoDir::Read => {
-                dev.reads_inflight += 1;
-                dev.wbt.slice.note_read_issued(req.id);
-                dev.wbt.on_read_issue(now, req.id);
-                dev.stats.reads += 1;
-            }
+        self.devices[req.device.index()].on_issue(now, &req, tracked, commit);
+        if req.dir == IoDir::Write {
+            self.cache.files[req.file.index()]
+                .inflight_writes
+                .insert(req.id);
         }
-        self.io.inflight.insert(
-            req.id,
-            Inflight {
-                req: req.clone(),
-                issued_at: now,
-                tracked,
-                commit,
-                snapshot_frames: Vec::new(),
-            },
-        );
+        let inflight = Inflight {
+            req: req.clone(),
+            issued_at: now,
+            tracked,
+            commit,
+            snapshot_frames: Vec::new(),
+        };
+        self.io.inflight.insert(req.id, inflight);
         let device = &self.devices[req.device.index()].config;
         let one_per_file = device.extending_writes == ExtendingWrites::OnePerFile;
         let out = &mut self.actions;
@@ -262,36 +216,191 @@ impl Engine {
         first_page: PageIndex,
         pages: u64,
     ) {
-        let req = self.untracked_request(file, IoDir::Read, first_page, pages, false);
+        let at = (self.cache.files[file.index()].device, file);
+        let span = (first_page, pages, pages * PAGE_SIZE);
+        let req = self.io.request(at, IoDir::Read, span, None, false);
         self.issue_or_queue(now, req);
     }
 
-    /// A new request that wbt does not track (a read, a direct write),
-    /// with the next id.
-    pub(crate) fn untracked_request(
-        &mut self,
-        file: FileId,
-        dir: IoDir,
-        first_page: PageIndex,
-        pages: u64,
-        direct: bool,
-    ) -> IoRequest {
-        let id = IoId(self.io.next_io);
-        self.io.next_io += 1;
-        IoRequest {
-            id,
-            device: self.cache.files[file.index()].device,
-            file,
-            dir,
-            first_page,
-            pages: pages as u32,
-            bytes: pages * PAGE_SIZE,
-            class: None,
-            reason: None,
-            direct,
-            commit: false,
-            extends: false,
+    // The flusher (flusher/): room for pages, kicks, works, requests.
+
+    /// Ensures room for `pages` more cached pages. On failure, has the
+    /// dirty pages written (Linux's wakeup_flusher_threads(WB_REASON_VMSCAN));
+    /// the caller must wait (reason Memory).
+    pub(crate) fn reserve(&mut self, now: Instant, pages: u64) -> bool {
+        if self.cache.make_room(pages, &mut self.actions) {
+            return true;
         }
+        for w in 0..self.wbs.len() {
+            if self.cache.wb_pages[w].dirty > 0 {
+                self.wbs[w].flusher.start_all(WbReason::Vmscan);
+                let device = self.wbs[w].device;
+                self.pump(now, device);
+            }
+        }
+        false
+    }
+
+    /// Brings the cache within a lowered budget: frees clean pages now,
+    /// and while that is not enough has the dirty ones written back
+    /// (reason vmscan, as `reserve` does) and frees them as they come
+    /// clean (`io_complete`, `handle_timeout`). Returns whether the cache
+    /// is still over its budget.
+    pub(crate) fn trim_to_budget(&mut self) -> bool {
+        if !self.cache.trim(&mut self.actions) {
+            return false;
+        }
+        let pages = &self.cache.wb_pages;
+        for (wb, _) in self.wbs.iter_mut().zip(pages).filter(|(_, p)| p.dirty > 0) {
+            wb.flusher.start_all(WbReason::Vmscan);
+        }
+        true
+    }
+
+    pub(crate) fn kick_background(&mut self, now: Instant, wb: WbId) {
+        let flusher = &mut self.wbs[wb.index()].flusher;
+        if !flusher.background_kicked {
+            flusher.background_kicked = true;
+            let device = self.wbs[wb.index()].device;
+            self.pump(now, device);
+        }
+    }
+
+    /// The flusher's periodic wake-up (Linux's wb_workfn on its timer):
+    /// contexts with files dirty for longer than dirty_expire_centisecs
+    /// write them, and contexts over the background threshold resume
+    /// background writeback that no writer kicked.
+    pub(crate) fn kick_kupdate(&mut self, now: Instant) {
+        let expire_ns = self.config.dirty_expire_centisecs as u64 * 10 * crate::time::NS_PER_MS;
+        for w in 0..self.wbs.len() {
+            let over_bg = self.cache.wb_pages[w].dirty > 0 && self.over_bg_thresh(WbId(w as u32));
+            let wb = &mut self.wbs[w];
+            let expired = wb
+                .dirty_files
+                .first()
+                .is_some_and(|&(t, _)| now.since_ns(t) >= expire_ns);
+            wb.flusher.kupdate_due |= expired;
+            wb.flusher.background_kicked |= over_bg;
+            if expired || over_bg {
+                let device = wb.device;
+                self.pump(now, device);
+            }
+        }
+    }
+
+    /// Whether a context is over its background threshold (Linux's wb_over_bg_thresh).
+    pub(crate) fn over_bg_thresh(&self, wb: WbId) -> bool {
+        if self.cache.nr_dirty > self.dom.thresh.bg_thresh {
+            return true;
+        }
+        let dtc = self.dtc(wb);
+        self.cache.wb(wb).dirty > dtc.wb_bg_thresh
+    }
+
+    /// The flusher's DONTCACHE work, if the bit is set and there are
+    /// pages to write (dontcache/).
+    fn dontcache_work(&mut self, wb_id: WbId) -> Option<Work> {
+        if !self.wbs[wb_id.index()].take_dontcache_bit() {
+            return None;
+        }
+        let wb = &self.wbs[wb_id.index()];
+        let pages = self.cache.wb(wb_id);
+        let counts = (pages.dontcache_dirty, self.cache.nr_dontcache_dirty);
+        let device = &self.devices[wb.device.index()];
+        let bws = device
+            .wbs
+            .iter()
+            .map(|w| self.wbs[w.index()].bw.avg_write_bw);
+        let nr_pages = dontcache_pages_for(self.config.dontcache_counter, wb, counts, bws);
+        self.wbs[wb_id.index()].dontcache_work(nr_pages, pages.dontcache_dirty)
+    }
+
+    /// Picks the flusher's next work if it has none. Returns false if there is nothing to do.
+    pub(crate) fn flusher_pick(&mut self, now: Instant, wb_id: WbId) -> bool {
+        if self.wbs[wb_id.index()].flusher.current.is_some() {
+            return true;
+        }
+        // Linux's wb_do_writeback order: queued works and start-all, then
+        // the DONTCACHE bit, then kupdate, then background.
+        let work = match self.wbs[wb_id.index()].flusher.next_queued() {
+            Some(work) => Some(work),
+            None => self.dontcache_work(wb_id),
+        };
+        let work = work.or_else(|| self.kupdate_or_background_work(now, wb_id));
+        let Some(work) = work else { return false };
+        let wb = &mut self.wbs[wb_id.index()];
+        wb.flusher.current = Some(work);
+        wb.flusher.chunk_left = 0;
+        true
+    }
+
+    /// Periodic work if due, else background work if kicked and still
+    /// over the background threshold.
+    fn kupdate_or_background_work(&mut self, now: Instant, wb_id: WbId) -> Option<Work> {
+        let expire_ns = self.config.dirty_expire_centisecs as u64 * 10 * crate::time::NS_PER_MS;
+        let over_bg = self.over_bg_thresh(wb_id);
+        let wb_dirty = self.cache.wb(wb_id).dirty;
+        let flusher = &mut self.wbs[wb_id.index()].flusher;
+        flusher.periodic_or_background(wb_dirty, now - expire_ns, over_bg)
+    }
+
+    /// Builds the flusher's next write request from its current work.
+    pub(crate) fn flusher_build(&mut self, now: Instant, wb_id: WbId) -> Option<IoRequest> {
+        let work = self.wbs[wb_id.index()]
+            .flusher
+            .current
+            .clone()
+            .expect("picked");
+        if work.nr_pages == 0 || (work.for_background && !self.over_bg_thresh(wb_id)) {
+            return None;
+        }
+        // Stay in the current file while its chunk lasts and it has
+        // writable pages (Linux's writeback_sb_inodes per-inode chunk).
+        let wb = &self.wbs[wb_id.index()];
+        let current = wb
+            .cursor
+            .filter(|c| wb.flusher.chunk_left > 0 && wb.dirty_files.contains(c))
+            .filter(|&(_, f)| self.cache.files[f.index()].resizing.is_none())
+            .and_then(|(_, f)| Some((f, self.cache.files[f.index()].next_writable_from_index()?)));
+        let (file, start) = match current {
+            Some(found) => found,
+            None => {
+                let wb = &mut self.wbs[wb_id.index()];
+                let file = wb.next_file(&self.cache.files, work.older_than)?;
+                wb.flusher.chunk_left = if work.reason == WbReason::Sync {
+                    u64::MAX
+                } else {
+                    writeback_chunk_size(
+                        wb.bw.avg_write_bw,
+                        self.dom.thresh.thresh.max(self.dom.dirty_limit),
+                        work.nr_pages,
+                    )
+                };
+                (
+                    file,
+                    self.cache.files[file.index()].next_writable_from_index()?,
+                )
+            }
+        };
+        let wb = &self.wbs[wb_id.index()];
+        let dev = &self.devices[wb.device.index()];
+        let max_pages = dev
+            .config
+            .max_request_pages()
+            .min(
+                dev.wbt
+                    .write_pages_cap(now, dev.write_bw_peak.max(wb.bw.avg_write_bw)),
+            )
+            .min(wb.flusher.chunk_left)
+            .min(work.nr_pages);
+        let pages = self.cache.files[file.index()].writable_len(start, max_pages);
+        assert!(pages >= 1, "run starts at a writable page");
+        let wb = &mut self.wbs[wb_id.index()];
+        wb.flusher.chunk_left = wb.flusher.chunk_left.saturating_sub(pages);
+        if let Some(w) = wb.flusher.current.as_mut() {
+            w.nr_pages = w.nr_pages.saturating_sub(pages);
+        }
+        Some(self.start_writeback(file, start, pages, class_of(work.reason), work.reason))
     }
 }
 

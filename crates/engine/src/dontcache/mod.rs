@@ -45,7 +45,7 @@
 //!     (`dontcache_throttle`).
 //!
 //! This file holds the rules, over a context (`Wb`) and the page cache;
-//! the write path (write_path/) and the flusher (flusher/) apply them.
+//! the write path (write_path/) and the flusher (dispatch/) apply them.
 //!
 //! Differs from Linux: we drop marked pages whose writeback ends even when
 //! a runtime noted a read of their frames only by clearing the mark (the

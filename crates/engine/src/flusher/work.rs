@@ -84,6 +84,31 @@ impl Flusher {
         !self.works.is_empty() || self.start_all.is_some()
     }
 
+    /// Periodic work if due (`wb_dirty` pages dirtied before
+    /// `older_than`), else background work if kicked and the context is
+    /// still over its background threshold (`over_bg`).
+    pub fn periodic_or_background(
+        &mut self,
+        wb_dirty: u64,
+        older_than: Instant,
+        over_bg: bool,
+    ) -> Option<Work> {
+        if self.kupdate_due {
+            self.kupdate_due = false;
+            Some(Work {
+                reason: WbReason::Periodic,
+                nr_pages: wb_dirty,
+                for_background: false,
+                older_than: Some(older_than),
+            })
+        } else if self.background_kicked && over_bg {
+            Some(Work::background())
+        } else {
+            self.background_kicked = false;
+            None
+        }
+    }
+
     /// The next explicit work: queued works first, then start-all.
     pub fn next_queued(&mut self) -> Option<Work> {
         if let Some(work) = self.works.pop_front() {

@@ -20,7 +20,7 @@
 //!   clean; the dirty thresholds follow the budget.
 //! - The runtime gives freed frames' memory back to the system and says
 //!   how much (`note_memory_given_back`), for the stats.
-//! - Room within the budget (`reserve`, flusher/): the page cache's hand
+//! - Room within the budget (`reserve`, dispatch/): the page cache's hand
 //!   frees clean pages (page_cache/hand.rs); when too few are clean, the
 //!   flusher is asked to write (reason VMSCAN, Linux's
 //!   wakeup_flusher_threads) and the caller waits, bounded, for pages to

@@ -312,6 +312,27 @@ impl CachedFile {
             .copied()
     }
 
+    /// The next writable page from where the flusher left the file,
+    /// wrapping to the start (Linux's writeback_index cyclic range); but
+    /// past the end of the backing file (`disk_pages`), the lowest page
+    /// waiting there first. A write past that end makes the backing file
+    /// longer: were a dirty page below it still unwritten, a crash of the
+    /// process would leave the backing file reading zeros there, which the
+    /// file may never have held (ours: Linux's i_disksize may run ahead of
+    /// a hole, which a power cut shows). Pages under writeback below are
+    /// fine: their write was issued first, and where a crash could land
+    /// the later one without it, the device takes a file's growing
+    /// writes one at a time, in order (`extending_writes`, dispatch/).
+    pub fn next_writable_from_index(&self) -> Option<PageIndex> {
+        let start = self
+            .next_writable(self.writeback_index)
+            .or_else(|| self.next_writable(0))?;
+        if start > self.disk_pages {
+            return self.next_writable(self.disk_pages);
+        }
+        Some(start)
+    }
+
     /// How many pages from `start` are dirty and not under writeback,
     /// across adjacent runs, at most `max`.
     pub fn writable_len(&self, start: PageIndex, max: u64) -> u64 {

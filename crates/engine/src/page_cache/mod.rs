@@ -40,6 +40,7 @@ mod run;
 mod run_map;
 mod stable;
 mod workingset;
+mod writeback;
 
 pub use file::CachedFile;
 pub use hand::{RECLAIM_BATCH, RECLAIM_QUEUE_SLACK};

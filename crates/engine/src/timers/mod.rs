@@ -1,4 +1,4 @@
-//! The engine's clocks, all driven by `handle_timeout(now)` (flusher/):
+//! The engine's clocks, all driven by `handle_timeout(now)` (completion.rs):
 //! bandwidth estimates every 200 ms, proportion periods, the flusher's
 //! periodic (kupdate) wake-up, and each device's wbt window, pace and
 //! phases and its free-space reports (`Device::next_timeout`).

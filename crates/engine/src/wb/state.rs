@@ -9,13 +9,14 @@ use crate::dontcache::stats::DontcacheStats;
 use crate::dontcache::written_rate::WrittenRate;
 use crate::flusher::work::Flusher;
 use crate::ids::{DeviceId, DomainId, FileId};
-use crate::page_cache::WbPages;
+use crate::page_cache::{CachedFile, WbPages};
 use crate::position_ratio::{wb_position_ratio, Dtc};
 use crate::proportions::FpropLocal;
 use crate::ratelimit::{DirtyRatelimit, RatelimitInput};
 use crate::stats::counters::{DomainStats, StallStats};
 use crate::time::Instant;
 use std::collections::BTreeSet;
+use std::ops::Bound;
 
 /// Most writeback domains (tenants) one engine serves (the table is dense).
 pub const MAX_DOMAINS: usize = 1024;
@@ -49,6 +50,37 @@ pub(crate) struct Wb {
 }
 
 impl Wb {
+    /// Moves the flusher's cursor to the next dirty file (among `files`)
+    /// with something to write and no length change in flight, dirtied
+    /// before `older_than` if given (files in first-dirtied order,
+    /// wrapping once).
+    pub(crate) fn next_file(
+        &mut self,
+        files: &[CachedFile],
+        older_than: Option<Instant>,
+    ) -> Option<FileId> {
+        let after = match self.cursor {
+            Some(c) => Bound::Excluded(c),
+            None => Bound::Unbounded,
+        };
+        let candidates = (self.dirty_files.range((after, Bound::Unbounded)))
+            .chain(self.dirty_files.range(..))
+            .take(self.dirty_files.len());
+        let mut found = None;
+        for &(when, file) in candidates {
+            if older_than.is_some_and(|limit| when > limit) {
+                continue;
+            }
+            let f = &files[file.index()];
+            if f.next_writable(0).is_some() && f.resizing.is_none() {
+                found = Some((when, file));
+                break;
+            }
+        }
+        self.cursor = found;
+        found.map(|(_, f)| f)
+    }
+
     /// This context's counters, on `device` for `domain`, with its page
     /// counts (the page cache's).
     pub(crate) fn stats(&self, device: &str, domain: &str, pages: &WbPages) -> DomainStats {
