@@ -9,6 +9,7 @@
 //! tell wbt, wake whoever waits, and pump the device again.
 
 use crate::action::{Action, IoDir, IoErrorKind, IoRequest};
+use crate::direct::phase::DirectPhase;
 
 /// Planted bug (a) (feature `planted-clean-on-error`, for the simulator's
 /// oracle tests only): failed pages are marked clean.
@@ -22,7 +23,7 @@ use crate::ids::{DeviceId, FileId, IoId, WbId, PAGE_SIZE};
 use crate::memory_pressure::sample::MemorySample;
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::proportions::PERIOD_NS;
-use crate::task::WaitKey;
+use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 use crate::timers::{kupdate_interval, Busy};
 
@@ -68,8 +69,13 @@ impl Engine {
                 }
                 let f = &self.cache.files[req.file.index()];
                 let io = &mut self.io;
-                io.growing
-                    .release(&req, f, &mut io.inflight, &mut self.actions);
+                let inflight = &mut io.inflight;
+                let note_extends = |id, extends| {
+                    if let Some(w) = inflight.get_mut(&id) {
+                        w.req.extends = extends;
+                    }
+                };
+                io.growing.release(&req, f, note_extends, &mut self.actions);
                 self.check_syncs();
             }
         }
@@ -331,6 +337,26 @@ impl Engine {
         self.trim_to_budget();
         if self.cache.free_pages() > 0 {
             self.tasks.wake(WaitKey::Memory, &mut self.actions);
+        }
+    }
+
+    /// A direct write request finished: the writer is woken once all have.
+    pub(crate) fn complete_direct(&mut self, req: &IoRequest, result: Result<(), IoErrorKind>) {
+        let dev = &mut self.devices[req.device.index()];
+        dev.stats.pages_written += req.pages as u64;
+        let Some(task) = self.io.direct_ios.remove(&req.id) else {
+            return;
+        };
+        if let Op::DirectWrite {
+            phase: DirectPhase::InFlight { left, failed },
+            ..
+        } = &mut self.tasks[task.index()].op
+        {
+            *left -= 1;
+            *failed = failed.or(result.err());
+            if *left == 0 {
+                self.tasks.wake(WaitKey::Direct(task), &mut self.actions);
+            }
         }
     }
 

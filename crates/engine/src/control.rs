@@ -341,7 +341,12 @@ impl Engine {
             tags[io.req.device.index()] += 1;
             tracked[io.req.device.index()] += io.tracked as u32;
         }
-        self.io.growing.check(&self.io.inflight);
+        let inflight = &self.io.inflight;
+        let write_of = |id| {
+            let w = inflight.get(&id)?;
+            (w.req.dir == crate::IoDir::Write).then_some(w.req.file)
+        };
+        self.io.growing.check(write_of);
         for (d, dev) in self.devices.iter().enumerate() {
             assert_eq!(
                 dev.tags_used, tags[d],

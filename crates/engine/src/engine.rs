@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `open`, `close` | here (handles: `handle.rs`) |
 //! | `write` | `write_path/` |
+//! | `write_direct` | `truncate.rs` (the phases: `direct/`) |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
 //! | `fsync`, `fsync_all`, `sync` | `sync/` |
 //! | `durable_done` | `completion.rs` (the marks: `durability/`) |

@@ -15,7 +15,7 @@
 //!    no longer than the pages the task may dirty before its next throttle
 //!    check.
 //! 2. `prepare_pages` (`write_path/`) makes a stretch cached and
-//!    modifiable: uncached pages get room (`memory_budget/`, `reserve`; the page cache's
+//!    modifiable: uncached pages get room (`dispatch/`, `reserve`; the page cache's
 //!    hand, `page_cache/hand.rs`, `shrink`, takes the inactive
 //!    list first: `page_cache/lru.rs`) and frames (`page_cache/frame_space.rs`) and become one run
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
@@ -33,21 +33,23 @@
 //!    (`page_cache/page_lock.rs`): the runtime copies after releasing its own lock and
 //!    calls `write_end`; meanwhile the pages are not written back, read or
 //!    truncated away.
-//! 4. `maybe_throttle` (`balance_dirty/`): past the task's
+//!    Before the first stretch the write checks the room on the backing
+//!    filesystem (`write_path/throttle.rs`, `space/`).
+//! 4. `maybe_throttle` (`write_path/throttle.rs`; the math: `balance_dirty/`): past the task's
 //!    `nr_dirtied_pause`, `balance_dirty_pages` compares the context's dirty
 //!    pages with its share of the limits (`dirty_limits.rs`,
 //!    `position_ratio.rs`, `ratelimit.rs`), kicks background writeback over
-//!    the background threshold (`flusher/`, `kick_background`) and returns
+//!    the background threshold (`dispatch/`, `kick_background`) and returns
 //!    `Step::Sleep` with reason `dirty_throttle` and a bound (`task/`,
 //!    `stall`). The runtime sleeps and calls `resume` (`task/`), which
 //!    counts the stall and goes back to step 2.
 //! 5. The flusher writes (`dispatch/`, `pump`): `flusher_pick`
-//!    (`flusher/`) takes the context's next work — queued, periodic or
+//!    (`dispatch/`; the works: `flusher/`) takes the context's next work — queued, periodic or
 //!    background; wbt admits a write of its class (`wbt.rs`, `may_issue`;
 //!    at depth 1, slow commits pace background writes: `wbt_pace.rs`);
-//!    `flusher_build` (`flusher/`) picks the oldest dirtied file and a
+//!    `flusher_build` (`dispatch/`, `Wb::next_file`) picks the oldest dirtied file and a
 //!    chunk of it (past the backing file's end, from its lowest dirty
-//!    page: `backing_len/`); `start_writeback` moves the pages to
+//!    page: `backing_len/`); `start_writeback` (`page_cache/writeback.rs`) moves the pages to
 //!    writeback, bounds the request's bytes by the file's length, and
 //!    `issue` takes a request tag and emits `Action::Submit`.
 //! 6. The runtime performs the write and calls `io_complete`
@@ -66,19 +68,21 @@
 //!    sync returns a write-back error this handle has not seen (errseq) or
 //!    a failed flush.
 //!
-//! An uncached write (`WriteFlags::DONTCACHE`, `dontcache/`) takes the
+//! An uncached write (`WriteFlags::DONTCACHE`, `dontcache/`; the waits:
+//! `write_path/throttle.rs`) takes the
 //! same steps, with three differences: the pages it brings in are marked
 //! drop-behind (step 2); when it returns it kicks its context's flusher
 //! (a coalescing bit; or, with `dontcache_flush = inline`, submits its own
 //! range) and waits for completions once its uncached pages reach 50 ms of
 //! device writes (step 4); and in step 6 its pages leave the cache as soon
-//! as they are clean. A direct write (`Engine::write_direct`, `direct/`)
-//! skips the cache: it writes back and drops what the cache held of its
+//! as they are clean. A direct write (`Engine::write_direct`, `truncate.rs`;
+//! its phases: `direct/`) skips the cache: it writes back and drops what the cache held of its
 //! range, then goes to the device and waits.
 //!
 //! Later, an idle file (no handle, nothing dirty or in flight) may be let
 //! go when the cache holds too many files, least recently used first,
-//! flushed first if unsynced (`evict/`, `Action::Evict`). A file whose
+//! flushed first if unsynced (`engine.rs`; the rules: `evict/`;
+//! `Action::Evict`). A file whose
 //! last name is gone (`Engine::unlink`, `backlog/`) leaves through its
 //! device's backlog instead: the unlink returns once the file is queued
 //! (or, when the backlog is full, after a bounded wait, stall `backlog`),
@@ -91,7 +95,7 @@
 //! passes (`Engine::note_memory_sample`, `memory_budget/`): a lowered
 //! budget drops clean pages at once, oldest first, and has dirty ones
 //! written back (reason vmscan) and dropped as they come clean
-//! (`memory_budget/`, `trim_to_budget`).
+//! (`completion.rs`, `set_budget_pages`; `dispatch/`, `trim_to_budget`).
 //!
 //! Throughout, `handle_timeout` (`completion.rs`, `timers/`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
@@ -109,11 +113,16 @@
 //! locks, the budget and every page count), tasks and what they wait for
 //! (`task/`), handles (`handle.rs`), durability marks (`durability/`),
 //! writeback contexts (`wb/state.rs`), devices (`device/state.rs`),
-//! requests in flight (`dispatch/inflight.rs`), ... `Engine` (`engine.rs`)
-//! holds the owners; `impl Engine` is left to the files that carry a path
-//! across several of them (`write_path/`, `read_path.rs`, `dispatch/`,
-//! `completion.rs`, `sync/`, `backlog/`, `timers/`, ...), each a directory
-//! when it has state files of its own. Owners import only each other, the
+//! requests in flight (`dispatch/inflight.rs`), free space
+//! (`space/`), the file limit (`evict/`), the memory budget
+//! (`memory_budget/`), the clocks (`timers/`), ... `Engine` (`engine.rs`)
+//! holds the owners; `impl Engine` is left to ten files that carry a path
+//! across several of them: `engine.rs` (registration, handles, letting
+//! files go), `write_path/` (with `throttle.rs`: every wait a writer
+//! meets), `read_path.rs`, `dispatch/` (the flusher and dispatch),
+//! `completion.rs` (the runtime's reports, time included), `sync/`,
+//! `backlog/`, `truncate.rs` (with direct writes) and `control.rs`
+//! (knobs, counters, invariants, queries). Owners import only each other, the
 //! vocabulary (`action.rs`, `ids.rs`, `time.rs`, `config/`) and pure
 //! policies (`wbt.rs`, `proportions.rs`, `memory_pressure/`, ...), never a
 //! file that implements `Engine`: no module imports itself through others.

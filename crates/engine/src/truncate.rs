@@ -30,10 +30,17 @@
 //! a write in flight must not land after the backing file changed, and a
 //! read in flight must not fill a page with what was there before. The
 //! file's length does not change here.
+//!
+//! ## Direct writes
+//!
+//! A direct write (direct/) writes back and drops the cached pages of its
+//! range first (Linux's invalidate_inode_pages2_range, here too), then
+//! sends its requests around the cache.
 
-use crate::action::{StallReason, Step};
+use crate::action::{IoDir, StallReason, Step};
 use crate::backing_len::resize_now;
 use crate::backlog::RELEASE_STEP_BYTES;
+use crate::direct::phase::DirectPhase;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
@@ -318,5 +325,145 @@ impl Engine {
         self.durability
             .mark_unsynced(&mut self.cache.files[file.index()]);
         self.tasks.finish(task, Ok(Step::Done))
+    }
+
+    // Direct writes (direct/).
+
+    /// Writes `len` bytes at `offset` straight to the device (O_DIRECT).
+    pub fn write_direct(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Step, EngineError> {
+        self.file_in_use(handle, offset, len)?;
+        self.tasks.begin(
+            task,
+            Op::DirectWrite {
+                handle,
+                offset,
+                end: offset + len,
+                phase: DirectPhase::Invalidate,
+            },
+        )?;
+        self.continue_direct(now, task)
+    }
+
+    pub(crate) fn continue_direct(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::DirectWrite {
+            handle,
+            offset,
+            end,
+            phase,
+        } = self.tasks[task.index()].op.clone()
+        else {
+            unreachable!("continue_direct on a task that is not writing directly");
+        };
+        let file = self.handle(handle)?.file;
+        let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        match phase {
+            DirectPhase::Invalidate if self.extends_over_cut(file, end) => {
+                // Its data would land where a queued cut is to free (truncate.rs).
+                Ok(self.wait_for_cut(now, task, file))
+            }
+            DirectPhase::Invalidate => {
+                if let Some(step) = self.invalidate_for_direct(now, task, file, first, last) {
+                    return Ok(step);
+                }
+                let left = self.issue_direct(now, task, file, first, last);
+                self.set_direct_phase(task, DirectPhase::InFlight { left, failed: None });
+                Ok(self
+                    .tasks
+                    .wait_for(now, task, StallReason::DirectIo, WaitKey::Direct(task)))
+            }
+            DirectPhase::InFlight { left, .. } if left > 0 => {
+                Ok(self
+                    .tasks
+                    .wait_for(now, task, StallReason::DirectIo, WaitKey::Direct(task)))
+            }
+            DirectPhase::InFlight { failed, .. } => {
+                if let Some(e) = failed {
+                    return self.tasks.finish(task, Err(EngineError::WriteBack(e)));
+                }
+                let f = &mut self.cache.files[file.index()];
+                f.size = f.size.max(end);
+                self.durability
+                    .mark_unsynced(&mut self.cache.files[file.index()]);
+                self.tasks.finish(task, Ok(Step::Done))
+            }
+        }
+    }
+
+    /// Step 1: writes back what is dirty in `first..last` and drops the
+    /// clean pages; returns the wait while anything is dirty or in flight.
+    fn invalidate_for_direct(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        last: PageIndex,
+    ) -> Option<Step> {
+        let f = &self.cache.files[file.index()];
+        let dirty = f
+            .runs_over(first, last)
+            .any(|(_, r)| r.flags & PG_DIRTY != 0);
+        let busy = f
+            .runs_over(first, last)
+            .any(|(_, r)| r.flags & (PG_WRITEBACK | PG_READING) != 0);
+        if dirty {
+            let id = self.start_submission(now, file, first, last);
+            // Only the submission matters; the wait is for its completions.
+            self.submission_done(id);
+        }
+        if dirty || busy {
+            return Some(self.tasks.wait_for(
+                now,
+                task,
+                StallReason::DirectIo,
+                WaitKey::FileIo(file),
+            ));
+        }
+        self.cache
+            .remove_pages(file, first, last, &mut self.actions);
+        None
+    }
+
+    /// Step 2: the requests; returns how many.
+    fn issue_direct(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        last: PageIndex,
+    ) -> u32 {
+        let device = self.cache.files[file.index()].device;
+        let max_pages = self.devices[device.index()].config.max_request_pages();
+        let mut page = first;
+        let mut count = 0;
+        while page < last {
+            let pages = max_pages.min(last - page);
+            let at = (self.cache.files[file.index()].device, file);
+            let span = (page, pages, pages * PAGE_SIZE);
+            let req = self.io.request(at, IoDir::Write, span, None, true);
+            self.io.direct_ios.insert(req.id, task);
+            self.issue_or_queue(now, req);
+            page += pages;
+            count += 1;
+        }
+        count
+    }
+
+    fn set_direct_phase(&mut self, task: TaskId, next: DirectPhase) {
+        if let Op::DirectWrite { phase, .. } = &mut self.tasks[task.index()].op {
+            *phase = next;
+        }
     }
 }

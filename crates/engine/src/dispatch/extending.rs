@@ -34,7 +34,6 @@
 //! the inode's lock (above).
 
 use crate::action::{Action, IoDir, IoRequest};
-use crate::dispatch::inflight::Inflight;
 use crate::ids::{FileId, IoId, PAGE_SIZE};
 use crate::page_cache::CachedFile;
 use std::collections::btree_map::Entry;
@@ -81,12 +80,13 @@ impl Growing {
     /// landed). If it was its file's extending write in flight, the writes
     /// held behind it go, oldest first, until one that still extends the
     /// file goes: it is the one in flight now, and the rest stay held.
-    /// `inflight` is the requests in flight, whose copies follow.
+    /// `note_extends` tells the table of requests in flight whether each
+    /// write handed over extends the file now.
     pub fn release(
         &mut self,
         req: &IoRequest,
         f: &CachedFile,
-        inflight: &mut BTreeMap<IoId, Inflight>,
+        mut note_extends: impl FnMut(IoId, bool),
         out: &mut VecDeque<Action>,
     ) {
         let file = req.file;
@@ -98,9 +98,7 @@ impl Growing {
         }
         while let Some(mut next) = held.pop_front() {
             next.extends = extends_backing(&next, f);
-            if let Some(w) = inflight.get_mut(&next.id) {
-                w.req.extends = next.extends;
-            }
+            note_extends(next.id, next.extends);
             let extends = next.extends;
             if extends {
                 *current = next.id;
@@ -114,14 +112,10 @@ impl Growing {
     }
 
     /// Writes held are issued writes of their file, in flight behind one
-    /// that is.
-    pub fn check(&self, inflight: &BTreeMap<IoId, Inflight>) {
+    /// that is. `write_of`: the file of a write in flight, by id.
+    pub fn check(&self, write_of: impl Fn(IoId) -> Option<FileId>) {
         for (file, (id, held)) in &self.files {
-            let ours = |id: &IoId| {
-                inflight
-                    .get(id)
-                    .is_some_and(|w| w.req.file == *file && w.req.dir == IoDir::Write)
-            };
+            let ours = |id: &IoId| write_of(*id) == Some(*file);
             assert!(ours(id), "file {file:?}: its extending write is in flight");
             for req in held {
                 assert!(ours(&req.id), "file {file:?}: a held write is issued");
