@@ -3,20 +3,19 @@
 //! lock held and never blocks: I/O is handed to the backend after the lock
 //! is released.
 
-use super::executor::{Deferred, Flush, LengthSet, Out, Release};
 use super::frames::Frames;
 use super::page_map::PageMap;
-use crate::io::{BufPool, IoBuf, IoDone, IoOp};
+use crate::io::{BufPool, IoDone};
 use crate::Writeout;
 use std::collections::BTreeMap;
 use std::fs::File as StdFile;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use wb_engine::{
-    Action, DeviceId, Engine, FileId, IoDir, IoId, IoRequest, PageIndex as Page, TaskId, PAGE_SIZE,
+    DeviceId, Engine, FileId, IoDir, IoId, IoRequest, PageIndex as Page, TaskId, PAGE_SIZE,
 };
 
-const PAGE: usize = PAGE_SIZE as usize;
+pub(super) const PAGE: usize = PAGE_SIZE as usize;
 /// Bytes of finished I/O buffers kept for reuse (io/pool.rs). A fresh
 /// buffer costs an allocation and a zeroing pass (and page faults when the
 /// allocator got its memory back from the kernel); the pool reuses any
@@ -46,9 +45,9 @@ pub(crate) struct Core {
     /// not take this lock (page_map.rs).
     pub index: Arc<PageMap>,
     /// Backing file of each engine file, by FileId; None once evicted.
-    backing: Vec<Option<Arc<StdFile>>>,
+    pub(super) backing: Vec<Option<Arc<StdFile>>>,
     /// (st_dev, st_ino) of each engine file, by FileId.
-    keys: Vec<(u64, u64)>,
+    pub(super) keys: Vec<(u64, u64)>,
     /// Length of each engine file, by FileId, for reads that do not take
     /// this lock: published after the data it covers is in the frames.
     pub sizes: Vec<Arc<AtomicU64>>,
@@ -57,11 +56,11 @@ pub(crate) struct Core {
     pub modified: Vec<super::times::Modified>,
     /// Files whose backing mtime a write-back moved since the last drain:
     /// stamped back once the lock is released (times.rs).
-    stamps: Vec<FileId>,
+    pub(super) stamps: Vec<FileId>,
     /// Finished I/O buffers for the next ops (see SPARE_BUF_BYTES_MAX).
-    spare_bufs: BufPool,
+    pub(super) spare_bufs: BufPool,
     /// Whether write requests lend their frames or copy them.
-    writeout: Writeout,
+    pub(super) writeout: Writeout,
     /// Engine files by (st_dev, st_ino), so every handle of a file shares its pages.
     pub by_inode: BTreeMap<(u64, u64), FileId>,
     /// Engine devices by st_dev.
@@ -72,7 +71,7 @@ pub(crate) struct Core {
     /// By DeviceId: whether the device's filesystem runs extending
     /// O_DIRECT writes synchronously (`IoOp::blocks`).
     pub extends_synchronously: Vec<bool>,
-    inflight: BTreeMap<u64, IoRequest>,
+    pub(super) inflight: BTreeMap<u64, IoRequest>,
     /// Per task: woken since its last engine call.
     pub woken: Vec<bool>,
     /// Per task: the thread sleeping for it (`Shared::wait`), to be
@@ -237,289 +236,6 @@ impl Core {
         // The file is the runtime's own, known to the engine.
         if let Some(size) = self.engine.file_size(file) {
             self.sizes[file.index()].store(size, Ordering::Release);
-        }
-    }
-
-    /// Takes the engine's actions in the order it emitted them. What needs
-    /// no I/O is done here, under the lock: pages that left the cache
-    /// leave the page map before any frame is written; frames are copied
-    /// or zeroed, and the caller's bytes (`write`) copied in, before any
-    /// request is built from them; woken tasks are marked; evicted files
-    /// are let go. The rest becomes steps of the returned `Out`, in the
-    /// same order, carried out once the lock is released (executor.rs).
-    /// A write that defers its copies gets them in `Out::copies`.
-    ///
-    /// Two steps are not the engine's actions and go first. The timer
-    /// thread's kick: it should not wait behind a slow step. Then the
-    /// mtimes to set back after write-backs: those writes completed
-    /// before the engine calls whose actions follow (and a flush among
-    /// these then makes the right mtime durable).
-    pub fn drain(&mut self, write: Option<WriteData<'_>>) -> Out {
-        let mut out = Out::default();
-        self.take_stamps(&mut out);
-        let mut copied: Option<FileId> = None;
-        while let Some(action) = self.engine.poll_action() {
-            if let Some(file) = self.apply_action(action, write, &mut out) {
-                copied = Some(file);
-            }
-        }
-        if let Some(file) = copied {
-            // After the data it covers is in the frames.
-            self.publish_size(file);
-        }
-        if self.timer_kick_needed() {
-            out.steps.insert(0, Deferred::KickTimer);
-        }
-        out
-    }
-
-    /// Carries out one engine action (`drain`), or leaves it in `out` for
-    /// after the lock; the file whose bytes it copied in under the lock,
-    /// if it did.
-    fn apply_action(
-        &mut self,
-        action: Action,
-        write: Option<WriteData<'_>>,
-        out: &mut Out,
-    ) -> Option<FileId> {
-        match action {
-            Action::Unmapped { file, first, end } => self.unmap_pages(file, first, end),
-            Action::CopyFrames { from, to, count } => self.copy_frames(from, to, count),
-            Action::ZeroFrames { first, count } => self.zero_frames(first, count),
-            Action::CopyIn {
-                file,
-                pos,
-                len,
-                frame,
-                ..
-            } => {
-                let c = CopyIn {
-                    file,
-                    pos,
-                    len,
-                    frame,
-                };
-                return self.copy_in_or_defer(c, write, out);
-            }
-            Action::Submit(req) if req.direct => out.push(Deferred::Refuse(req.id)),
-            Action::Submit(req) => {
-                let commit = req.commit;
-                let op = self.build_op(req);
-                out.push(Deferred::Submit { op, commit });
-            }
-            Action::Wake(task) => {
-                self.woken[task.index()] = true;
-                if let Some(thread) = self.sleepers[task.index()].clone() {
-                    out.push(Deferred::Wake(task, thread));
-                }
-            }
-            Action::Release { id, file, step } => {
-                let release = self.release_step(id, file, step);
-                out.push(Deferred::Release(release));
-            }
-            Action::StatFs { device } => match self.device_dirs.get(device.index()) {
-                Some(dir) => out.push(Deferred::StatFs(device, dir.clone())),
-                // No directory to ask: unlimited, rather than writers
-                // waiting for a report that never comes.
-                None => {
-                    let _ = self.engine.space_unknown(device);
-                }
-            },
-            Action::Evict { file } => {
-                // Its pages are gone; the engine will not use the id again.
-                self.backing[file.index()] = None;
-                self.forget_inode(file);
-            }
-            Action::MakeDurable {
-                id,
-                file,
-                metadata,
-                len,
-            } => out.push(Deferred::Flush(Flush {
-                id,
-                backing: self.backing(file),
-                len,
-                metadata,
-                modified: Arc::clone(&self.modified[file.index()]),
-            })),
-            Action::SetLength { id, file, len } => out.push(Deferred::SetLength(LengthSet {
-                id,
-                backing: self.backing(file),
-                len,
-                modified: Arc::clone(&self.modified[file.index()]),
-            })),
-        }
-        None
-    }
-
-    /// Takes the pages `first..end` of `file`, which left the cache, out
-    /// of the page map.
-    fn unmap_pages(&self, file: FileId, first: Page, end: Page) {
-        for page in first..end {
-            if let Some(frame) = self.index.remove(file, page) {
-                // Gone: later writes of the page take the engine.
-                self.frames.write(frame).set_overwritable(false);
-            }
-        }
-    }
-
-    /// Copies `count` frames from `from` on to `to` on.
-    fn copy_frames(&self, from: u32, to: u32, count: u32) {
-        // A page under writeback goes on in a copy (stable.rs);
-        // through a buffer, as both frames may share a lock.
-        let mut page = [0u8; wb_engine::PAGE_SIZE as usize];
-        for i in 0..count {
-            page.copy_from_slice(self.frames.read_one(from + i).bytes());
-            self.frames.write(to + i).bytes().copy_from_slice(&page);
-        }
-    }
-
-    /// Zeroes the fresh frames `first..first + count`.
-    fn zero_frames(&self, first: u32, count: u32) {
-        for frame in first..first + count {
-            let mut w = self.frames.write(frame);
-            w.bytes().fill(0);
-            w.set_overwritable(false);
-        }
-    }
-
-    /// Copies the caller's bytes of `c` into their frames now, or leaves
-    /// the copy in `out` for after the lock when the write defers it; the
-    /// file, if copied now.
-    fn copy_in_or_defer(
-        &mut self,
-        c: CopyIn,
-        write: Option<WriteData<'_>>,
-        out: &mut Out,
-    ) -> Option<FileId> {
-        // Only the writer's own engine calls copy in; they pass
-        // their data.
-        let Some(w) = write else {
-            debug_assert!(false, "CopyIn without the writer's data");
-            return None;
-        };
-        if w.deferred {
-            out.copies.push(c);
-            None
-        } else {
-            w.copy_in(&self.frames, &self.index, c);
-            Some(c.file)
-        }
-    }
-
-    /// A release step of `file` to carry out without the lock: a removal
-    /// takes the backing file out of the table (its last close frees the
-    /// blocks there) with the name to remove.
-    fn release_step(&mut self, id: u64, file: FileId, step: wb_engine::ReleaseStep) -> Release {
-        let slot = &mut self.backing[file.index()];
-        let (backing, name) = match step {
-            wb_engine::ReleaseStep::Remove => (slot.take(), self.remove_at_release.remove(&file)),
-            wb_engine::ReleaseStep::Truncate { .. } => (slot.clone(), None),
-            wb_engine::ReleaseStep::Start => (None, None),
-        };
-        Release {
-            id,
-            backing,
-            modified: Arc::clone(&self.modified[file.index()]),
-            name,
-            step,
-        }
-    }
-
-    /// Leaves in `out` the mtimes to set back on the files write-backs
-    /// moved since the last drain, once each (`Deferred::Stamp`).
-    fn take_stamps(&mut self, out: &mut Out) {
-        self.stamps.sort_unstable();
-        self.stamps.dedup();
-        for file in self.stamps.drain(..) {
-            // A file evicted meanwhile was stamped before it went.
-            if let Some(backing) = &self.backing[file.index()] {
-                out.push(Deferred::Stamp(super::times::Stamp {
-                    backing: Arc::clone(backing),
-                    modified: Arc::clone(&self.modified[file.index()]),
-                }));
-            }
-        }
-    }
-
-    /// Whether the timer thread is to be woken (`Deferred::KickTimer`):
-    /// the engine's next timeout comes before the thread means to look.
-    fn timer_kick_needed(&mut self) -> bool {
-        if let (Some(next), Some(wake)) = (self.engine.poll_timeout(), self.timer_wake_at) {
-            if next < wake {
-                self.timer_wake_at = Some(next);
-                return true;
-            }
-        }
-        false
-    }
-
-    fn build_op(&mut self, req: IoRequest) -> IoOp {
-        let write = req.dir == IoDir::Write;
-        let buf = if write {
-            self.write_buf(&req)
-        } else {
-            // A reused buffer holds old data: a read is filled by the
-            // device (the backends zero a short read's tail). Its capacity
-            // may be larger: only its length is transferred.
-            IoBuf::Owned(self.spare_bufs.take(req.pages as usize * PAGE))
-        };
-        let op = IoOp {
-            id: req.id.0,
-            file: self.backing(req.file),
-            write,
-            offset: req.first_page * PAGE_SIZE,
-            buf,
-            // A write of the file's partial last page stops at its end.
-            len: req.bytes as usize,
-            // The engine says which writes extend their file (and hands
-            // those over one per file at a time); the filesystem, whether
-            // the kernel then runs them synchronously.
-            blocks: req.extends
-                && self
-                    .extends_synchronously
-                    .get(req.device.index())
-                    .copied()
-                    .unwrap_or(false),
-        };
-        if let Some(trace) = self.trace.as_mut() {
-            trace.submitted(&self.engine, &req);
-        }
-        self.inflight.insert(req.id.0, req);
-        op
-    }
-
-    /// The memory a write request is written from: its pages' frames,
-    /// lent as they are (zero-copy), or copied into a buffer
-    /// (`Writeout::Copy`).
-    fn write_buf(&mut self, req: &IoRequest) -> IoBuf {
-        let page_frames: Vec<u32> = (0..req.pages as u64)
-            .map(|i| {
-                self.engine
-                    .page_frame(req.file, req.first_page + i)
-                    .expect("page under writeback is cached")
-            })
-            .collect();
-        let frames = self.frames.read(&page_frames);
-        // What the request carries is what is written back; later writes
-        // of these pages go through the engine, which dirties them again
-        // (and, per stable_writes, waits or gives them a copy).
-        self.frames.clear_overwritable(&page_frames);
-        match self.writeout {
-            Writeout::ZeroCopy => {
-                drop(frames);
-                IoBuf::Lent(self.frames.lend(&page_frames))
-            }
-            Writeout::Copy => {
-                // A reused buffer holds old data: all of its length is
-                // overwritten here.
-                let mut buf = self.spare_bufs.take(page_frames.len() * PAGE);
-                for (i, &frame) in page_frames.iter().enumerate() {
-                    buf.as_mut_slice()[i * PAGE..(i + 1) * PAGE]
-                        .copy_from_slice(frames.frame(frame));
-                }
-                IoBuf::Owned(buf)
-            }
         }
     }
 

@@ -8,7 +8,7 @@
 //! flushes, and reports results back to the engine. Callers sleep when
 //! the engine says so, bounded by its deadline. A completion thread feeds
 //! backend completions to the engine. A timer thread calls the engine at
-//! its deadlines. Another thread backs the frames the cache will use next
+//! its deadlines (threads.rs). Another thread backs the frames the cache will use next
 //! with memory (populate.rs). With `follow_memory_pressure`, another
 //! samples the memory where the process runs for the engine, which sets
 //! the budget, and gives back what the cache freed (memory_follow.rs,
@@ -19,6 +19,7 @@ pub(crate) mod caller;
 pub(crate) mod clock;
 pub(crate) mod core;
 pub(crate) mod diskstats;
+pub(crate) mod drain;
 pub(crate) mod executor;
 pub(crate) mod frames;
 pub(crate) mod length_lock;
@@ -29,6 +30,7 @@ pub(crate) mod page_map;
 pub(crate) mod populate;
 pub(crate) mod shared;
 pub(crate) mod statfs;
+pub(crate) mod threads;
 pub(crate) mod times;
 pub(crate) mod trace;
 pub(crate) mod tuning;
