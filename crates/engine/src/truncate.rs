@@ -189,23 +189,8 @@ impl Engine {
     fn drop_past_end(&mut self, file: FileId, len: u64) -> Option<StallReason> {
         let first_gone = len.div_ceil(PAGE_SIZE);
         self.discard_dirty(file, first_gone);
-        let mut busy = false;
-        let runs: Vec<_> = self.cache.files[file.index()]
-            .runs_over(first_gone, MAX_FILE_PAGES)
-            .collect();
-        for (start, run) in runs {
-            if run.flags & (PG_WRITEBACK | PG_READING | PG_LOCKED) != 0 {
-                busy = true;
-            } else {
-                // A run that starts before the new end loses only its tail.
-                self.cache.remove_pages(
-                    file,
-                    start.max(first_gone),
-                    start + run.len,
-                    &mut self.actions,
-                );
-            }
-        }
+        let range = (first_gone, MAX_FILE_PAGES);
+        let mut busy = self.cache.drop_unheld(file, range, &mut self.actions);
         // A now partial last page under writeback: its tail is zeroed once
         // this returns (by the runtime, in the page's frame, which a write
         // in flight may be reading), and its write must not land after
@@ -293,22 +278,9 @@ impl Engine {
             unreachable!("continue_invalidate on a task that is not invalidating");
         };
         self.discard_dirty_range(file, first, end);
-        let runs: Vec<_> = self.cache.files[file.index()]
-            .runs_over(first, end)
-            .collect();
-        let mut busy = false;
-        for (start, run) in runs {
-            if run.flags & (PG_WRITEBACK | PG_READING | PG_LOCKED) != 0 {
-                busy = true;
-            } else {
-                self.cache.remove_pages(
-                    file,
-                    start.max(first),
-                    (start + run.len).min(end),
-                    &mut self.actions,
-                );
-            }
-        }
+        let busy = self
+            .cache
+            .drop_unheld(file, (first, end), &mut self.actions);
         if busy {
             // I/O in flight in the range, or a copy into a page there: wait
             // for it, then drop the pages.

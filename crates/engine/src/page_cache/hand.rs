@@ -19,7 +19,7 @@
 //! the engine's (reclaim.rs).
 
 use super::{PageCache, PageFlags, Run, SHRINK_ACTIVE_BATCH};
-use super::{PG_ACTIVE, PG_DIRTY, PG_IN_LRU, PG_READING, PG_REFERENCED, PG_WRITEBACK};
+use super::{PG_ACTIVE, PG_DIRTY, PG_IN_LRU, PG_LOCKED, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::action::Action;
 use crate::config::Lru;
 use crate::ids::{FileId, PageIndex};
@@ -38,6 +38,28 @@ impl PageCache {
     pub fn free_pages(&self) -> u64 {
         self.memory_pages
             .saturating_sub(self.nr_cached + self.nr_snapshot)
+    }
+
+    /// Drops `file`'s pages among `first..end` that no I/O or copy holds
+    /// (under writeback, being read, locked); whether some are held (the
+    /// caller waits for them and comes back).
+    pub fn drop_unheld(
+        &mut self,
+        file: FileId,
+        (first, end): (PageIndex, PageIndex),
+        out: &mut VecDeque<Action>,
+    ) -> bool {
+        let runs: Vec<_> = self.files[file.index()].runs_over(first, end).collect();
+        let mut held = false;
+        for (start, run) in runs {
+            if run.flags & (PG_WRITEBACK | PG_READING | PG_LOCKED) != 0 {
+                held = true;
+            } else {
+                // A run reaching past either end loses only what is inside.
+                self.remove_pages(file, start.max(first), (start + run.len).min(end), out);
+            }
+        }
+        held
     }
 
     /// Frees clean pages until `pages` more fit in the budget (at least
