@@ -309,13 +309,14 @@ impl CachedFile {
         self.split(end);
         self.last_found.set(None);
         self.forget_filled(first, end);
-        for (start, run) in self.runs.extract(first, end) {
-            self.counts.sub(&run);
+        let (counts, dirty_runs) = (&mut self.counts, &mut self.dirty_runs);
+        self.runs.extract(first, end, |start, run| {
+            counts.sub(&run);
             if run.flags & PG_DIRTY != 0 {
-                self.dirty_runs.remove(&start);
+                dirty_runs.remove(&start);
             }
             gone(start, run);
-        }
+        });
     }
 }
 

@@ -234,28 +234,32 @@ impl RunMap {
         self.chunks.iter().flatten().copied()
     }
 
-    /// Removes the runs whose first pages lie in `first..end`, in page
-    /// order.
+    /// Removes the runs whose first pages lie in `first..end`, handing
+    /// each to `taken` in page order.
     pub fn extract(
         &mut self,
         first: PageIndex,
         end: PageIndex,
-    ) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
+        mut taken: impl FnMut(PageIndex, Run),
+    ) {
         let ((c0, i0), (c1, i1)) = self.span(&(first..end));
-        let mut taken = Vec::new();
-        if (c0, i0) < (c1, i1) {
-            for c in (c0..=c1).rev() {
-                let ch = &mut self.chunks[c];
-                let from = if c == c0 { i0 } else { 0 };
-                let to = if c == c1 { i1 } else { ch.len() };
-                taken.splice(0..0, ch.drain(from..to));
-                if ch.is_empty() {
-                    self.chunks.remove(c);
-                }
-            }
-            self.len -= taken.len();
+        if (c0, i0) >= (c1, i1) {
+            return;
         }
-        taken.into_iter()
+        for c in c0..=c1 {
+            let ch = &mut self.chunks[c];
+            let from = if c == c0 { i0 } else { 0 };
+            let to = if c == c1 { i1 } else { ch.len() };
+            self.len -= to - from;
+            for (start, run) in ch.drain(from..to) {
+                taken(start, run);
+            }
+        }
+        for c in (c0..=c1).rev() {
+            if self.chunks[c].is_empty() {
+                self.chunks.remove(c);
+            }
+        }
     }
 
     /// The run at `start` gives its first `n` pages to the run before it,
@@ -418,7 +422,8 @@ mod tests {
                         }
                     }
                     7 => {
-                        let got: Vec<_> = m.extract(page, page + len).collect();
+                        let mut got = Vec::new();
+                        m.extract(page, page + len, |s, r| got.push((s, r)));
                         let want: Vec<_> = model.0.extract_if(page..page + len, |_, _| true).collect();
                         prop_assert_eq!(got, want);
                     }
