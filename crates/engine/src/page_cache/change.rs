@@ -210,7 +210,8 @@ impl CachedFile {
             }
         }
         // Joining checks flags and frames only, not the middle's length.
-        if head == 0 {
+        // With a tail, `join_front` found the run before unlike already.
+        if head == 0 && tail == 0 {
             let prev = self.runs.last_before(first);
             if let Some((prev_start, prev)) = prev {
                 if prev_start + prev.len == first && prev.joins(&middle) {
