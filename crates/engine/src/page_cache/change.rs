@@ -210,7 +210,8 @@ impl CachedFile {
             }
         }
         // Joining checks flags and frames only, not the middle's length.
-        if head == 0 {
+        // With a tail, `join_front` found the run before unlike already.
+        if head == 0 && tail == 0 {
             let prev = self.runs.last_before(first);
             if let Some((prev_start, prev)) = prev {
                 if prev_start + prev.len == first && prev.joins(&middle) {
@@ -309,13 +310,14 @@ impl CachedFile {
         self.split(end);
         self.last_found.set(None);
         self.forget_filled(first, end);
-        for (start, run) in self.runs.extract(first, end) {
-            self.counts.sub(&run);
+        let (counts, dirty_runs) = (&mut self.counts, &mut self.dirty_runs);
+        self.runs.extract(first, end, |start, run| {
+            counts.sub(&run);
             if run.flags & PG_DIRTY != 0 {
-                self.dirty_runs.remove(&start);
+                dirty_runs.remove(&start);
             }
             gone(start, run);
-        }
+        });
     }
 }
 

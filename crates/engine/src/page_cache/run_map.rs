@@ -1,112 +1,202 @@
-//! A file's runs by first page, in a B-tree whose keys can move forward.
+//! A file's runs by first page, in a sorted list cut into short chunks,
+//! with a finger on the chunk looked at last.
+//!
+//! A file holds thousands of runs (a run needs contiguous frames), and
+//! most look-ups follow one another closely: a sequential reader marks
+//! its next page, the flusher takes its next chunk, a completion changes
+//! the run a request made. A `BTreeMap` searches from the root every time
+//! (its range searches were a fifth of a simulation's time); here a
+//! look-up first tries the chunk the last one ended in, and only then
+//! bisects the chunks. Inside a chunk it bisects at most `CHUNK` entries,
+//! and inserting or removing moves at most that many.
 //!
 //! The commonest change to a file's runs is a run giving its first pages
-//! to the run ending where it starts: a sequential reader marking its next
-//! page accessed, a writer dirtying its next chunk of a clean run
-//! (change.rs, `join_front`). Keyed by first page, the giving run's key
-//! changes. A plain `BTreeMap` can only remove the entry and insert it
-//! again (two searches and node shuffles per 4 KiB read); here the key is
-//! a `Cell`, and `give_front` moves it in place after one search.
+//! to the run ending where it starts (change.rs, `join_front`): both
+//! entries change in place, the moved start included, after one look-up.
 //!
-//! Sound by `BTreeMap`'s contract: a key may change through a `Cell` as
-//! long as its order relative to every other key does not. `give_front`
-//! moves a run's start from `s` to `s + n` with `n` below the run's
-//! length, so the start stays above the previous run's (which ends at `s`)
-//! and below the next run's (which starts at or after the run's end).
-//! Nothing else changes a key.
+//! The answers are those of a map by first page: the same runs, in the
+//! same order (the tests compare it with a `BTreeMap`).
 
 use super::Run;
 use crate::ids::PageIndex;
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 
-/// A run's first page, as the map's key.
-#[derive(Clone, Debug)]
-struct Start(Cell<PageIndex>);
-
-impl Start {
-    fn at(page: PageIndex) -> Start {
-        Start(Cell::new(page))
-    }
-}
-
-impl PartialEq for Start {
-    fn eq(&self, other: &Start) -> bool {
-        self.0.get() == other.0.get()
-    }
-}
-
-impl Eq for Start {}
-
-impl PartialOrd for Start {
-    fn partial_cmp(&self, other: &Start) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Start {
-    fn cmp(&self, other: &Start) -> std::cmp::Ordering {
-        self.0.get().cmp(&other.0.get())
-    }
-}
-
-/// The bounds of a page range as bounds on keys.
-fn keys(range: impl RangeBounds<PageIndex>) -> (Bound<Start>, Bound<Start>) {
-    (
-        range.start_bound().map(|&p| Start::at(p)),
-        range.end_bound().map(|&p| Start::at(p)),
-    )
-}
+/// Most entries a chunk holds; a fuller one is cut in two.
+#[cfg(not(test))]
+const CHUNK: usize = 64;
+/// Small in tests, so that they cross chunks often.
+#[cfg(test)]
+const CHUNK: usize = 4;
 
 /// Runs by first page; they never overlap (the caller's invariant).
 #[derive(Clone, Debug, Default)]
-// The keys' order never changes while they are in the map (module doc).
-#[allow(clippy::mutable_key_type)]
 pub(super) struct RunMap {
-    map: BTreeMap<Start, Run>,
+    /// The runs in page order, in chunks of 1 to `CHUNK` entries.
+    chunks: Vec<Vec<(PageIndex, Run)>>,
+    len: usize,
+    /// Where the last look-up ended, as (chunk, index): the next one most
+    /// often ends there too, or just after.
+    finger: Cell<(usize, usize)>,
 }
 
-#[allow(clippy::mutable_key_type)]
 impl RunMap {
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.len
+    }
+
+    /// The chunk where a run starting at `page` is or would go: the last
+    /// whose first run starts at or before it (the first chunk if none
+    /// does). None when the map is empty.
+    fn chunk_of(&self, page: PageIndex) -> Option<usize> {
+        let n = self.chunks.len();
+        if n == 0 {
+            return None;
+        }
+        let starts_by = |c: usize| self.chunks[c][0].0 <= page;
+        let f = self.finger.get().0;
+        if f < n && (f == 0 || starts_by(f)) && (f + 1 == n || !starts_by(f + 1)) {
+            return Some(f);
+        }
+        Some(self.chunks.partition_point(|ch| ch[0].0 <= page).max(1) - 1)
+    }
+
+    /// (chunk, index) of the first run starting at or after `page`, or
+    /// after it when `after`; the index may be the chunk's length.
+    fn position(&self, page: PageIndex, after: bool) -> (usize, usize) {
+        let Some(c) = self.chunk_of(page) else {
+            return (0, 0);
+        };
+        let ch = &self.chunks[c];
+        // The first index whose run starts at or after `key`.
+        let key = page.saturating_add(after as u64);
+        let fits = |i: usize| {
+            i <= ch.len() && (i == 0 || ch[i - 1].0 < key) && (i == ch.len() || ch[i].0 >= key)
+        };
+        let (fc, fi) = self.finger.get();
+        let i = match (fc == c, fi) {
+            (true, fi) if fits(fi) => fi,
+            (true, fi) if fits(fi + 1) => fi + 1,
+            _ => ch.partition_point(|e| e.0 < key),
+        };
+        self.finger.set((c, i));
+        (c, i)
+    }
+
+    /// (chunk, index) of the run starting at `start`.
+    fn find(&self, start: PageIndex) -> Option<(usize, usize)> {
+        let (c, i) = self.position(start, false);
+        let e = self.chunks.get(c)?.get(i)?;
+        (e.0 == start).then_some((c, i))
+    }
+
+    /// The entry before (chunk, index), if any.
+    fn before(&self, c: usize, i: usize) -> Option<(usize, usize)> {
+        if i > 0 {
+            Some((c, i - 1))
+        } else {
+            let c = c.checked_sub(1)?;
+            Some((c, self.chunks[c].len() - 1))
+        }
+    }
+
+    /// The entry at or after (chunk, index), if any.
+    fn at_or_after(&self, c: usize, i: usize) -> Option<(PageIndex, Run)> {
+        let ch = self.chunks.get(c)?;
+        ch.get(i)
+            .or_else(|| self.chunks.get(c + 1).map(|n| &n[0]))
+            .copied()
     }
 
     pub fn get(&self, start: PageIndex) -> Option<Run> {
-        self.map.get(&Start::at(start)).copied()
+        let (c, i) = self.find(start)?;
+        Some(self.chunks[c][i].1)
     }
 
     pub fn get_mut(&mut self, start: PageIndex) -> Option<&mut Run> {
-        self.map.get_mut(&Start::at(start))
+        let (c, i) = self.find(start)?;
+        Some(&mut self.chunks[c][i].1)
     }
 
     /// Adds a run; the run that had this start, if any.
     pub fn insert(&mut self, start: PageIndex, run: Run) -> Option<Run> {
-        self.map.insert(Start::at(start), run)
+        if self.chunks.is_empty() {
+            let mut chunk = Vec::with_capacity(CHUNK + 1);
+            chunk.push((start, run));
+            self.chunks.push(chunk);
+            self.len = 1;
+            return None;
+        }
+        let (c, i) = self.position(start, false);
+        let ch = &mut self.chunks[c];
+        if ch.get(i).is_some_and(|e| e.0 == start) {
+            return Some(std::mem::replace(&mut ch[i].1, run));
+        }
+        ch.insert(i, (start, run));
+        self.len += 1;
+        if ch.len() > CHUNK {
+            let back = ch.split_off(CHUNK / 2);
+            self.chunks.insert(c + 1, back);
+        }
+        None
+    }
+
+    /// Removes the entry at (chunk, index), and its chunk if now empty.
+    fn remove_at(&mut self, c: usize, i: usize) -> (PageIndex, Run) {
+        let e = self.chunks[c].remove(i);
+        if self.chunks[c].is_empty() {
+            self.chunks.remove(c);
+        }
+        self.len -= 1;
+        e
     }
 
     pub fn remove(&mut self, start: PageIndex) -> Option<Run> {
-        self.map.remove(&Start::at(start))
+        let (c, i) = self.find(start)?;
+        Some(self.remove_at(c, i).1)
     }
 
-    /// The last run starting at or before `page` (one search, typed for
-    /// it: the generic `range` handles both bounds at run time).
+    /// The last run starting at or before `page`.
     pub fn last_from_or_before(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
-        let (s, &r) = self.map.range(..=Start::at(page)).next_back()?;
-        Some((s.0.get(), r))
+        let (c, i) = self.position(page, true);
+        let (c, i) = self.before(c, i)?;
+        Some(self.chunks[c][i])
     }
 
     /// The last run starting before `page`.
     pub fn last_before(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
-        let (s, &r) = self.map.range(..Start::at(page)).next_back()?;
-        Some((s.0.get(), r))
+        let (c, i) = self.position(page, false);
+        let (c, i) = self.before(c, i)?;
+        Some(self.chunks[c][i])
     }
 
     /// The first run starting at or after `page`.
     pub fn first_from(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
-        let (s, &r) = self.map.range(Start::at(page)..).next()?;
-        Some((s.0.get(), r))
+        let (c, i) = self.position(page, false);
+        self.at_or_after(c, i)
+    }
+
+    /// (chunk, index) bounds of the entries whose first pages lie in
+    /// `range`: from the first to just past the last.
+    fn span(&self, range: &impl RangeBounds<PageIndex>) -> ((usize, usize), (usize, usize)) {
+        let lo = match range.start_bound() {
+            Bound::Included(&p) => self.position(p, false),
+            Bound::Excluded(&p) => self.position(p, true),
+            Bound::Unbounded => (0, 0),
+        };
+        let hi = match range.end_bound() {
+            Bound::Included(&p) => self.position(p, true),
+            Bound::Excluded(&p) => self.position(p, false),
+            Bound::Unbounded => match self.chunks.len() {
+                0 => (0, 0),
+                n => (n - 1, self.chunks[n - 1].len()),
+            },
+        };
+        if hi < lo {
+            (lo, lo)
+        } else {
+            (lo, hi)
+        }
     }
 
     /// The runs whose first pages lie in `range`, in page order.
@@ -114,7 +204,14 @@ impl RunMap {
         &self,
         range: impl RangeBounds<PageIndex>,
     ) -> impl DoubleEndedIterator<Item = (PageIndex, Run)> + '_ {
-        self.map.range(keys(range)).map(|(s, &r)| (s.0.get(), r))
+        let ((c0, i0), (c1, i1)) = self.span(&range);
+        let chunks = self.chunks.get(c0..=c1).unwrap_or(&[]);
+        let last = chunks.len().saturating_sub(1);
+        chunks.iter().enumerate().flat_map(move |(k, ch)| {
+            let from = if k == 0 { i0 } else { 0 };
+            let to = if k == last { i1 } else { ch.len() };
+            ch[from..to].iter().copied()
+        })
     }
 
     /// As `range`, with the runs to change.
@@ -122,30 +219,53 @@ impl RunMap {
         &mut self,
         range: impl RangeBounds<PageIndex>,
     ) -> impl Iterator<Item = (PageIndex, &mut Run)> + '_ {
-        self.map.range_mut(keys(range)).map(|(s, r)| (s.0.get(), r))
+        let ((c0, i0), (c1, i1)) = self.span(&range);
+        let chunks = self.chunks.get_mut(c0..=c1).unwrap_or(&mut []);
+        let last = chunks.len().saturating_sub(1);
+        chunks.iter_mut().enumerate().flat_map(move |(k, ch)| {
+            let from = if k == 0 { i0 } else { 0 };
+            let to = if k == last { i1 } else { ch.len() };
+            ch[from..to].iter_mut().map(|(s, r)| (*s, r))
+        })
     }
 
     /// Every run, in page order.
     pub fn iter(&self) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
-        self.range(..)
+        self.chunks.iter().flatten().copied()
     }
 
-    /// Removes the runs whose first pages lie in `first..end`, in page
-    /// order.
+    /// Removes the runs whose first pages lie in `first..end`, handing
+    /// each to `taken` in page order.
     pub fn extract(
         &mut self,
         first: PageIndex,
         end: PageIndex,
-    ) -> impl Iterator<Item = (PageIndex, Run)> + '_ {
-        self.map
-            .extract_if(keys(first..end), |_, _| true)
-            .map(|(s, r)| (s.0.get(), r))
+        mut taken: impl FnMut(PageIndex, Run),
+    ) {
+        let ((c0, i0), (c1, i1)) = self.span(&(first..end));
+        if (c0, i0) >= (c1, i1) {
+            return;
+        }
+        for c in c0..=c1 {
+            let ch = &mut self.chunks[c];
+            let from = if c == c0 { i0 } else { 0 };
+            let to = if c == c1 { i1 } else { ch.len() };
+            self.len -= to - from;
+            for (start, run) in ch.drain(from..to) {
+                taken(start, run);
+            }
+        }
+        for c in (c0..=c1).rev() {
+            if self.chunks[c].is_empty() {
+                self.chunks.remove(c);
+            }
+        }
     }
 
     /// The run at `start` gives its first `n` pages to the run before it,
     /// if that one ends at `start` and `joins(before)` says the pages may
     /// join it: the run before grows by `n`, the run at `start` now
-    /// starts at `start + n`, one search. Returns the run before's start,
+    /// starts at `start + n`, one look-up. Returns the run before's start,
     /// or None (nothing changed) when there is no such run or it may not
     /// join.
     ///
@@ -156,20 +276,21 @@ impl RunMap {
         n: u64,
         joins: impl FnOnce(&Run) -> bool,
     ) -> Option<PageIndex> {
-        let mut runs = self.map.range_mut(..=Start::at(start));
-        let (key, run) = runs.next_back().expect("run exists");
-        assert!(key.0.get() == start && n < run.len, "gives a proper front");
-        let (prev_key, prev) = runs.next_back()?;
-        let prev_start = prev_key.0.get();
+        let (c, i) = self.find(start).expect("run exists");
+        assert!(n < self.chunks[c][i].1.len, "gives a proper front");
+        let (pc, pi) = self.before(c, i)?;
+        let (prev_start, prev) = &mut self.chunks[pc][pi];
+        let prev_start = *prev_start;
         if prev_start + prev.len != start || !joins(prev) {
             return None;
         }
         prev.len += n;
+        let (key, run) = &mut self.chunks[c][i];
         run.len -= n;
         run.frame += n as u32;
-        // Between the run before's new end and this run's end: the keys'
-        // order is unchanged (module doc).
-        key.0.set(start + n);
+        // Between the run before's new end and this run's end: the order
+        // is unchanged.
+        *key = start + n;
         Some(prev_start)
     }
 }
@@ -177,6 +298,7 @@ impl RunMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn run(len: u64, frame: u32) -> Run {
         Run {
@@ -300,7 +422,8 @@ mod tests {
                         }
                     }
                     7 => {
-                        let got: Vec<_> = m.extract(page, page + len).collect();
+                        let mut got = Vec::new();
+                        m.extract(page, page + len, |s, r| got.push((s, r)));
                         let want: Vec<_> = model.0.extract_if(page..page + len, |_, _| true).collect();
                         prop_assert_eq!(got, want);
                     }
@@ -327,6 +450,7 @@ mod tests {
                 prop_assert_eq!(m.last_from_or_before(page), found(model.0.range(..=page).next_back()));
                 prop_assert_eq!(m.last_before(page), found(model.0.range(..page).next_back()));
                 prop_assert_eq!(m.first_from(page), found(model.0.range(page..).next()));
+                prop_assert!(m.chunks.iter().all(|c| !c.is_empty()), "op {}", op);
                 prop_assert_eq!(m.len(), model.0.len());
                 prop_assert!(m.iter().eq(model.0.iter().map(|(&s, &r)| (s, r))));
             }
