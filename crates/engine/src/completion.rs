@@ -24,7 +24,7 @@ use crate::memory_pressure::sample::MemorySample;
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::proportions::PERIOD_NS;
 use crate::task::{Op, WaitKey};
-use crate::time::Instant;
+use crate::time::{earliest, Instant};
 use crate::timers::{kupdate_interval, Busy};
 
 impl Engine {
@@ -366,9 +366,11 @@ impl Engine {
     /// has anything to do (timers/).
     pub fn poll_timeout(&self) -> Option<Instant> {
         // Runtimes call this after every event: plain comparisons.
-        let timers = self.timers.next(self.timers_busy());
-        let devices = self.devices.iter().filter_map(|d| d.next_timeout()).min();
-        timers.into_iter().chain(devices).min()
+        let mut next = self.timers.next(self.timers_busy());
+        for dev in &self.devices {
+            next = earliest(next, dev.next_timeout());
+        }
+        next
     }
 
     /// Which periodic timers have something to do (timers/).

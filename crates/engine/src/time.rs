@@ -36,6 +36,17 @@ impl Add<u64> for Instant {
     }
 }
 
+/// The earlier of two optional deadlines (None: no deadline). Plain
+/// comparisons: `poll_timeout` calls it after every event.
+#[inline]
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
 impl Sub<u64> for Instant {
     type Output = Instant;
     fn sub(self, ns: u64) -> Instant {

@@ -8,7 +8,7 @@ use crate::config::{DeviceConfig, StableWrites};
 use crate::ids::WbId;
 use crate::space::state::DeviceSpace;
 use crate::stats::counters::DeviceStats;
-use crate::time::{Instant, NS_PER_MS};
+use crate::time::{earliest, Instant, NS_PER_MS};
 use crate::wbt::{auto_target_ns, Wbt};
 use crate::write_latency::FullWriteLatency;
 use std::collections::VecDeque;
@@ -123,18 +123,20 @@ impl Device {
     /// pacing stopped meanwhile: no `until` left); a write held by a
     /// quiet phase; the next free-space report while some is reserved;
     /// the end of a space flush.
+    #[inline]
     pub(crate) fn next_timeout(&self) -> Option<Instant> {
         let wbt = &self.wbt;
-        let pace = wbt
-            .pace
-            .waiting
-            .then(|| wbt.pace.until.unwrap_or(Instant::ZERO));
-        let statfs = self.space.next_statfs.filter(|_| self.space.reserved > 0);
-        let flush_end = (self.space.flush_started).map(|at| at + crate::space::SPACE_FLUSH_MAX_NS);
-        [wbt.window_end, pace, wbt.slice.retry_at, statfs, flush_end]
-            .into_iter()
-            .flatten()
-            .min()
+        let mut next = earliest(wbt.window_end, wbt.slice.retry_at);
+        if wbt.pace.waiting {
+            next = earliest(next, Some(wbt.pace.until.unwrap_or(Instant::ZERO)));
+        }
+        if self.space.reserved > 0 {
+            next = earliest(next, self.space.next_statfs);
+        }
+        if let Some(at) = self.space.flush_started {
+            next = earliest(next, Some(at + crate::space::SPACE_FLUSH_MAX_NS));
+        }
+        next
     }
 
     /// A device named `name`, whose median 4 KiB read takes

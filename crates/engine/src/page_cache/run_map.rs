@@ -158,6 +158,9 @@ impl RunMap {
 
     /// The last run starting at or before `page`.
     pub fn last_from_or_before(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        if self.len == 0 {
+            return None;
+        }
         let (c, i) = self.position(page, true);
         let (c, i) = self.before(c, i)?;
         Some(self.chunks[c][i])
@@ -165,6 +168,9 @@ impl RunMap {
 
     /// The last run starting before `page`.
     pub fn last_before(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        if self.len == 0 {
+            return None;
+        }
         let (c, i) = self.position(page, false);
         let (c, i) = self.before(c, i)?;
         Some(self.chunks[c][i])
@@ -172,6 +178,9 @@ impl RunMap {
 
     /// The first run starting at or after `page`.
     pub fn first_from(&self, page: PageIndex) -> Option<(PageIndex, Run)> {
+        if self.len == 0 {
+            return None;
+        }
         let (c, i) = self.position(page, false);
         self.at_or_after(c, i)
     }
@@ -179,6 +188,9 @@ impl RunMap {
     /// (chunk, index) bounds of the entries whose first pages lie in
     /// `range`: from the first to just past the last.
     fn span(&self, range: &impl RangeBounds<PageIndex>) -> ((usize, usize), (usize, usize)) {
+        if self.len == 0 {
+            return ((0, 0), (0, 0));
+        }
         let lo = match range.start_bound() {
             Bound::Included(&p) => self.position(p, false),
             Bound::Excluded(&p) => self.position(p, true),

@@ -14,7 +14,7 @@
 use crate::bandwidth::estimate::BANDWIDTH_INTERVAL_NS;
 use crate::config::Config;
 use crate::proportions::PERIOD_NS;
-use crate::time::{Instant, NS_PER_MS};
+use crate::time::{earliest, Instant, NS_PER_MS};
 
 /// When each periodic timer is next due.
 #[derive(Clone, Copy, Debug)]
@@ -47,11 +47,19 @@ impl Timers {
     }
 
     /// The earliest deadline among the timers that are `busy`.
+    #[inline]
     pub(crate) fn next(&self, busy: Busy) -> Option<Instant> {
-        let bandwidth = busy.bandwidth.then_some(self.next_bandwidth);
-        let period = busy.period.then_some(self.next_period);
-        let kupdate = self.next_kupdate.filter(|_| busy.kupdate);
-        [bandwidth, period, kupdate].into_iter().flatten().min()
+        let mut next = None;
+        if busy.bandwidth {
+            next = Some(self.next_bandwidth);
+        }
+        if busy.period {
+            next = earliest(next, Some(self.next_period));
+        }
+        if busy.kupdate {
+            next = earliest(next, self.next_kupdate);
+        }
+        next
     }
 
     /// Activity at `now` may give idle timers work: each deadline that
