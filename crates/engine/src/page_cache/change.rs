@@ -131,7 +131,9 @@ impl CachedFile {
         end: PageIndex,
         mut change: impl FnMut(PageIndex, u64, PageFlags) -> PageFlags,
     ) {
-        if first >= end {
+        // A file with no run (an unlinked file's pages dropped, a file
+        // never read) changes nothing: no cut, no search.
+        if first >= end || self.runs.len() == 0 {
             return;
         }
         // Most updates (a request's completion, a chunk off a dirty run)
