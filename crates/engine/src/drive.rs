@@ -14,6 +14,7 @@
 //! clock and threads instead of jumps: its drain is the same ordered pass
 //! over `poll_action`.
 
+use crate::time::earliest;
 use crate::{Action, Engine, Instant};
 
 /// A runtime that moves time itself: it owns the engine, the devices
@@ -74,12 +75,4 @@ pub struct NextEvent {
     pub at: Instant,
     completion: Option<Instant>,
     timer: Option<Instant>,
-}
-
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
 }
