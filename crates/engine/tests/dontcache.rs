@@ -12,17 +12,7 @@ const MIB: u64 = 1 << 20;
 
 /// An engine with one device that takes `nr_requests` requests at a time.
 fn setup(knobs: &[(&str, &str)], nr_requests: u32) -> (Harness, DeviceId, TaskId) {
-    let mut config = Config::default();
-    config.set("memory", "64MiB").unwrap();
-    for (knob, value) in knobs {
-        config.set(knob, value).unwrap();
-    }
-    let mut e = Engine::new(config, Instant(0));
-    let mut dc = DeviceConfig::default();
-    dc.set("nr_requests", &nr_requests.to_string()).unwrap();
-    let dev = e.add_device("d", dc, 100_000);
-    let task = e.add_task();
-    (Harness::new(e, 10_000), dev, task)
+    harness::setup(knobs, &[("nr_requests", &nr_requests.to_string())])
 }
 
 fn new_handle(hs: &mut Harness, dev: DeviceId, domain: DomainId) -> HandleId {

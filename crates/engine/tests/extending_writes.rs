@@ -26,18 +26,8 @@ fn setup(extending: &str) -> (Harness, TaskId, Files, [HandleId; 3]) {
 
 /// As `setup`, with these cache knobs.
 fn setup_with(extending: &str, knobs: &[(&str, &str)]) -> (Harness, TaskId, Files, [HandleId; 3]) {
-    let mut config = Config::default();
-    config.set("memory", "64MiB").unwrap();
-    for (knob, value) in knobs {
-        config.set(knob, value).unwrap();
-    }
-    let mut e = Engine::new(config, Instant(0));
-    let mut dc = DeviceConfig::default();
-    dc.set("max_sectors_kb", "64").unwrap();
-    dc.set("extending_writes", extending).unwrap();
-    let dev = e.add_device("d", dc, 100_000);
-    let task = e.add_task();
-    let mut hs = Harness::new(e, 10_000);
+    let device_knobs = [("max_sectors_kb", "64"), ("extending_writes", extending)];
+    let (mut hs, dev, task) = harness::setup(knobs, &device_knobs);
     hs.device_slots = vec![Instant(0); 4];
     let now = hs.now;
     let a = hs.engine.add_file(now, dev, DomainId(0), 0).unwrap();

@@ -7,9 +7,31 @@
 
 use std::collections::BTreeMap;
 use wb_engine::{
-    Action, Engine, EngineError, FileId, Instant, IoDir, IoErrorKind, IoId, IoRequest, PageIndex,
-    ReleaseStep, Stall, Step, TaskId, VirtualRuntime,
+    Action, Config, DeviceConfig, DeviceId, Engine, EngineError, FileId, Instant, IoDir,
+    IoErrorKind, IoId, IoRequest, PageIndex, ReleaseStep, Stall, Step, TaskId, VirtualRuntime,
 };
+
+/// A harness (a page takes 10 µs) over an engine with a 64 MiB cache and
+/// the cache `knobs`, one device "d" (idle reads of 100 µs) with the
+/// `device_knobs`, and one task. A knob the engine refuses is the test's
+/// own mistake: it panics with the engine's message.
+pub fn setup(knobs: &[(&str, &str)], device_knobs: &[(&str, &str)]) -> (Harness, DeviceId, TaskId) {
+    let mut config = Config::default();
+    config
+        .set("memory", "64MiB")
+        .expect("64MiB is a valid budget");
+    for (knob, value) in knobs {
+        config.set(knob, value).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut e = Engine::new(config, Instant(0));
+    let mut dc = DeviceConfig::default();
+    for (knob, value) in device_knobs {
+        dc.set(knob, value).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let dev = e.add_device("d", dc, 100_000);
+    let task = e.add_task();
+    (Harness::new(e, 10_000), dev, task)
+}
 
 pub struct Harness {
     pub engine: Engine,
