@@ -121,9 +121,9 @@ impl RunMap {
     /// Adds a run; the run that had this start, if any.
     pub fn insert(&mut self, start: PageIndex, run: Run) -> Option<Run> {
         if self.chunks.is_empty() {
-            let mut chunk = Vec::with_capacity(CHUNK + 1);
-            chunk.push((start, run));
-            self.chunks.push(chunk);
+            // No room reserved ahead: most files hold a run or two, and a
+            // cache may hold many files.
+            self.chunks.push(vec![(start, run)]);
             self.len = 1;
             return None;
         }
