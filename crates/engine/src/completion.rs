@@ -24,7 +24,7 @@ use crate::memory_pressure::sample::MemorySample;
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::proportions::PERIOD_NS;
 use crate::task::{Op, WaitKey};
-use crate::time::{earliest, Instant};
+use crate::time::Instant;
 use crate::timers::{kupdate_interval, Busy};
 
 impl Engine {
@@ -368,9 +368,9 @@ impl Engine {
         // Runtimes call this after every event: plain comparisons.
         let mut next = self.timers.next(self.timers_busy());
         for dev in &self.devices {
-            next = earliest(next, dev.next_timeout());
+            next = next.min(dev.next_timeout());
         }
-        next
+        next.get()
     }
 
     /// Which periodic timers have something to do (timers/).

@@ -47,6 +47,38 @@ pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant
     }
 }
 
+/// The earliest of several deadlines, folded with plain `min`s (no
+/// branch per `Option`): `poll_timeout` folds a dozen after every event.
+/// `u64::MAX` stands for "no deadline": an instant 584 years after the
+/// runtime's epoch, which no timer is armed for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Earliest(u64);
+
+impl Earliest {
+    pub const NONE: Earliest = Earliest(u64::MAX);
+
+    #[inline]
+    pub fn at_opt(self, t: Option<Instant>) -> Earliest {
+        Earliest(self.0.min(t.map_or(u64::MAX, |t| t.0)))
+    }
+
+    /// `t` counts only if `armed`.
+    #[inline]
+    pub fn at_if(self, armed: bool, t: Instant) -> Earliest {
+        Earliest(self.0.min(if armed { t.0 } else { u64::MAX }))
+    }
+
+    #[inline]
+    pub fn min(self, other: Earliest) -> Earliest {
+        Earliest(self.0.min(other.0))
+    }
+
+    #[inline]
+    pub fn get(self) -> Option<Instant> {
+        (self.0 != u64::MAX).then_some(Instant(self.0))
+    }
+}
+
 impl Sub<u64> for Instant {
     type Output = Instant;
     fn sub(self, ns: u64) -> Instant {

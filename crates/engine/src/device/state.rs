@@ -8,7 +8,7 @@ use crate::config::{DeviceConfig, StableWrites};
 use crate::ids::WbId;
 use crate::space::state::DeviceSpace;
 use crate::stats::counters::DeviceStats;
-use crate::time::{earliest, Instant, NS_PER_MS};
+use crate::time::{Earliest, Instant, NS_PER_MS};
 use crate::wbt::{auto_target_ns, Wbt};
 use crate::write_latency::FullWriteLatency;
 use std::collections::VecDeque;
@@ -124,19 +124,19 @@ impl Device {
     /// quiet phase; the next free-space report while some is reserved;
     /// the end of a space flush.
     #[inline]
-    pub(crate) fn next_timeout(&self) -> Option<Instant> {
+    pub(crate) fn next_timeout(&self) -> Earliest {
         let wbt = &self.wbt;
-        let mut next = earliest(wbt.window_end, wbt.slice.retry_at);
-        if wbt.pace.waiting {
-            next = earliest(next, Some(wbt.pace.until.unwrap_or(Instant::ZERO)));
-        }
-        if self.space.reserved > 0 {
-            next = earliest(next, self.space.next_statfs);
-        }
-        if let Some(at) = self.space.flush_started {
-            next = earliest(next, Some(at + crate::space::SPACE_FLUSH_MAX_NS));
-        }
-        next
+        let space = &self.space;
+        Earliest::NONE
+            .at_opt(wbt.window_end)
+            .at_opt(wbt.slice.retry_at)
+            .at_if(wbt.pace.waiting, wbt.pace.until.unwrap_or(Instant::ZERO))
+            .at_opt(space.next_statfs.filter(|_| space.reserved > 0))
+            .at_opt(
+                space
+                    .flush_started
+                    .map(|at| at + crate::space::SPACE_FLUSH_MAX_NS),
+            )
     }
 
     /// A device named `name`, whose median 4 KiB read takes

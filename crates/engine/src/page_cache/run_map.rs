@@ -47,37 +47,43 @@ impl RunMap {
 
     /// The chunk where a run starting at `page` is or would go: the last
     /// whose first run starts at or before it (the first chunk if none
-    /// does). None when the map is empty.
-    fn chunk_of(&self, page: PageIndex) -> Option<usize> {
-        let n = self.chunks.len();
-        if n == 0 {
-            return None;
+    /// does), given `n > 0` chunks and the finger's chunk `f`.
+    #[inline]
+    fn chunk_of(&self, page: PageIndex, n: usize, f: usize) -> usize {
+        if n == 1 {
+            // Most files: one chunk.
+            return 0;
         }
         let starts_by = |c: usize| self.chunks[c][0].0 <= page;
-        let f = self.finger.get().0;
         if f < n && (f == 0 || starts_by(f)) && (f + 1 == n || !starts_by(f + 1)) {
-            return Some(f);
+            return f;
         }
-        Some(self.chunks.partition_point(|ch| ch[0].0 <= page).max(1) - 1)
+        self.chunks.partition_point(|ch| ch[0].0 <= page).max(1) - 1
     }
 
     /// (chunk, index) of the first run starting at or after `page`, or
     /// after it when `after`; the index may be the chunk's length.
     fn position(&self, page: PageIndex, after: bool) -> (usize, usize) {
-        let Some(c) = self.chunk_of(page) else {
+        let n = self.chunks.len();
+        if n == 0 {
             return (0, 0);
-        };
-        let ch = &self.chunks[c];
-        // The first index whose run starts at or after `key`.
-        let key = page.saturating_add(after as u64);
-        let fits = |i: usize| {
-            i <= ch.len() && (i == 0 || ch[i - 1].0 < key) && (i == ch.len() || ch[i].0 >= key)
-        };
+        }
         let (fc, fi) = self.finger.get();
-        let i = match (fc == c, fi) {
-            (true, fi) if fits(fi) => fi,
-            (true, fi) if fits(fi + 1) => fi + 1,
-            _ => ch.partition_point(|e| e.0 < key),
+        let c = self.chunk_of(page, n, fc);
+        let ch = self.chunks[c].as_slice();
+        // The first index whose run starts at or after `key`: `fi` or the
+        // one after it when the finger is in this chunk and one of them
+        // is (`starts_before(i)`: the run at `i` starts before `key`).
+        let key = page.saturating_add(after as u64);
+        let starts_before = |i: usize| ch.get(i).is_some_and(|e| e.0 < key);
+        let i = if fc != c || fi > ch.len() || (fi > 0 && !starts_before(fi - 1)) {
+            ch.partition_point(|e| e.0 < key)
+        } else if !starts_before(fi) {
+            fi
+        } else if !starts_before(fi + 1) {
+            fi + 1
+        } else {
+            ch.partition_point(|e| e.0 < key)
         };
         self.finger.set((c, i));
         (c, i)

@@ -47,6 +47,14 @@ impl Workingset {
         self.shadows.iter().map(BTreeMap::len).sum()
     }
 
+    /// Whether `file` has a shadow (else there is nothing to look up).
+    #[inline]
+    fn has_shadows(&self, file: FileId) -> bool {
+        self.shadows
+            .get(file.index())
+            .is_some_and(|s| !s.is_empty())
+    }
+
     /// `file`'s shadows, made if it has none yet.
     fn of(&mut self, file: FileId) -> &mut BTreeMap<PageIndex, Shadow> {
         let i = file.index();
@@ -83,6 +91,9 @@ impl Workingset {
         end: PageIndex,
         workingset_pages: u64,
     ) -> Vec<(PageIndex, PageIndex)> {
+        if !self.has_shadows(file) {
+            return Vec::new();
+        }
         let found = self.overlapping(file, first, end);
         let mut hot = Vec::new();
         for &(start, shadow) in &found {
@@ -98,6 +109,10 @@ impl Workingset {
     /// Drops the shadows of pages `first..end` of `file` (truncated,
     /// punched, or cached again), keeping what lies outside the range.
     pub fn forget(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        // Most removals are of files that never lost a page to eviction.
+        if !self.has_shadows(file) {
+            return;
+        }
         let found = self.overlapping(file, first, end);
         self.forget_found(file, first, end, found);
     }

@@ -14,7 +14,7 @@
 use crate::bandwidth::estimate::BANDWIDTH_INTERVAL_NS;
 use crate::config::Config;
 use crate::proportions::PERIOD_NS;
-use crate::time::{earliest, Instant, NS_PER_MS};
+use crate::time::{Earliest, Instant, NS_PER_MS};
 
 /// When each periodic timer is next due.
 #[derive(Clone, Copy, Debug)]
@@ -48,18 +48,11 @@ impl Timers {
 
     /// The earliest deadline among the timers that are `busy`.
     #[inline]
-    pub(crate) fn next(&self, busy: Busy) -> Option<Instant> {
-        let mut next = None;
-        if busy.bandwidth {
-            next = Some(self.next_bandwidth);
-        }
-        if busy.period {
-            next = earliest(next, Some(self.next_period));
-        }
-        if busy.kupdate {
-            next = earliest(next, self.next_kupdate);
-        }
-        next
+    pub(crate) fn next(&self, busy: Busy) -> Earliest {
+        Earliest::NONE
+            .at_if(busy.bandwidth, self.next_bandwidth)
+            .at_if(busy.period, self.next_period)
+            .at_opt(self.next_kupdate.filter(|_| busy.kupdate))
     }
 
     /// Activity at `now` may give idle timers work: each deadline that
