@@ -190,7 +190,27 @@ impl Default for LatencyTimeline {
 impl LatencyTimeline {
     /// An operation that ended at `end_ns` after `latency_ns`.
     pub fn record(&mut self, end_ns: u64, latency_ns: u64) {
-        self.record_every(end_ns, 1, 1, latency_ns);
+        // `record_every` of one, without its division: every operation
+        // a runner serves one by one passes here.
+        let slot = self.slot_of(end_ns);
+        let s = &mut self.slots[slot];
+        s.ops += 1;
+        s.total_ns += latency_ns as u128;
+        s.max_ns = s.max_ns.max(latency_ns);
+    }
+
+    /// The slot an operation ending at `end_ns` goes in, made if new
+    /// (the slots coarsened first if it lies past the last point).
+    fn slot_of(&mut self, end_ns: u64) -> usize {
+        let mut slot = (end_ns / self.width_ns) as usize;
+        while slot >= TIMELINE_POINTS {
+            self.coarsen();
+            slot = (end_ns / self.width_ns) as usize;
+        }
+        if self.slots.len() <= slot {
+            self.slots.resize(slot + 1, Slot::default());
+        }
+        slot
     }
 
     /// `n` operations that each took `latency_ns`, the first ending at
@@ -201,14 +221,7 @@ impl LatencyTimeline {
         let mut done = 0;
         while done < n {
             let end_ns = first_end_ns + done * step_ns;
-            let mut slot = (end_ns / self.width_ns) as usize;
-            while slot >= TIMELINE_POINTS {
-                self.coarsen();
-                slot = (end_ns / self.width_ns) as usize;
-            }
-            if self.slots.len() <= slot {
-                self.slots.resize(slot + 1, Slot::default());
-            }
+            let slot = self.slot_of(end_ns);
             // The operations from this one that end within its slot.
             let slot_end_ns = (slot as u64 + 1) * self.width_ns;
             let here = ((slot_end_ns - 1 - end_ns) / step_ns.max(1) + 1).min(n - done);

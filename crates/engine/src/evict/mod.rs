@@ -125,9 +125,10 @@ impl Eviction {
     /// The runtime has taken every action queued so far: the retired ids
     /// may be used again.
     pub fn actions_taken(&mut self) {
+        // Called after every drain of the actions: most often none.
         if !self.retiring.is_empty() {
-            let retired = std::mem::take(&mut self.retiring);
-            self.free.extend(retired);
+            // Drained, not taken: the list keeps its room for the next ids.
+            self.free.extend(self.retiring.drain(..));
         }
     }
 

@@ -305,7 +305,9 @@ impl CachedFile {
         end: PageIndex,
         mut gone: impl FnMut(PageIndex, Run),
     ) {
-        if first >= end {
+        if first >= end || self.runs.len() == 0 {
+            // Nothing to take: a file's pages are dropped at its unlink
+            // and again when it leaves, most often none the second time.
             return;
         }
         self.split(first);
