@@ -401,7 +401,7 @@ impl Engine {
 
     /// The hard dirty limit in pages (max of thresh and the decaying dirty_limit).
     pub fn hard_limit_pages(&self) -> u64 {
-        self.dom.thresh.thresh.max(self.dom.dirty_limit)
+        self.dom.hard_limit()
     }
 
     /// How far the dirty count may exceed the hard limit: each task may

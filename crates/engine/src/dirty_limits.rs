@@ -4,13 +4,38 @@
 
 use crate::config::Config;
 use crate::ids::PAGE_SIZE;
-use crate::proportions::FpropGlobal;
+use crate::proportions::{FpropGlobal, FpropLocal};
 
 /// The global thresholds, in pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GlobalThresh {
     pub thresh: u64,
     pub bg_thresh: u64,
+}
+
+/// Inputs of one throttling decision (Linux's struct dirty_throttle_control), in pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Dtc {
+    /// Global dirty + writeback pages.
+    pub dirty: u64,
+    pub thresh: u64,
+    pub bg_thresh: u64,
+    /// The hard limit: max(thresh, decaying dirty_limit).
+    pub limit: u64,
+    /// This context's dirty + writeback pages.
+    pub wb_dirty: u64,
+    pub wb_thresh: u64,
+    pub wb_bg_thresh: u64,
+}
+
+impl Dtc {
+    pub fn freerun(&self) -> u64 {
+        dirty_freerun_ceiling(self.thresh, self.bg_thresh)
+    }
+
+    pub fn setpoint(&self) -> u64 {
+        (self.freerun() + self.limit) / 2
+    }
 }
 
 /// The global writeback domain (Linux's global_wb_domain): the
@@ -34,6 +59,38 @@ impl WbDomain {
             self.dirty_limit = self.thresh.thresh;
         } else if self.dirty_limit > target {
             self.dirty_limit -= (self.dirty_limit - target) >> 5;
+        }
+    }
+
+    /// The hard limit writers are held under: the threshold, or the
+    /// dirty limit while it comes down slowly after the threshold fell.
+    pub fn hard_limit(&self) -> u64 {
+        self.thresh.thresh.max(self.dirty_limit)
+    }
+
+    /// The throttle control of one writeback context (Linux's
+    /// wb_dirty_limits over the global domain): `dirty` pages dirty or
+    /// under writeback cache-wide and `wb_dirty` in the context, its
+    /// writeout share `share`, its device's `(min_ratio, max_ratio)` and
+    /// every device's min_ratio summed, `sum_min_ratio` (at most 100).
+    pub fn dtc(
+        &self,
+        (dirty, wb_dirty): (u64, u64),
+        share: &FpropLocal,
+        (min_ratio, max_ratio): (u32, u32),
+        sum_min_ratio: u32,
+    ) -> Dtc {
+        let (num, den) = share.fraction(&self.completions);
+        let thresh = self.thresh.thresh;
+        let wb_thresh = wb_calc_thresh(thresh, num, den, min_ratio, max_ratio, sum_min_ratio);
+        Dtc {
+            dirty,
+            thresh,
+            bg_thresh: self.thresh.bg_thresh,
+            limit: self.hard_limit(),
+            wb_dirty,
+            wb_thresh,
+            wb_bg_thresh: wb_thresh * self.thresh.bg_thresh / thresh.max(1),
         }
     }
 }
@@ -141,5 +198,38 @@ mod tests {
         assert_eq!(wb_calc_thresh(1000, 0, 1, 10, 100, 10), 100);
         // max_ratio caps a device that does all the writeout.
         assert_eq!(wb_calc_thresh(1000, 1, 1, 0, 30, 0), 300);
+    }
+
+    #[test]
+    fn a_contexts_dtc_is_its_share_of_the_domain() {
+        let mut completions = FpropGlobal::default();
+        let (mut a, mut b) = (FpropLocal::default(), FpropLocal::default());
+        a.add(&mut completions, 100, 100);
+        b.add(&mut completions, 300, 100);
+        let dom = WbDomain {
+            thresh: GlobalThresh {
+                thresh: 1000,
+                bg_thresh: 500,
+            },
+            dirty_limit: 1200,
+            completions,
+        };
+        // A quarter of the writeout: 1000 / 4 = 250, its background
+        // share 250 * 500 / 1000 = 125; the hard limit is the dirty limit
+        // above the threshold.
+        let want = Dtc {
+            dirty: 700,
+            thresh: 1000,
+            bg_thresh: 500,
+            limit: 1200,
+            wb_dirty: 60,
+            wb_thresh: 250,
+            wb_bg_thresh: 125,
+        };
+        assert_eq!(dom.dtc((700, 60), &a, (0, 100), 0), want);
+        // min_ratio 10: a quarter of the 900 left after the minimums
+        // (225) plus its own 100 = 325; background 325 / 2 = 162.
+        let got = dom.dtc((700, 60), &a, (10, 100), 10);
+        assert_eq!((got.wb_thresh, got.wb_bg_thresh), (325, 162));
     }
 }

@@ -10,8 +10,10 @@
 //!   that holds most of the dirty memory: the bug the per-device limits of
 //!   balance_dirty/ fixed.
 //!
-//! balance_dirty/ carries it out (`throttle_2007`).
+//! The write path (write_path/throttle.rs, `throttle_2007`) applies it.
 
+use crate::action::WbReason;
+use crate::flusher::work::Work;
 use crate::time::NS_PER_MS;
 
 /// At most this many pages dirtied between a 2007-style writer's looks at
@@ -36,3 +38,50 @@ pub fn write_chunk_2007(memory_pages: u64) -> u64 {
 }
 /// ...and otherwise looks again after congestion_wait(HZ/10).
 pub const CONGESTION_WAIT_NS: u64 = 100 * NS_PER_MS;
+
+/// Whether a writer that looks at the limit waits on: while the global
+/// count is over it (`over`) and its own device has written less than a
+/// chunk since the writer began to wait. `since` is the device's written
+/// count (`written` now) when it began: set here, cleared on release.
+pub fn waits_2007(over: bool, written: u64, since: &mut Option<u64>, memory_pages: u64) -> bool {
+    let baseline = *since.get_or_insert(written);
+    if !over || written - baseline >= write_chunk_2007(memory_pages) {
+        *since = None;
+        return false;
+    }
+    true
+}
+
+/// The writeback a waiting writer asks of its own device's flusher when
+/// that is idle: one chunk.
+pub fn work_2007(memory_pages: u64) -> Work {
+    Work {
+        reason: WbReason::BalanceDirty,
+        nr_pages: write_chunk_2007(memory_pages),
+        for_background: false,
+        older_than: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_writer_waits_for_a_chunk_of_its_own_device_or_the_count() {
+        // 65536 pages: ratelimit 2048 capped at 1024, a chunk 1536.
+        let memory_pages = 65_536;
+        let mut since = None;
+        assert!(waits_2007(true, 100, &mut since, memory_pages));
+        assert_eq!(since, Some(100));
+        assert!(
+            waits_2007(true, 1635, &mut since, memory_pages),
+            "1535 written"
+        );
+        assert!(!waits_2007(true, 1636, &mut since, memory_pages), "a chunk");
+        assert_eq!(since, None);
+        assert!(!waits_2007(false, 7, &mut since, memory_pages), "under");
+        assert_eq!(since, None);
+        assert_eq!(work_2007(memory_pages).nr_pages, 1536);
+    }
+}

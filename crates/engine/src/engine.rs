@@ -55,7 +55,7 @@ use crate::page_cache::{CachedFile, PageCache, MAX_FILE_PAGES};
 use crate::proportions::FpropGlobal;
 use crate::stats::counters::Stats;
 use crate::sync::table::SyncTable;
-use crate::task::{Op, Tasks};
+use crate::task::{Op, Tasks, WriteOp};
 use crate::time::Instant;
 use crate::timers::Timers;
 use crate::wb::state::{Wb, MAX_DOMAINS};
@@ -201,7 +201,7 @@ impl Engine {
         }
         match self.tasks[task.index()].op.clone() {
             Op::Idle => Err(EngineError::NothingToResume(task)),
-            Op::Write { .. } => self.continue_write(now, task),
+            Op::Write(_) => self.continue_write(now, task),
             Op::Read { .. } => self.continue_read(now, task),
             Op::Sync { op } => self.continue_sync(now, task, op),
             Op::Truncate { .. } => self.continue_truncate(now, task),
@@ -214,9 +214,9 @@ impl Engine {
     /// The file the task's operation is on, if it is on one file.
     fn op_file(&self, task: TaskId) -> Option<FileId> {
         let handle = match self.tasks[task.index()].op {
-            Op::Write { handle, .. } | Op::Read { handle, .. } | Op::DirectWrite { handle, .. } => {
-                handle
-            }
+            Op::Write(WriteOp { handle, .. })
+            | Op::Read { handle, .. }
+            | Op::DirectWrite { handle, .. } => handle,
             _ => return None,
         };
         self.handle(handle).ok().map(|h| h.file)

@@ -23,11 +23,12 @@
 //!    `read_io`). A page under writeback is modified in place, waited for
 //!    (stall `stable_page`) or copied first (`page_cache/stable.rs`,
 //!    `Action::CopyFrames`), as the device's `stable_writes` says.
-//! 3. `dirty_pages` (`write_path/`) marks the stretch dirty, the page
+//! 3. `dirty_pages` (`write_path/`) marks the stretch dirty: the page
 //!    cache counts it cache-wide and for the file's writeback context
-//!    (`page_cache/`, `PageCache::account`, the one place counts change),
-//!    the task counts it too, and
-//!    `copy_in` emits `Action::CopyIn`: the runtime copies the caller's
+//!    (`page_cache/dirty.rs`, `PageCache::dirty_pages`; `PageCache::account`,
+//!    the one place counts change), the context (`Wb::dirtied`) and the
+//!    task count it too, and
+//!    `PageCache::copy_in` emits `Action::CopyIn`: the runtime copies the caller's
 //!    bytes into the stretch's frames before it acts on anything later. A
 //!    write with `WriteFlags::deferred_copy` also locks the stretch's pages
 //!    (`page_cache/page_lock.rs`): the runtime copies after releasing its own lock and
@@ -36,8 +37,8 @@
 //!    Before the first stretch the write checks the room on the backing
 //!    filesystem (`write_path/throttle.rs`, `space/`).
 //! 4. `maybe_throttle` (`write_path/throttle.rs`; the math: `balance_dirty/`): past the task's
-//!    `nr_dirtied_pause`, `balance_dirty_pages` compares the context's dirty
-//!    pages with its share of the limits (`dirty_limits.rs`,
+//!    `nr_dirtied_pause` (`throttle_check_point`), `balance_dirty_pages` compares the context's dirty
+//!    pages with its share of the limits (`dirty_limits.rs`, `WbDomain::dtc`,
 //!    `position_ratio.rs`, `ratelimit.rs`), kicks background writeback over
 //!    the background threshold (`dispatch/`, `kick_background`) and returns
 //!    `Step::Sleep` with reason `dirty_throttle` and a bound (`task/`,

@@ -3,30 +3,7 @@
 //! setpoint, rising to 2.0 when far below it, falling to 0 at the hard limit;
 //! then scaled by how the context's own dirty pages sit against its share.
 
-/// Inputs of one throttling decision (Linux's struct dirty_throttle_control), in pages.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Dtc {
-    /// Global dirty + writeback pages.
-    pub dirty: u64,
-    pub thresh: u64,
-    pub bg_thresh: u64,
-    /// The hard limit: max(thresh, decaying dirty_limit).
-    pub limit: u64,
-    /// This context's dirty + writeback pages.
-    pub wb_dirty: u64,
-    pub wb_thresh: u64,
-    pub wb_bg_thresh: u64,
-}
-
-impl Dtc {
-    pub fn freerun(&self) -> u64 {
-        crate::dirty_limits::dirty_freerun_ceiling(self.thresh, self.bg_thresh)
-    }
-
-    pub fn setpoint(&self) -> u64 {
-        (self.freerun() + self.limit) / 2
-    }
-}
+use crate::dirty_limits::Dtc;
 
 /// The cubic control line: 1 + ((setpoint - dirty) / (limit - setpoint))^3, clamped to [0, 2].
 pub fn pos_ratio_polynom(setpoint: u64, dirty: u64, limit: u64) -> f64 {

@@ -8,19 +8,26 @@
 //!   should have taken at the task's rate, minus the time that already
 //!   passed (think time), bounded by `max_pause` (≤ 200 ms).
 //! - Pauses shorter than `min_pause` are not taken; the debt is carried.
-//! - The engine pass (after the math, write_path/throttle.rs): once a task
-//!   has dirtied its `nr_dirtied_pause` pages, `maybe_throttle` looks at
-//!   its writeback context's limits (the dirty_throttle_control, `dtc`),
-//!   kicks background writeback over the background threshold, and turns
-//!   a pause into a stall. `dirty_throttle = "global-2007"` goes to
+//! - One pass (`balance_dirty_pages`): once a task has dirtied its
+//!   `nr_dirtied_pause` pages (`throttle_check_point`), it looks at its
+//!   writeback context's limits (the dirty_throttle_control, `dtc`,
+//!   dirty_limits.rs), runs free under the freerun ceiling and is
+//!   throttled above it. The write path (write_path/throttle.rs,
+//!   `maybe_throttle`)
+//!   kicks background writeback over the background threshold and turns a
+//!   pause into a stall. `dirty_throttle = "global-2007"` goes to
 //!   dirty_throttle_2007.rs.
 
 pub(crate) mod task_dirty;
 
+use crate::action::{ThrottleDetail, MAX_PAUSE_NS};
 use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
+use crate::config::DirtyThrottle;
+use crate::dirty_limits::{dirty_freerun_ceiling, dirty_poll_interval, Dtc};
+use crate::dirty_throttle_2007::{ratelimit_pages_2007, RATELIMIT_EXCEEDED_2007};
+use crate::position_ratio::wb_position_ratio;
 use crate::time::{Instant, NS_PER_MS, NS_PER_SEC};
 
-use crate::action::MAX_PAUSE_NS;
 /// Linux's DIRTY_POLL_THRESH (128 KiB): the smallest useful batch of pages between checks.
 pub const DIRTY_POLL_THRESH: u64 = 32;
 /// The longest pause for a context: about 1/8 of the time its device needs
@@ -164,6 +171,96 @@ pub fn throttle(task: &mut TaskDirty, now: Instant, input: ThrottleInput) -> Thr
 /// (Linux: 32 >> (PAGE_SHIFT - 10)).
 pub const RATELIMIT_EXCEEDED: u64 = 8;
 
+/// The task's pages dirtied since its last look at the limits, and how
+/// many it may dirty before it looks again (Linux's ratelimit, in the
+/// configured throttle's terms). `exceeded`: its context's dirty_exceeded
+/// (io-less), and the 2007 limit's; `memory_pages`: the cache budget.
+pub fn throttle_check_point(
+    mode: DirtyThrottle,
+    task: &TaskDirty,
+    (wb_exceeded, exceeded_2007): (bool, bool),
+    memory_pages: u64,
+) -> (u64, u64) {
+    match mode {
+        DirtyThrottle::IoLess if wb_exceeded => (
+            task.nr_dirtied,
+            task.nr_dirtied_pause.min(RATELIMIT_EXCEEDED),
+        ),
+        DirtyThrottle::IoLess => (task.nr_dirtied, task.nr_dirtied_pause),
+        DirtyThrottle::Global2007 if exceeded_2007 => {
+            (task.ratelimit_2007, RATELIMIT_EXCEEDED_2007)
+        }
+        DirtyThrottle::Global2007 => (task.ratelimit_2007, ratelimit_pages_2007(memory_pages)),
+    }
+}
+
+/// What one pass of `balance_dirty_pages` decided.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Balance {
+    /// Under the freerun ceiling: the writer goes on.
+    Freerun,
+    /// Over it (background writeback is due): whether the writer's
+    /// context exceeds its share (its writers then look every
+    /// RATELIMIT_EXCEEDED pages), and whether the writer goes on...
+    Proceed { dirty_exceeded: bool },
+    /// ...or sleeps `detail.pause_ns` (`again`: over the hard limit,
+    /// looking again afterwards).
+    Pause {
+        dirty_exceeded: bool,
+        again: bool,
+        detail: ThrottleDetail,
+    },
+}
+
+/// Linux's balance_dirty_pages, one pass, over the writer's context: its
+/// throttle control `dtc`, `strict_limit` (its own share throttles even
+/// when the global pool is fine), and its write bandwidth and balanced
+/// rate (`avg_write_bw`, `dirty_ratelimit`, pages/s). Updates the task's
+/// own state (`freerun`, `throttle`).
+pub fn balance_dirty_pages(
+    task: &mut TaskDirty,
+    now: Instant,
+    dtc: &Dtc,
+    strict_limit: bool,
+    (avg_write_bw, dirty_ratelimit): (u64, u64),
+) -> Balance {
+    let (dirty, ceiling, thresh) = if strict_limit {
+        let ceiling = dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh);
+        (dtc.wb_dirty, ceiling, dtc.wb_thresh)
+    } else {
+        (dtc.dirty, dtc.freerun(), dtc.thresh)
+    };
+    if dirty <= ceiling {
+        freerun(task, now, dirty_poll_interval(dirty, thresh));
+        return Balance::Freerun;
+    }
+    let pos_ratio = wb_position_ratio(dtc, avg_write_bw, strict_limit);
+    let dirty_exceeded = dtc.wb_dirty > dtc.wb_thresh && (dtc.dirty > dtc.thresh || strict_limit);
+    let input = ThrottleInput {
+        dirty_ratelimit,
+        pos_ratio,
+        avg_write_bw,
+        wb_dirty: dtc.wb_dirty,
+    };
+    match throttle(task, now, input) {
+        Throttle::Proceed => Balance::Proceed { dirty_exceeded },
+        Throttle::Pause { pause_ns, again } => Balance::Pause {
+            dirty_exceeded,
+            again,
+            detail: ThrottleDetail {
+                pause_ns,
+                pos_ratio_permille: (pos_ratio * 1000.0) as u64,
+                task_ratelimit_pages_s: (dirty_ratelimit as f64 * pos_ratio) as u64,
+                dirty_pages: dtc.dirty,
+                thresh_pages: dtc.thresh,
+                limit_pages: dtc.limit,
+                wb_dirty_pages: dtc.wb_dirty,
+                wb_thresh_pages: dtc.wb_thresh,
+            },
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +354,80 @@ mod tests {
                 again: true
             }
         );
+    }
+
+    #[test]
+    fn check_point_follows_the_throttle_and_its_exceeded_bit() {
+        let task = TaskDirty {
+            nr_dirtied: 10,
+            nr_dirtied_pause: 32,
+            ratelimit_2007: 5,
+            ..TaskDirty::default()
+        };
+        let point = |mode, exceeded, memory_pages| {
+            throttle_check_point(mode, &task, exceeded, memory_pages)
+        };
+        assert_eq!(point(DirtyThrottle::IoLess, (false, true), 0), (10, 32));
+        assert_eq!(point(DirtyThrottle::IoLess, (true, false), 0), (10, 8));
+        // 65536 / 32 = 2048 pages, capped at 1024; 100 / 32 = 3, raised to 16.
+        let global = DirtyThrottle::Global2007;
+        assert_eq!(point(global, (true, false), 65_536), (5, 1024));
+        assert_eq!(point(global, (false, false), 100), (5, 16));
+        assert_eq!(point(global, (false, true), 65_536), (5, 8));
+    }
+
+    #[test]
+    fn balance_runs_free_under_the_ceiling_and_pauses_longest_over_the_limit() {
+        let now = Instant(10 * NS_PER_SEC);
+        let mut task = TaskDirty {
+            nr_dirtied: 300,
+            ..TaskDirty::default()
+        };
+        let mut dtc = Dtc {
+            dirty: 100,
+            thresh: 1000,
+            bg_thresh: 500,
+            limit: 1000,
+            wb_dirty: 100,
+            wb_thresh: 1000,
+            wb_bg_thresh: 500,
+        };
+        // Ceiling (1000 + 500) / 2 = 750; next look after
+        // 2^(ilog2(1000 - 100) / 2) = 2^(9 / 2) = 16 pages.
+        let got = balance_dirty_pages(&mut task, now, &dtc, false, (2559, 1000));
+        assert_eq!(got, Balance::Freerun);
+        assert_eq!((task.nr_dirtied, task.nr_dirtied_pause), (0, 16));
+        assert_eq!(task.dirty_paused_when, Some(now));
+        // Over the hard limit: pos_ratio 0, the longest pause, 1 ms +
+        // 2048 pages / (8 x 2560 pages/s) = 101 ms, and look again; the
+        // context holds over its share while the domain is over its
+        // threshold.
+        dtc = Dtc {
+            dirty: 4100,
+            thresh: 4000,
+            bg_thresh: 2000,
+            limit: 4000,
+            wb_dirty: 2048,
+            wb_thresh: 1000,
+            wb_bg_thresh: 500,
+        };
+        let want = Balance::Pause {
+            dirty_exceeded: true,
+            again: true,
+            detail: ThrottleDetail {
+                pause_ns: 101 * NS_PER_MS,
+                pos_ratio_permille: 0,
+                task_ratelimit_pages_s: 0,
+                dirty_pages: 4100,
+                thresh_pages: 4000,
+                limit_pages: 4000,
+                wb_dirty_pages: 2048,
+                wb_thresh_pages: 1000,
+            },
+        };
+        let got = balance_dirty_pages(&mut task, now, &dtc, false, (2559, 1000));
+        assert_eq!(got, want);
+        assert_eq!(task.dirty_paused_when, Some(now + 101 * NS_PER_MS));
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct TaskDirty {
     pub nr_dirtied_pause: u64,
     /// Virtual time of the end of the last pause; think time is measured from it.
     pub dirty_paused_when: Option<Instant>,
+    /// 2007 mode: pages dirtied since the last check. Linux kept this per
+    /// CPU; here each task counts as running on its own CPU.
+    pub ratelimit_2007: u64,
 }
 
 impl Default for TaskDirty {
@@ -27,6 +30,16 @@ impl Default for TaskDirty {
             nr_dirtied: 0,
             nr_dirtied_pause: INITIAL_DIRTIED_PAUSE,
             dirty_paused_when: None,
+            ratelimit_2007: 0,
         }
+    }
+}
+
+impl TaskDirty {
+    /// The task newly dirtied `pages` pages: both throttles count them.
+    #[inline]
+    pub fn dirtied(&mut self, pages: u64) {
+        self.nr_dirtied += pages;
+        self.ratelimit_2007 += pages;
     }
 }

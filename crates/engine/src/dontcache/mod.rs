@@ -165,6 +165,39 @@ impl Wb {
         self.dontcache_paced_until = from + ns;
     }
 
+    /// `pages` uncached pages were just dirtied, the context holding
+    /// `unclean` and its device's shortest recent full write taking
+    /// `full_write_ns`: the context's write rate is measured first, then
+    /// its pace moves on (`pace_dontcache`) within its limit.
+    pub(crate) fn dontcache_dirtied(
+        &mut self,
+        now: Instant,
+        pages: u64,
+        full_write_ns: Option<u64>,
+        unclean: u64,
+    ) {
+        let measured = self.written_rate.update(now, self.written);
+        let limit = dontcache_limit(self, full_write_ns);
+        self.pace_dontcache(now, pages, (limit, unclean), measured);
+    }
+
+    /// An uncached writer's wait, its context holding `unclean` of at
+    /// most `limit` uncached pages: at the limit, for the next write
+    /// completion or DONTCACHE_WAIT_MAX_NS (true: a completion wakes
+    /// it); ahead of the pace, until the pace catches up, as long at
+    /// most. None: it goes on.
+    pub(crate) fn dontcache_wait(
+        &self,
+        now: Instant,
+        (limit, unclean): (u64, u64),
+    ) -> Option<(Instant, bool)> {
+        let latest = now + DONTCACHE_WAIT_MAX_NS;
+        if unclean >= limit {
+            return Some((latest, true));
+        }
+        (self.dontcache_paced_until > now).then(|| (self.dontcache_paced_until.min(latest), false))
+    }
+
     /// Sets the start_dontcache bit (Linux's
     /// filemap_dontcache_kick_writeback); whether the flusher must be
     /// woken (false: the bit was set, the kick coalesces).
@@ -251,5 +284,25 @@ impl PageCache {
         let before = f.counts();
         f.update(first, end, |fl| fl & !PG_DROPBEHIND);
         self.account(file, before);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{DeviceId, DomainId};
+
+    #[test]
+    fn an_uncached_writer_waits_at_the_limit_or_ahead_of_its_pace() {
+        let now = Instant(NS_PER_SEC);
+        let mut wb = Wb::new(DeviceId(0), DomainId(0), now);
+        let latest = now + 100 * NS_PER_MS;
+        assert_eq!(wb.dontcache_wait(now, (100, 100)), Some((latest, true)));
+        assert_eq!(wb.dontcache_wait(now, (100, 99)), None, "paced up to now");
+        wb.dontcache_paced_until = now + 30 * NS_PER_MS;
+        let paced = Some((now + 30 * NS_PER_MS, false));
+        assert_eq!(wb.dontcache_wait(now, (100, 10)), paced);
+        wb.dontcache_paced_until = now + 500 * NS_PER_MS;
+        assert_eq!(wb.dontcache_wait(now, (100, 10)), Some((latest, false)));
     }
 }

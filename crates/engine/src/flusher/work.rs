@@ -84,6 +84,13 @@ impl Flusher {
         !self.works.is_empty() || self.start_all.is_some()
     }
 
+    /// Queues `work` only if the flusher has nothing to do.
+    pub fn queue_if_idle(&mut self, work: Work) {
+        if self.current.is_none() && !self.has_queued() {
+            self.queue(work);
+        }
+    }
+
     /// Periodic work if due (`wb_dirty` pages dirtied before
     /// `older_than`), else background work if kicked and the context is
     /// still over its background threshold (`over_bg`).

@@ -25,10 +25,12 @@
 //!
 //! Files here: the run and its flags (run.rs), the changes that split
 //! and join runs (change.rs), a file's runs and look-ups (file.rs, over
-//! run_map.rs); this file holds the owner and its counts.
+//! run_map.rs), a write's dirtying and copies (dirty.rs); this file
+//! holds the owner and its counts.
 
 mod change;
 mod check;
+mod dirty;
 mod file;
 mod frame_notes;
 mod frame_space;
@@ -42,6 +44,7 @@ mod stable;
 mod workingset;
 mod writeback;
 
+pub(crate) use dirty::Dirtied;
 pub use file::CachedFile;
 pub use hand::{RECLAIM_BATCH, RECLAIM_QUEUE_SLACK};
 pub use lru::SHRINK_ACTIVE_BATCH;

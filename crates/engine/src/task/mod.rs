@@ -14,7 +14,7 @@ use crate::time::Instant;
 use std::collections::VecDeque;
 use std::ops::{Index, IndexMut};
 
-pub(crate) use crate::task::state::{Op, Task, WaitKey, MAX_TASKS};
+pub(crate) use crate::task::state::{Op, Task, WaitKey, WriteOp, MAX_TASKS};
 
 /// The tasks, and which wait for what.
 #[derive(Debug, Default)]
@@ -56,7 +56,6 @@ impl Tasks {
             last_read: None,
             ra_file: None,
             read_marked: None,
-            ratelimit_2007: 0,
         });
         TaskId((self.all.len() - 1) as u32)
     }

@@ -15,25 +15,7 @@ pub const MAX_TASKS: usize = 1 << 16;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Op {
     Idle,
-    Write {
-        handle: HandleId,
-        /// First byte of the write.
-        start: u64,
-        /// Next byte to copy.
-        pos: u64,
-        end: u64,
-        flags: WriteFlags,
-        /// `dontcache_flush = inline`: the submission of what was written
-        /// (a sync op that only issues), once the bytes are in.
-        flush_op: Option<u64>,
-        /// The throttle asked to look again after the pause.
-        throttle_again: bool,
-        /// 2007-style throttle: waiting for own writeback since this count.
-        wait_2007: Option<u64>,
-        /// Too little free space was found once: the device's dirty pages
-        /// were written back to learn the real free space (space/).
-        space_flushed: bool,
-    },
+    Write(WriteOp),
     Read {
         handle: HandleId,
         offset: u64,
@@ -71,6 +53,46 @@ pub(crate) enum Op {
     },
 }
 
+/// A buffered write's progress (write_path/), kept in its task's
+/// operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct WriteOp {
+    pub handle: HandleId,
+    /// First byte of the write.
+    pub start: u64,
+    /// Next byte to copy.
+    pub pos: u64,
+    pub end: u64,
+    pub flags: WriteFlags,
+    /// `dontcache_flush = inline`: the submission of what was written
+    /// (a sync op that only issues), once the bytes are in.
+    pub flush_op: Option<u64>,
+    /// The throttle asked to look again after the pause.
+    pub throttle_again: bool,
+    /// 2007-style throttle: waiting for own writeback since this count.
+    pub wait_2007: Option<u64>,
+    /// Too little free space was found once: the device's dirty pages
+    /// were written back to learn the real free space (space/).
+    pub space_flushed: bool,
+}
+
+impl WriteOp {
+    /// A write of bytes `start..end` through `handle`, nothing done yet.
+    pub fn new(handle: HandleId, (start, end): (u64, u64), flags: WriteFlags) -> WriteOp {
+        WriteOp {
+            handle,
+            start,
+            pos: start,
+            end,
+            flags,
+            flush_op: None,
+            throttle_again: false,
+            wait_2007: None,
+            space_flushed: false,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Task {
     pub dirty: TaskDirty,
@@ -87,9 +109,6 @@ pub(crate) struct Task {
     /// The read in progress has marked its pages accessed below this one
     /// (page_cache/lru.rs), so a read that waits and resumes counts once.
     pub read_marked: Option<(FileId, PageIndex)>,
-    /// 2007 mode: pages dirtied since the last check. Linux kept this per
-    /// CPU; here each task counts as running on its own CPU.
-    pub ratelimit_2007: u64,
 }
 
 /// What a waiting task waits for, so events wake only those concerned.

@@ -4,13 +4,13 @@
 
 use crate::action::StallReason;
 use crate::bandwidth::estimate::WriteBandwidth;
-use crate::dirty_limits::dirty_freerun_ceiling;
+use crate::dirty_limits::{dirty_freerun_ceiling, Dtc};
 use crate::dontcache::stats::DontcacheStats;
 use crate::dontcache::written_rate::WrittenRate;
 use crate::flusher::work::Flusher;
 use crate::ids::{DeviceId, DomainId, FileId};
-use crate::page_cache::{CachedFile, WbPages};
-use crate::position_ratio::{wb_position_ratio, Dtc};
+use crate::page_cache::{CachedFile, Dirtied, WbPages};
+use crate::position_ratio::wb_position_ratio;
 use crate::proportions::FpropLocal;
 use crate::ratelimit::{DirtyRatelimit, RatelimitInput};
 use crate::stats::counters::{DomainStats, StallStats};
@@ -116,6 +116,19 @@ impl Wb {
             written_rate: WrittenRate::new(now),
             stalls: Default::default(),
         }
+    }
+
+    /// Pages of `file` were just dirtied at `now` (`d`, page_cache/):
+    /// a file dirtied for the first time joins the dirty files, and a
+    /// context that had no I/O restarts its bandwidth estimate.
+    pub(crate) fn dirtied(&mut self, now: Instant, file: FileId, d: Dirtied) {
+        if d.file_was_clean {
+            self.dirty_files.insert((now, file));
+        }
+        if !d.had_io {
+            self.bw.restart(now, self.written, self.dirtied);
+        }
+        self.dirtied += d.newly;
     }
 
     /// Every 200 ms (`elapsed` since the last update) while the context

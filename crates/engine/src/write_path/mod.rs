@@ -1,16 +1,17 @@
 //! The buffered write path: copy page by page into the cache (reading a
-//! page first when only part of it is overwritten), mark pages dirty, and
-//! let the throttles decide whether the writer sleeps (throttle.rs).
+//! page first when only part of it is overwritten), mark pages dirty
+//! (page_cache/dirty.rs), and let the throttles decide whether the
+//! writer sleeps (throttle.rs).
 
 pub(crate) mod flags;
 mod throttle;
 
-use crate::action::{Action, StallReason, Step};
+use crate::action::{StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
-use crate::page_cache::{PG_DIRTY, PG_DROPBEHIND, PG_READING, PG_REFERENCED, PG_WRITEBACK};
-use crate::task::{Op, WaitKey};
+use crate::page_cache::{PG_DROPBEHIND, PG_READING, PG_WRITEBACK};
+use crate::task::{Op, WaitKey, WriteOp};
 use crate::time::Instant;
 use crate::write_path::flags::WriteFlags;
 
@@ -50,21 +51,8 @@ impl Engine {
         flags: WriteFlags,
     ) -> Result<Step, EngineError> {
         self.file_in_use(handle, offset, len)?;
-        let end = offset + len;
-        self.tasks.begin(
-            task,
-            Op::Write {
-                handle,
-                start: offset,
-                pos: offset,
-                end,
-                flags,
-                flush_op: None,
-                throttle_again: false,
-                wait_2007: None,
-                space_flushed: false,
-            },
-        )?;
+        let op = WriteOp::new(handle, (offset, offset + len), flags);
+        self.tasks.begin(task, Op::Write(op))?;
         self.continue_write(now, task)
     }
 
@@ -73,28 +61,16 @@ impl Engine {
         now: Instant,
         task: TaskId,
     ) -> Result<Step, EngineError> {
-        let Op::Write {
-            handle,
-            start,
-            mut pos,
-            end,
-            flags,
-            flush_op,
-            throttle_again,
-            wait_2007,
-            space_flushed,
-        } = self.tasks[task.index()].op.clone()
-        else {
-            unreachable!("continue_write on a task that is not writing");
-        };
-        let file = self.handle(handle)?.file;
+        let w = *self.write_op(task);
+        let (start, mut pos, end, flags) = (w.start, w.pos, w.end, w.flags);
+        let file = self.handle(w.handle)?.file;
         if pos == start {
-            if let Some(stop) = self.write_space(now, task, file, (start, end), space_flushed) {
+            if let Some(stop) = self.write_space(now, task, file, (start, end), w.space_flushed) {
                 return stop;
             }
         }
         if let Some(step) =
-            self.write_throttles_again(now, task, file, wait_2007.is_some(), throttle_again)
+            self.write_throttles_again(now, task, file, w.wait_2007.is_some(), w.throttle_again)
         {
             return Ok(step);
         }
@@ -118,7 +94,7 @@ impl Engine {
             }
         }
         if flags.dontcache {
-            if let Some(step) = self.dontcache_written(now, task, file, (start, end), flush_op) {
+            if let Some(step) = self.dontcache_written(now, task, file, (start, end), w.flush_op) {
                 return Ok(step);
             }
         }
@@ -174,18 +150,17 @@ impl Engine {
             flags,
         };
         let ready_end = self.prepare_pages(now, task, stretch)?;
-        self.dirty_pages(now, task, file, page, ready_end, flags);
+        self.dirty_pages(now, task, file, (page, ready_end), flags);
         let copied = pos;
         pos = end.min(ready_end * PAGE_SIZE);
-        self.copy_in(task, file, copied, pos);
+        self.cache
+            .copy_in(task, file, (copied, pos), &mut self.actions);
         if flags.deferred_copy && !flags.dontcache {
             self.cache.lock_pages(task, file, page, ready_end);
         }
         let f = &mut self.cache.files[file.index()];
         f.size = f.size.max(pos);
-        if let Op::Write { pos: p, .. } = &mut self.tasks[task.index()].op {
-            *p = pos;
-        }
+        self.write_op(task).pos = pos;
         Ok(pos)
     }
 
@@ -308,86 +283,39 @@ impl Engine {
         Ok(page + pages)
     }
 
-    /// Asks the runtime to copy the write's bytes `from..to` (file
-    /// offsets) into the frames of their pages, one action per run.
-    fn copy_in(&mut self, task: TaskId, file: FileId, from: u64, to: u64) {
-        let mut pos = from;
-        while pos < to {
-            let page = pos / PAGE_SIZE;
-            let (start, run) = self.cache.files[file.index()]
-                .run_at(page)
-                .expect("pages to copy into are cached");
-            let len = ((start + run.len) * PAGE_SIZE).min(to) - pos;
-            self.actions.push_back(Action::CopyIn {
-                task,
-                file,
-                pos,
-                len,
-                frame: run.frame + (page - start) as u32,
-            });
-            pos += len;
-        }
-    }
-
-    /// Marks cached pages `first..end` dirty and accounts those that were
-    /// not. An ordinary write takes the drop-behind mark off.
+    /// Marks cached pages `first..end` dirty (page_cache/dirty.rs) and
+    /// counts those that were not for their context, the task and the
+    /// uncached writers' pace.
     fn dirty_pages(
         &mut self,
         now: Instant,
         task: TaskId,
         file: FileId,
-        first: PageIndex,
-        end: PageIndex,
+        (first, end): (PageIndex, PageIndex),
         flags: WriteFlags,
     ) {
-        let clear = if flags.dontcache { 0 } else { PG_DROPBEHIND };
-        // A write is not an access with two lists (lru.rs); under CLOCK it
-        // gives the page its second chance.
-        let used = match self.config.lru {
-            crate::config::Lru::Clock => PG_REFERENCED,
-            crate::config::Lru::ActiveInactive => 0,
-        };
+        let marks = self.cache.write_marks(flags.dontcache);
         // Overwriting pages that are dirty (and referenced) already changes
         // no state: no split of their run, no accounting.
-        if self.cache.files[file.index()].all_match(first, end, PG_DIRTY | used, clear) {
+        if self.cache.files[file.index()].all_match(first, end, marks.0, marks.1) {
             return;
         }
         self.wake_timers(now, false);
-        let f = &mut self.cache.files[file.index()];
-        let before = f.counts();
-        // Whether the context had I/O before these pages (its bandwidth
-        // estimate restarts when it had none).
-        let had_io = self.cache.wb_pages[f.wb.index()].has_io();
-        f.update(first, end, |fl| (fl | PG_DIRTY | used) & !clear);
-        self.cache.account(file, before);
+        let dirtied = self.cache.dirty_pages(now, file, (first, end), marks);
         let f = &mut self.cache.files[file.index()];
         self.devices[f.device.index()]
             .space
             .reserve_dirtied(f, first, end);
-        let newly = f.counts().dirty - before.dirty;
-        if newly == 0 {
+        if dirtied.newly == 0 {
             return;
         }
         let wb_id = f.wb;
-        let newly_dirty_file = f.dirtied_when.is_none();
-        if newly_dirty_file {
-            f.dirtied_when = Some(now);
-        }
-        let wb = &mut self.wbs[wb_id.index()];
-        if newly_dirty_file {
-            wb.dirty_files.insert((now, file));
-        }
-        if !had_io {
-            wb.bw.restart(now, wb.written, wb.dirtied);
-        }
-        wb.dirtied += newly;
+        self.wbs[wb_id.index()].dirtied(now, file, dirtied);
         if flags.dontcache {
-            self.pace_dontcache(now, wb_id, newly);
+            self.pace_dontcache(now, wb_id, dirtied.newly);
         }
-        self.stats.dirtied_pages += newly;
-        let t = &mut self.tasks[task.index()];
-        t.dirty.nr_dirtied += newly;
-        t.ratelimit_2007 += newly;
+        self.stats.dirtied_pages += dirtied.newly;
+        self.tasks[task.index()].dirty.dirtied(dirtied.newly);
         let c = &self.cache;
         self.stats
             .note_peaks(c.nr_dirty, c.nr_writeback, c.nr_cached);
