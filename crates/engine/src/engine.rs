@@ -9,14 +9,14 @@
 //! |---|---|
 //! | `open`, `close` | here (handles: `handle.rs`) |
 //! | `write` | `write_path/` |
-//! | `write_direct` | `truncate.rs` (the phases: `direct/`) |
+//! | `write_direct` | `invalidate.rs` (the requests and phases: `direct/`) |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
 //! | `fsync`, `fsync_all`, `sync` | `sync/` |
 //! | `durable_done` | `completion.rs` (the marks: `durability/`) |
 //! | `file_unsynced` | `sync/` |
 //! | `length_set` | `completion.rs` (the rule: `backing_len/`) |
-//! | `set_len` | `truncate.rs` |
-//! | `invalidate_range` | `truncate.rs` |
+//! | `set_len` | `backlog/` (the pages: `page_cache/truncate.rs`) |
+//! | `invalidate_range` | `invalidate.rs` (the pages: `page_cache/truncate.rs`) |
 //! | `set_free_space`, `space_unknown` | `completion.rs` (the rule: `space/`) |
 //! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | here (the rules: `evict/`) |
 //! | `resume` | here (tasks: `task/`) |

@@ -1,8 +1,14 @@
 //! One device's backlog as a queue: items, their estimated costs, the
 //! level and its watermarks, the parked files and the step in flight
-//! (the policy is in mod.rs's docs; the engine's side, which drops pages,
-//! retires files and wakes tasks, in mod.rs). Pure: it knows files only
-//! by id.
+//! (the costs and watermarks: estimate.rs; the engine's side, which drops
+//! pages, retires files and wakes tasks: mod.rs). Pure: it knows files
+//! only by id.
+//!
+//! A file with more to cut after its first step is parked: the worker
+//! takes parked files' steps (one at a time, in turn) only while the
+//! backlog is under its low watermark or has nothing else, so the files
+//! behind a large one keep flowing, no step takes long, and a waiting
+//! producer never waits for a parked file.
 
 use crate::action::{IoErrorKind, ReleaseStep};
 use crate::config::BacklogThrottle;

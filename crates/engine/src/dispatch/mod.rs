@@ -21,6 +21,7 @@ use crate::action::WbReason;
 use crate::action::WbtClass;
 use crate::action::{IoDir, IoRequest};
 use crate::config::ExtendingWrites;
+use crate::dirty_limits::Dtc;
 use crate::dispatch::extending::extends_backing;
 use crate::dispatch::inflight::Inflight;
 use crate::dontcache::dontcache_pages_for;
@@ -264,6 +265,44 @@ impl Engine {
             let device = self.wbs[wb.index()].device;
             self.pump(now, device);
         }
+    }
+
+    /// Writes back everything dirty on `device`; the free space is asked
+    /// for once that is done (`space_progress`).
+    pub(crate) fn start_space_flush(&mut self, now: Instant, device: DeviceId) {
+        self.devices[device.index()].space.flush_started = Some(now);
+        self.devices[device.index()].stats.space_flushes += 1;
+        for &wb in &self.devices[device.index()].wbs {
+            if self.cache.wb(wb).dirty > 0 {
+                self.wbs[wb.index()].flusher.start_all(WbReason::Sync);
+            }
+        }
+        self.pump(now, device);
+        self.space_progress(now, device);
+    }
+
+    /// Sets the context's start_dontcache bit and wakes its flusher, if it
+    /// has dirty pages.
+    pub(crate) fn kick_dontcache(&mut self, now: Instant, wb_id: WbId) {
+        if self.cache.wb(wb_id).dirty > 0 && self.wbs[wb_id.index()].kick_dontcache() {
+            self.pump(now, self.wbs[wb_id.index()].device);
+        }
+    }
+
+    /// The throttle control for a writeback context, in pages (the
+    /// domain's share for it: dirty_limits.rs).
+    pub(crate) fn dtc(&self, wb_id: WbId) -> Dtc {
+        let wb = &self.wbs[wb_id.index()];
+        let pages = self.cache.wb(wb_id);
+        let device = &self.devices[wb.device.index()].config;
+        let sum_min: u32 = self.devices.iter().map(|d| d.config.min_ratio).sum();
+        let dirty = (
+            self.cache.nr_dirty + self.cache.nr_writeback,
+            pages.dirty + pages.writeback,
+        );
+        let ratios = (device.min_ratio, device.max_ratio);
+        self.dom
+            .dtc(dirty, &wb.completions, ratios, sum_min.min(100))
     }
 
     /// The flusher's periodic wake-up (Linux's wb_workfn on its timer):
