@@ -15,11 +15,11 @@
 //!    no longer than the pages the task may dirty before its next throttle
 //!    check.
 //! 2. `prepare_pages` (`write_path/`) makes a stretch cached and
-//!    modifiable: uncached pages get room (`dispatch/`, `reserve`; the page cache's
+//!    modifiable: uncached pages get room (`engine.rs`, `reserve`; the page cache's
 //!    hand, `page_cache/hand.rs`, `make_room`, takes the inactive
 //!    list first: `page_cache/lru.rs`) and frames (`page_cache/frame_space.rs`) and become one run
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
-//!    is on disk is read first (`dispatch/`, `submit_read`; stall
+//!    is on disk is read first (`read_path.rs`, `submit_read`; stall
 //!    `read_io`). A page under writeback is modified in place, waited for
 //!    (stall `stable_page`) or copied first (`page_cache/stable.rs`,
 //!    `write_over`; `Action::CopyFrames`), as the device's `stable_writes` says.
@@ -76,7 +76,7 @@
 //! (a coalescing bit; or, with `dontcache_flush = inline`, submits its own
 //! range) and waits for completions once its uncached pages reach 50 ms of
 //! device writes (step 4); and in step 6 its pages leave the cache as soon
-//! as they are clean. A direct write (`Engine::write_direct`, `invalidate.rs`;
+//! as they are clean. A direct write (`Engine::write_direct`, `dispatch/`;
 //! its requests and phases: `direct/`) skips the cache: it writes back and drops what the cache held of its
 //! range, then goes to the device and waits.
 //!
@@ -96,7 +96,7 @@
 //! passes (`Engine::note_memory_sample`, `memory_budget/`): a lowered
 //! budget drops clean pages at once, oldest first, and has dirty ones
 //! written back (reason vmscan) and dropped as they come clean
-//! (`completion.rs`, `set_budget_pages`; `dispatch/`, `trim_to_budget`).
+//! (`completion.rs`, `set_budget_pages`; `engine.rs`, `trim_to_budget`).
 //!
 //! Throughout, `handle_timeout` (`completion.rs`, `timers/`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
@@ -117,14 +117,13 @@
 //! requests in flight (`dispatch/inflight.rs`), free space
 //! (`space/`), the file limit (`evict/`), the memory budget
 //! (`memory_budget/`), the clocks (`timers/`), ... `Engine` (`engine.rs`)
-//! holds the owners; `impl Engine` is left to nine files that carry a path
-//! across several of them: `engine.rs` (registration, handles, letting
-//! files go), `write_path/` (with every wait a writer meets),
-//! `read_path.rs`, `dispatch/` (the flusher, its kicks, and dispatch),
-//! `completion.rs` (the runtime's reports, time included), `sync/`,
-//! `backlog/` (with unlink and truncation), `invalidate.rs` (invalidation
-//! and direct writes) and `control.rs`
-//! (knobs, counters, invariants, queries). Owners import only each other, the
+//! holds the owners; `impl Engine` is left to eight files that carry a
+//! path across several of them: `engine.rs` (registration, handles,
+//! letting files go, room for pages), `write_path/` (with every wait a
+//! writer meets), `read_path.rs`, `dispatch/` (the flusher, its kicks,
+//! dispatch, direct writes), `completion.rs` (the runtime's reports, time
+//! included), `sync/`, `backlog/` (with unlink, truncation and
+//! invalidation) and `control.rs` (knobs, counters, invariants, queries). Owners import only each other, the
 //! vocabulary (`action.rs`, `ids.rs`, `time.rs`, `config/`) and pure
 //! policies (`wbt.rs`, `proportions.rs`, `memory_pressure/`, ...), never a
 //! file that implements `Engine`: no module imports itself through others.
@@ -151,7 +150,6 @@ mod evict;
 mod flusher;
 mod handle;
 mod ids;
-mod invalidate;
 mod memory_budget;
 mod memory_pressure;
 mod page_cache;

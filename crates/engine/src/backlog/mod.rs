@@ -29,9 +29,15 @@
 //! among the parked files. Unlinking a file whose cut is queued folds what
 //! the cut had left into the removal.
 //!
+//! Invalidation (`Engine::invalidate_range`, Linux's
+//! truncate_pagecache_range, which fallocate calls): a range's pages are
+//! dropped as a truncation's are (page_cache/truncate.rs) before the
+//! runtime changes the backing file under them (punch, zero, collapse,
+//! insert, unshare); the file's length does not change.
+//!
 //! Files here: the queue (queue.rs) and its costs and watermarks
 //! (estimate.rs), both pure; this file holds the engine's side: unlink,
-//! truncation, queueing a removal or a cut, the worker's
+//! truncation, invalidation, queueing a removal or a cut, the worker's
 //! steps, dropping pages, retiring files, waking producers.
 
 mod estimate;
@@ -48,7 +54,8 @@ use crate::ids::{DeviceId, FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
 use crate::page_cache::MAX_FILE_PAGES;
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
-use estimate::{next_step, watermarks_ns, ItemKind};
+pub(crate) use estimate::ItemKind;
+use estimate::{next_step, watermarks_ns};
 use queue::StepEnd;
 
 impl Engine {
@@ -273,15 +280,6 @@ impl Engine {
         self.cache.truncate_pages(file, len, &mut self.actions)
     }
 
-    /// Whether a cut of `file`'s backing file is queued on its device's
-    /// backlog (then the runtime leaves its length to the backlog).
-    pub fn cut_queued(&self, file: FileId) -> bool {
-        self.cache
-            .files
-            .get(file.index())
-            .is_some_and(|f| f.cut_pending)
-    }
-
     /// Makes the dirty pages `first..end` clean without writing them
     /// (page_cache/truncate.rs), and gives back their reserved room.
     pub(crate) fn discard_dirty(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
@@ -293,6 +291,53 @@ impl Engine {
         self.devices[f.device.index()]
             .space
             .unreserve_discarded(f, first, end);
+    }
+
+    // Invalidation.
+
+    /// Drops the cached pages of bytes `offset..offset + len` of the
+    /// handle's file (a `len` reaching past the largest file: to the end).
+    /// Done once none is left; the runtime then changes the backing file.
+    pub fn invalidate_range(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Step, EngineError> {
+        let file = self.handle(handle)?.file;
+        let first = (offset / PAGE_SIZE).min(MAX_FILE_PAGES);
+        let end = offset
+            .saturating_add(len)
+            .div_ceil(PAGE_SIZE)
+            .min(MAX_FILE_PAGES);
+        self.tasks
+            .begin(task, Op::Invalidate { file, first, end })?;
+        self.continue_invalidate(now, task)
+    }
+
+    pub(crate) fn continue_invalidate(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::Invalidate { file, first, end } = self.tasks[task.index()].op.clone() else {
+            unreachable!("continue_invalidate on a task that is not invalidating");
+        };
+        self.discard_dirty(file, first, end);
+        let range = (first, end);
+        if let Some(reason) = self.cache.invalidate_pages(file, range, &mut self.actions) {
+            // I/O in flight in the range, or a copy into a page there: wait
+            // for it, then drop the pages.
+            return Ok(self
+                .tasks
+                .wait_for(now, task, reason, WaitKey::FileIo(file)));
+        }
+        // The backing file is about to change: the next sync flushes it.
+        self.durability
+            .mark_unsynced(&mut self.cache.files[file.index()]);
+        self.tasks.finish(task, Ok(Step::Done))
     }
 
     /// A truncation of `file` from `old_size` to `len` bytes, its pages
@@ -449,32 +494,5 @@ impl Engine {
             self.tasks
                 .wake(WaitKey::Backlog(DeviceId(d as u32)), &mut self.actions);
         }
-    }
-
-    /// Checks every backlog's bound and accounting.
-    pub(crate) fn check_backlogs(&self) {
-        let (mode, wait_ms) = (self.config.backlog_throttle, self.config.backlog_wait_ms);
-        let producers = self.tasks.len() as u64;
-        let mut queued_cuts = 0;
-        for (d, dev) in self.devices.iter().enumerate() {
-            dev.backlog.check(d, mode, wait_ms, producers);
-            for item in dev.backlog.items() {
-                let f = &self.cache.files[item.file.index()];
-                assert!(!f.evicted);
-                match item.kind {
-                    ItemKind::Remove => assert!(f.unlinked && f.open_handles == 0),
-                    ItemKind::Cut { to } => {
-                        assert!(f.cut_pending && to <= f.size);
-                        queued_cuts += 1;
-                    }
-                }
-            }
-        }
-        // One cut a file: the flags and the items agree.
-        let flagged = self.cache.files.iter().filter(|f| f.cut_pending).count();
-        assert_eq!(
-            queued_cuts, flagged,
-            "queued cuts and files waiting for one"
-        );
     }
 }

@@ -14,7 +14,7 @@
 //! the cache's frames, and a direct request has none (it fails such a
 //! request instead of writing anything).
 //!
-//! The engine's side is in invalidate.rs (step 1's page rules:
+//! The engine's side is in dispatch/ (step 1's page rules:
 //! page_cache/truncate.rs) and completion.rs; this file splits the range
 //! into requests and holds the write's phases (phase.rs).
 

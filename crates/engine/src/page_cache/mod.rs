@@ -56,6 +56,7 @@ pub use run::{
     PG_LOCKED, PG_READING, PG_REFERENCED, PG_RESERVED, PG_WRITEBACK,
 };
 pub(crate) use stable::{write_over, WriteOver};
+pub(crate) use writeback::write_bytes;
 
 use crate::config::Lru;
 use crate::ids::{FileId, WbId};

@@ -9,10 +9,12 @@
 //!   is cut).
 //! - Invalidation of a range (truncate_pagecache_range, for fallocate):
 //!   the same within the range, partial pages at its ends included; the
-//!   caller writes back first what it means to keep.
-//! - Before a direct write (invalidate_inode_pages2_range): dirty pages
-//!   of the range are written back, not discarded, and the clean ones
-//!   dropped once none is under I/O.
+//!   caller writes back first what it means to keep. Pages under I/O are
+//!   waited for so that no write lands after the backing file changed and
+//!   no read fills a page with what was there before.
+//! - Before a direct write (invalidate_inode_pages2_range,
+//!   `invalidate_for_direct`): dirty pages of the range are written back,
+//!   not discarded, and the clean ones dropped once none is under I/O.
 //!
 //! A copy into a page (locked) holds it as I/O does; the wait is then for
 //! the lock (stall `page_locked`), else for the I/O (stall `sync`).
@@ -95,8 +97,54 @@ impl PageCache {
         self.files[file.index()].any_flags(first, end, PG_WRITEBACK | PG_READING)
     }
 
-    /// Whether any of pages `first..end` of `file` is dirty.
-    pub fn dirty_over(&self, file: FileId, first: PageIndex, end: PageIndex) -> bool {
-        self.files[file.index()].any_flags(first, end, PG_DIRTY)
+    /// Before a direct write (invalidate_inode_pages2_range): drops
+    /// pages `first..end` of `file` when none is dirty or under I/O; else
+    /// whether some are dirty (the caller writes them back, and waits).
+    pub fn invalidate_for_direct(
+        &mut self,
+        file: FileId,
+        (first, end): (PageIndex, PageIndex),
+        out: &mut VecDeque<Action>,
+    ) -> Option<bool> {
+        let dirty = self.files[file.index()].any_flags(first, end, PG_DIRTY);
+        if dirty || self.io_over(file, first, end) {
+            return Some(dirty);
+        }
+        self.remove_pages(file, first, end, out);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Lru;
+    use crate::ids::{DeviceId, WbId};
+    use crate::page_cache::CachedFile;
+
+    #[test]
+    fn truncation_drops_what_no_io_holds() {
+        let mut cache = PageCache::new(64, Lru::Clock);
+        cache.add_wb(WbId(0));
+        cache.files.push(CachedFile::new(DeviceId(0), WbId(0), 0));
+        let (file, mut out) = (FileId(0), VecDeque::new());
+        // Pages 0..4 cached, 0..2 of them dirty; pages 4..6 being read.
+        cache.insert_pages(file, 0, 4, 0, true, &mut out);
+        cache.insert_pages(file, 4, 2, PG_READING, false, &mut out);
+        let marks = cache.write_marks(false);
+        cache.dirty_pages(Instant(5), file, (0, 2), marks);
+        assert_eq!(cache.discard_dirty(file, 0, 2), Some(Instant(5)));
+        assert_eq!((cache.nr_dirty, cache.nr_cached), (0, 6));
+        // A length of 2 pages and a byte: page 3 goes, 4..6 are held.
+        let held = cache.truncate_pages(file, 2 * PAGE_SIZE + 1, &mut out);
+        assert_eq!(held, Some(StallReason::Sync));
+        assert_eq!(cache.nr_cached, 5);
+        // Before a direct write: 0..3 clean and idle go; 4..6 are read.
+        assert_eq!(cache.invalidate_for_direct(file, (0, 3), &mut out), None);
+        assert_eq!(cache.nr_cached, 2);
+        let busy = cache.invalidate_for_direct(file, (4, 6), &mut out);
+        assert_eq!(busy, Some(false));
+        let held = cache.invalidate_pages(file, (0, MAX_FILE_PAGES), &mut out);
+        assert_eq!(held, Some(StallReason::Sync));
     }
 }
