@@ -19,11 +19,14 @@
 //!   runs it whenever the device can take a write, and `handle_timeout`
 //!   (completion.rs) runs the clocks that wake it (timers/).
 //!
-//! This file holds the rules (the chunk size; the works: work.rs); the
-//! engine's side (picking a work, building a request) is in dispatch/.
-//! - Room for pages (`reserve`, `trim_to_budget`): the page cache frees
-//!   clean pages; when too few are clean every context's flusher is asked
-//!   to write everything (reason vmscan, Linux's wakeup_flusher_threads).
+//! - Room for pages (`reserve`, `trim_to_budget`, engine.rs): the page
+//!   cache frees clean pages; when too few are clean every context's
+//!   flusher is asked to write everything (reason vmscan, Linux's
+//!   wakeup_flusher_threads).
+//!
+//! This file holds the rules (the chunk size, the wbt class of a work's
+//! writes: `class_of`; the works: work.rs); the engine's side (picking a
+//! work, building a request) is in dispatch/.
 
 pub(crate) mod work;
 

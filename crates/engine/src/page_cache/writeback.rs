@@ -1,5 +1,6 @@
 //! Pages leaving dirty for under writeback (the flusher's and a sync's
-//! write-backs, dispatch/).
+//! write-backs, dispatch/), and the bytes their write carries
+//! (`write_bytes`: never past the file's end).
 
 use super::{PageCache, PG_DIRTY, PG_WRITEBACK};
 use crate::ids::{FileId, PageIndex, PAGE_SIZE};
