@@ -1,5 +1,6 @@
-//! The runtime's reports: a request done, a flush, a length set, the free
-//! space of a device, a memory sample, time passing (`handle_timeout`).
+//! The runtime's reports: a request done, a write's copy done
+//! (`write_end`), a flush, a length set, the free space of a device, a
+//! memory sample, time passing (`handle_timeout`).
 //!
 //! Completion: the runtime reports a request done. A read makes its pages
 //! valid (or drops them and remembers the error for the next reader); a
@@ -19,7 +20,7 @@ use crate::dirty_limits::domain_dirty_limits;
 use crate::durability::state::FlushFor;
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::ids::{DeviceId, FileId, IoId, WbId, PAGE_SIZE};
+use crate::ids::{DeviceId, FileId, IoId, TaskId, WbId, PAGE_SIZE};
 use crate::memory_pressure::sample::MemorySample;
 use crate::page_cache::{PG_DIRTY, PG_READING, PG_REFERENCED, PG_WRITEBACK};
 use crate::proportions::PERIOD_NS;
@@ -338,6 +339,30 @@ impl Engine {
         if self.cache.free_pages() > 0 {
             self.tasks.wake(WaitKey::Memory, &mut self.actions);
         }
+    }
+
+    /// The runtime has copied the bytes of `task`'s CopyIn actions:
+    /// unlocks their pages (page_cache/page_lock.rs), wakes whoever waits
+    /// for them and starts the writeback they held up.
+    pub fn write_end(&mut self, now: Instant, task: TaskId) -> Result<(), EngineError> {
+        if task.index() >= self.tasks.len() {
+            return Err(EngineError::BadTask(task));
+        }
+        let mine = self.cache.unlock_pages(task);
+        for lock in &mine {
+            self.tasks
+                .wake(WaitKey::FileIo(lock.file), &mut self.actions);
+        }
+        let mut devices: Vec<_> = mine
+            .iter()
+            .map(|l| self.cache.files[l.file.index()].device)
+            .collect();
+        devices.sort_unstable_by_key(|d| d.index());
+        devices.dedup();
+        for device in devices {
+            self.pump(now, device);
+        }
+        Ok(())
     }
 
     /// A direct write request finished: the writer is woken once all have.

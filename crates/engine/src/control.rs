@@ -16,6 +16,7 @@
 //! space and devices, the dirty count within its hard limit plus the
 //! documented slack, requests in flight and the devices' tags and wbt.
 
+use crate::backlog::ItemKind;
 use crate::balance_dirty::task_dirty::MAX_DIRTIED_PAUSE;
 use crate::config::{Config, DeviceConfig};
 use crate::engine::Engine;
@@ -310,6 +311,33 @@ impl Engine {
         self.check_devices_in_flight();
     }
 
+    /// Checks every backlog's bound and accounting.
+    pub(crate) fn check_backlogs(&self) {
+        let (mode, wait_ms) = (self.config.backlog_throttle, self.config.backlog_wait_ms);
+        let producers = self.tasks.len() as u64;
+        let mut queued_cuts = 0;
+        for (d, dev) in self.devices.iter().enumerate() {
+            dev.backlog.check(d, mode, wait_ms, producers);
+            for item in dev.backlog.items() {
+                let f = &self.cache.files[item.file.index()];
+                assert!(!f.evicted);
+                match item.kind {
+                    ItemKind::Remove => assert!(f.unlinked && f.open_handles == 0),
+                    ItemKind::Cut { to } => {
+                        assert!(f.cut_pending && to <= f.size);
+                        queued_cuts += 1;
+                    }
+                }
+            }
+        }
+        // One cut a file: the flags and the items agree.
+        let flagged = self.cache.files.iter().filter(|f| f.cut_pending).count();
+        assert_eq!(
+            queued_cuts, flagged,
+            "queued cuts and files waiting for one"
+        );
+    }
+
     /// Each file's handles are open, and it is on its context's dirty
     /// list exactly while it has dirty pages.
     fn check_files(&self) {
@@ -347,39 +375,9 @@ impl Engine {
             (w.req.dir == crate::IoDir::Write).then_some(w.req.file)
         };
         self.io.growing.check(write_of);
+        let timer_armed = self.poll_timeout().is_some();
         for (d, dev) in self.devices.iter().enumerate() {
-            assert_eq!(
-                dev.tags_used, tags[d],
-                "device {d}: tags = requests in flight"
-            );
-            assert!(
-                dev.tags_used <= dev.config.nr_requests || dev.tags_draining,
-                "device {d}: tags within nr_requests"
-            );
-            assert_eq!(
-                dev.wbt.inflight, tracked[d],
-                "device {d}: wbt in-flight count = tracked writes in flight"
-            );
-            assert!(
-                dev.wbt.enabled() || dev.wbt.window_end.is_none(),
-                "device {d}: wbt's window is armed only while wbt is on"
-            );
-            for id in &dev.wbt.slice.reads_waiting {
-                assert!(
-                    dev.tag_waiters
-                        .iter()
-                        .any(|r| r.id == *id && r.dir == crate::IoDir::Read),
-                    "device {d}: a read held by a write phase waits for a tag"
-                );
-            }
-            assert!(
-                dev.wbt.slice.reads_waiting.is_empty() || self.poll_timeout().is_some(),
-                "device {d}: a read held by a write phase has a time to go"
-            );
-            assert!(
-                !dev.wbt.pace.waiting || self.poll_timeout().is_some(),
-                "device {d}: a write held by the pace has a time to retry"
-            );
+            dev.check_in_flight(d, (tags[d], tracked[d]), timer_armed);
         }
     }
 
@@ -479,5 +477,14 @@ impl Engine {
     /// to give back.
     pub fn frames_freed_total(&self) -> u64 {
         self.cache.frames.freed_total()
+    }
+
+    /// Whether a cut of `file`'s backing file is queued on its device's
+    /// backlog (then the runtime leaves its length to the backlog).
+    pub fn cut_queued(&self, file: FileId) -> bool {
+        self.cache
+            .files
+            .get(file.index())
+            .is_some_and(|f| f.cut_pending)
     }
 }

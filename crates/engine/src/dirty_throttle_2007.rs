@@ -10,11 +10,11 @@
 //!   that holds most of the dirty memory: the bug the per-device limits of
 //!   balance_dirty/ fixed.
 //!
-//! The write path (write_path/throttle.rs, `throttle_2007`) applies it.
+//! The write path (write_path/, `throttle_2007`) applies it.
 
-use crate::action::WbReason;
+use crate::action::{Stall, StallReason, WbReason};
 use crate::flusher::work::Work;
-use crate::time::NS_PER_MS;
+use crate::time::{Instant, NS_PER_MS};
 
 /// At most this many pages dirtied between a 2007-style writer's looks at
 /// the limit (Linux 2.6.22's ratelimit_pages cap: 4 MiB)...
@@ -38,6 +38,17 @@ pub fn write_chunk_2007(memory_pages: u64) -> u64 {
 }
 /// ...and otherwise looks again after congestion_wait(HZ/10).
 pub const CONGESTION_WAIT_NS: u64 = 100 * NS_PER_MS;
+
+/// The wait of a writer over the limit from `now`: for its device to
+/// write (a completion wakes it) or congestion_wait's 100 ms.
+pub fn stall_2007(now: Instant) -> Stall {
+    Stall {
+        reason: StallReason::DirtyThrottle,
+        until: now + CONGESTION_WAIT_NS,
+        wakeable: true,
+        throttle: None,
+    }
+}
 
 /// Whether a writer that looks at the limit waits on: while the global
 /// count is over it (`over`) and its own device has written less than a
@@ -66,6 +77,15 @@ pub fn work_2007(memory_pages: u64) -> Work {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_2007_wait_is_100_ms_or_a_completion() {
+        let s = stall_2007(Instant(7 * NS_PER_MS));
+        assert_eq!(s.until, Instant(107 * NS_PER_MS));
+        assert!(s.wakeable);
+        assert_eq!(s.reason, StallReason::DirtyThrottle);
+        assert_eq!(s.throttle, None);
+    }
 
     #[test]
     fn a_writer_waits_for_a_chunk_of_its_own_device_or_the_count() {

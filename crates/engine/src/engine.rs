@@ -1,6 +1,6 @@
 //! The engine's state and its thin facade: registration (devices, domains,
-//! tasks, files), handles, and the one channel out
-//! ([`Engine::poll_action`]). Time comes in as an argument; nothing here
+//! tasks, files), handles, room for pages (`reserve`, `trim_to_budget`),
+//! and the one channel out ([`Engine::poll_action`]). Time comes in as an argument; nothing here
 //! sleeps, reads a clock or does I/O.
 //!
 //! Each operation lives with the stage that carries it out:
@@ -9,14 +9,13 @@
 //! |---|---|
 //! | `open`, `close` | here (handles: `handle.rs`) |
 //! | `write` | `write_path/` |
-//! | `write_direct` | `truncate.rs` (the phases: `direct/`) |
+//! | `write_direct` | `dispatch/` (the requests and phases: `direct/`) |
 //! | `read`, `note_cached_read`, `note_referenced_frames` | `read_path.rs` |
 //! | `fsync`, `fsync_all`, `sync` | `sync/` |
 //! | `durable_done` | `completion.rs` (the marks: `durability/`) |
 //! | `file_unsynced` | `sync/` |
 //! | `length_set` | `completion.rs` (the rule: `backing_len/`) |
-//! | `set_len` | `truncate.rs` |
-//! | `invalidate_range` | `truncate.rs` |
+//! | `set_len`, `invalidate_range` | `backlog/` (the pages: `page_cache/truncate.rs`) |
 //! | `set_free_space`, `space_unknown` | `completion.rs` (the rule: `space/`) |
 //! | `set_max_files`, `live_files`, `release_file`, `file_idle`, `evict_file` | here (the rules: `evict/`) |
 //! | `resume` | here (tasks: `task/`) |
@@ -41,7 +40,7 @@
 //! `durable_done`, calls `handle_timeout` at `poll_timeout` (None: no timer
 //! armed), and passes monotonic time throughout.
 
-use crate::action::{Action, StallReason, Step};
+use crate::action::{Action, StallReason, Step, WbReason};
 use crate::config::{Config, DeviceConfig};
 use crate::device::state::{Device, MAX_DEVICES};
 use crate::dirty_limits::{domain_dirty_limits, WbDomain};
@@ -384,13 +383,7 @@ impl Engine {
     /// by a sync in progress.
     fn reusable_file_id(&mut self) -> Option<FileId> {
         let syncs = &self.syncs;
-        let named = |id: FileId| {
-            syncs
-                .ops
-                .values()
-                .any(|op| op.files.iter().any(|sf| sf.file == id))
-        };
-        let id = self.eviction.take_free(named)?;
+        let id = self.eviction.take_free(|id| syncs.names(id))?;
         debug_assert!(self.cache.files[id.index()].evicted);
         self.cache.forget_file(id);
         Some(id)
@@ -467,5 +460,40 @@ impl Engine {
             self.eviction.actions_taken();
         }
         action
+    }
+
+    // Memory: room for pages (the cache's hand; the flusher for dirty ones).
+
+    /// Ensures room for `pages` more cached pages. On failure, has the
+    /// dirty pages written (Linux's wakeup_flusher_threads(WB_REASON_VMSCAN));
+    /// the caller must wait (reason Memory).
+    pub(crate) fn reserve(&mut self, now: Instant, pages: u64) -> bool {
+        if self.cache.make_room(pages, &mut self.actions) {
+            return true;
+        }
+        for w in 0..self.wbs.len() {
+            if self.cache.wb_pages[w].dirty > 0 {
+                self.wbs[w].flusher.start_all(WbReason::Vmscan);
+                let device = self.wbs[w].device;
+                self.pump(now, device);
+            }
+        }
+        false
+    }
+
+    /// Brings the cache within a lowered budget: frees clean pages now,
+    /// and while that is not enough has the dirty ones written back
+    /// (reason vmscan, as `reserve` does) and frees them as they come
+    /// clean (`io_complete`, `handle_timeout`). Returns whether the cache
+    /// is still over its budget.
+    pub(crate) fn trim_to_budget(&mut self) -> bool {
+        if !self.cache.trim(&mut self.actions) {
+            return false;
+        }
+        let pages = &self.cache.wb_pages;
+        for (wb, _) in self.wbs.iter_mut().zip(pages).filter(|(_, p)| p.dirty > 0) {
+            wb.flusher.start_all(WbReason::Vmscan);
+        }
+        true
     }
 }

@@ -15,14 +15,14 @@
 //!    no longer than the pages the task may dirty before its next throttle
 //!    check.
 //! 2. `prepare_pages` (`write_path/`) makes a stretch cached and
-//!    modifiable: uncached pages get room (`dispatch/`, `reserve`; the page cache's
-//!    hand, `page_cache/hand.rs`, `shrink`, takes the inactive
+//!    modifiable: uncached pages get room (`engine.rs`, `reserve`; the page cache's
+//!    hand, `page_cache/hand.rs`, `make_room`, takes the inactive
 //!    list first: `page_cache/lru.rs`) and frames (`page_cache/frame_space.rs`) and become one run
 //!    (`page_cache/change.rs`, `insert`); a partly overwritten page that
-//!    is on disk is read first (`dispatch/`, `submit_read`; stall
+//!    is on disk is read first (`read_path.rs`, `submit_read`; stall
 //!    `read_io`). A page under writeback is modified in place, waited for
 //!    (stall `stable_page`) or copied first (`page_cache/stable.rs`,
-//!    `Action::CopyFrames`), as the device's `stable_writes` says.
+//!    `write_over`; `Action::CopyFrames`), as the device's `stable_writes` says.
 //! 3. `dirty_pages` (`write_path/`) marks the stretch dirty: the page
 //!    cache counts it cache-wide and for the file's writeback context
 //!    (`page_cache/dirty.rs`, `PageCache::dirty_pages`; `PageCache::account`,
@@ -32,11 +32,11 @@
 //!    bytes into the stretch's frames before it acts on anything later. A
 //!    write with `WriteFlags::deferred_copy` also locks the stretch's pages
 //!    (`page_cache/page_lock.rs`): the runtime copies after releasing its own lock and
-//!    calls `write_end`; meanwhile the pages are not written back, read or
+//!    calls `write_end` (`completion.rs`); meanwhile the pages are not written back, read or
 //!    truncated away.
 //!    Before the first stretch the write checks the room on the backing
-//!    filesystem (`write_path/throttle.rs`, `space/`).
-//! 4. `maybe_throttle` (`write_path/throttle.rs`; the math: `balance_dirty/`): past the task's
+//!    filesystem (`write_path/`, `write_space`; the rule: `space/`).
+//! 4. `maybe_throttle` (`write_path/`; the math: `balance_dirty/`): past the task's
 //!    `nr_dirtied_pause` (`throttle_check_point`), `balance_dirty_pages` compares the context's dirty
 //!    pages with its share of the limits (`dirty_limits.rs`, `WbDomain::dtc`,
 //!    `position_ratio.rs`, `ratelimit.rs`), kicks background writeback over
@@ -70,14 +70,14 @@
 //!    a failed flush.
 //!
 //! An uncached write (`WriteFlags::DONTCACHE`, `dontcache/`; the waits:
-//! `write_path/throttle.rs`) takes the
+//! `write_path/`) takes the
 //! same steps, with three differences: the pages it brings in are marked
 //! drop-behind (step 2); when it returns it kicks its context's flusher
 //! (a coalescing bit; or, with `dontcache_flush = inline`, submits its own
 //! range) and waits for completions once its uncached pages reach 50 ms of
 //! device writes (step 4); and in step 6 its pages leave the cache as soon
-//! as they are clean. A direct write (`Engine::write_direct`, `truncate.rs`;
-//! its phases: `direct/`) skips the cache: it writes back and drops what the cache held of its
+//! as they are clean. A direct write (`Engine::write_direct`, `dispatch/`;
+//! its requests and phases: `direct/`) skips the cache: it writes back and drops what the cache held of its
 //! range, then goes to the device and waits.
 //!
 //! Later, an idle file (no handle, nothing dirty or in flight) may be let
@@ -96,7 +96,7 @@
 //! passes (`Engine::note_memory_sample`, `memory_budget/`): a lowered
 //! budget drops clean pages at once, oldest first, and has dirty ones
 //! written back (reason vmscan) and dropped as they come clean
-//! (`completion.rs`, `set_budget_pages`; `dispatch/`, `trim_to_budget`).
+//! (`completion.rs`, `set_budget_pages`; `engine.rs`, `trim_to_budget`).
 //!
 //! Throughout, `handle_timeout` (`completion.rs`, `timers/`) runs the clocks: bandwidth
 //! estimates, proportion periods, the flusher's periodic wake-up, wbt's
@@ -117,13 +117,13 @@
 //! requests in flight (`dispatch/inflight.rs`), free space
 //! (`space/`), the file limit (`evict/`), the memory budget
 //! (`memory_budget/`), the clocks (`timers/`), ... `Engine` (`engine.rs`)
-//! holds the owners; `impl Engine` is left to ten files that carry a path
-//! across several of them: `engine.rs` (registration, handles, letting
-//! files go), `write_path/` (with `throttle.rs`: every wait a writer
-//! meets), `read_path.rs`, `dispatch/` (the flusher and dispatch),
-//! `completion.rs` (the runtime's reports, time included), `sync/`,
-//! `backlog/`, `truncate.rs` (with direct writes) and `control.rs`
-//! (knobs, counters, invariants, queries). Owners import only each other, the
+//! holds the owners; `impl Engine` is left to eight files that carry a
+//! path across several of them: `engine.rs` (registration, handles,
+//! letting files go, room for pages), `write_path/` (with every wait a
+//! writer meets), `read_path.rs`, `dispatch/` (the flusher, its kicks,
+//! dispatch, direct writes), `completion.rs` (the runtime's reports, time
+//! included), `sync/`, `backlog/` (with unlink, truncation and
+//! invalidation) and `control.rs` (knobs, counters, invariants, queries). Owners import only each other, the
 //! vocabulary (`action.rs`, `ids.rs`, `time.rs`, `config/`) and pure
 //! policies (`wbt.rs`, `proportions.rs`, `memory_pressure/`, ...), never a
 //! file that implements `Engine`: no module imports itself through others.
@@ -165,7 +165,6 @@ mod sync;
 mod task;
 pub mod time;
 mod timers;
-mod truncate;
 pub mod units;
 mod wb;
 mod wbt;

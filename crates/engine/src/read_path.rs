@@ -2,7 +2,7 @@
 //! device, with readahead for sequential readers (readahead.rs says
 //! when and how much).
 
-use crate::action::{StallReason, Step};
+use crate::action::{IoDir, StallReason, Step};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
@@ -457,6 +457,20 @@ impl Engine {
             self.stats.readahead_async_pages += pages;
             p = hole + pages;
         }
+    }
+
+    /// Reads pages that were inserted as PG_READING.
+    pub(crate) fn submit_read(
+        &mut self,
+        now: Instant,
+        file: FileId,
+        first_page: PageIndex,
+        pages: u64,
+    ) {
+        let at = (self.cache.files[file.index()].device, file);
+        let span = (first_page, pages, pages * PAGE_SIZE);
+        let req = self.io.request(at, IoDir::Read, span, None, false);
+        self.issue_or_queue(now, req);
     }
 }
 

@@ -1,7 +1,33 @@
 //! What a backlog's steps cost: each item's next step, its estimated
 //! cost learned from the steps measured (EWMA, weight 1/8), and the
-//! watermarks in nanoseconds of work (mod.rs's docs). Pure functions and
-//! one small struct.
+//! watermarks in nanoseconds of work. Pure functions and one small
+//! struct.
+//!
+//! Each item carries the estimated cost of its next step, `MiB freed x
+//! est_mib_ns` (fractions of a MiB too), plus `est_file_ns` for a
+//! removal, learned from the steps' measured durations. The backlog's
+//! level is the sum of its items' estimates (the one in progress
+//! included). With `backlog_throttle = watermarks`:
+//!
+//! - low = `backlog_wait_ms` of work, high = twice that: high − low is
+//!   what the worker does in `backlog_wait_ms`, i.e. the measured item
+//!   rate times `backlog_wait_ms` items;
+//! - a producer that finds the level at or over high, or the throttle bit
+//!   set, sets the bit and sleeps (stall `backlog`) until the worker has
+//!   brought the level under low, which clears the bit and wakes every
+//!   producer. So a producer waits about `backlog_wait_ms`, plus a
+//!   documented margin of two steps (the item that took the level over
+//!   high, and the step in progress when it falls under low: each frees
+//!   at most `RELEASE_STEP_BYTES`), plus the error of the estimates;
+//! - the level never exceeds high plus one step per producer (each checks
+//!   before it adds). Parked files are not in the level: each holds the
+//!   rest of a large file, one entry, freed when the backlog has room.
+//!
+//! With `backlog_throttle = flush-all` (XFS 2021), the worker releases a
+//! file whole before the next (its steps back to back, as XFS inactivates
+//! an inode), and a producer that finds more than `FLUSH_ALL_MAX_ITEMS`
+//! items waits until every item queued before it is done (flush_work):
+//! however long that is.
 
 use crate::action::ReleaseStep;
 

@@ -1,4 +1,5 @@
-//! The backlog: deferred work with watermarks (Chinner 2021), per device.
+//! The backlog: deferred work with watermarks (Chinner 2021), per device,
+//! and the paths that feed it: unlink and truncation.
 //!
 //! Releasing a file whose last name is gone is work: its cached and dirty
 //! pages are dropped, writes in flight waited for, and on the backing
@@ -10,53 +11,34 @@
 //! steps, not from the unlinking caller), the engine drops the file's
 //! pages, waiting for its I/O if need be. Then the worker asks the runtime
 //! for one step at a time of the backing file's release
-//! (`Action::Release`): a cut of at most
-//! `RELEASE_STEP_BYTES` while more is left, else the removal, after which
-//! the file id is retired. A file with more to cut after its first step
-//! is parked: the worker takes parked files' steps (one at a time, in
-//! turn) only while the backlog is under its low watermark or has
-//! nothing else, so the files behind a large one keep flowing, no step
-//! takes long, and a waiting producer never waits for a parked file.
+//! (`Action::Release`): a cut of at most `RELEASE_STEP_BYTES` while more
+//! is left, else the removal, after which the file id is retired. Large
+//! files are parked between steps (queue.rs); the cost of steps and the
+//! watermarks that throttle producers are in estimate.rs.
 //!
-//! A large truncation (`Engine::set_len` freeing more than one step) is
-//! an item too, a cut: the backing file cut in steps down to the new
-//! length, with no `Start` (the truncation dropped the pages) and no
-//! retirement. Until it is done the backing file holds the old data past
-//! the new end, so a write or truncation that would extend the file waits
-//! for it (stall `backlog`), and a cut someone waits for goes first among
-//! the parked files. Unlinking a file whose cut is queued folds what the
-//! cut had left into the removal.
+//! Truncation (`Engine::set_len`, Linux's mm/truncate.c; which pages go:
+//! page_cache/truncate.rs): pages past the new end are dropped, dirty ones
+//! without being written, once the I/O in flight past it is done. Freeing
+//! the backing file's blocks takes time too (ext4: about half a second a
+//! GiB): up to one release step the runtime does it at once; more is an
+//! item, a cut: the backing file cut in steps down to the new length,
+//! with no `Start` and no retirement, whose producer is throttled as one
+//! of removals is. Until it is done the backing file holds the old data
+//! past the new end, so a write or truncation that would extend the file
+//! waits for it (stall `backlog`), and a cut someone waits for goes first
+//! among the parked files. Unlinking a file whose cut is queued folds what
+//! the cut had left into the removal.
 //!
-//! Each item carries the estimated cost of its next step,
-//! `MiB freed x est_mib_ns` (fractions of a MiB too), plus `est_file_ns` for a removal, learned
-//! from the steps' measured durations (EWMA, weight 1/8). The backlog's
-//! level is the sum of its items' estimates (the one in progress
-//! included). With `backlog_throttle = watermarks`:
-//!
-//! - low = `backlog_wait_ms` of work, high = twice that: high − low is
-//!   what the worker does in `backlog_wait_ms`, i.e. the measured item
-//!   rate times `backlog_wait_ms` items;
-//! - a producer that finds the level at or over high, or the throttle bit
-//!   set, sets the bit and sleeps (stall `backlog`) until the worker has
-//!   brought the level under low, which clears the bit and wakes every
-//!   producer. So a producer waits about `backlog_wait_ms`, plus a
-//!   documented margin of two steps (the item that took the level over
-//!   high, and the step in progress when it falls under low: each frees
-//!   at most `RELEASE_STEP_BYTES`), plus the error of the estimates;
-//! - the level never exceeds high plus one step per producer (each checks
-//!   before it adds). Parked files are not in the level: each holds the
-//!   rest of a large file, one entry, freed when the backlog has room.
-//!
-//! With `backlog_throttle = flush-all` (XFS 2021), the worker releases a
-//! file whole before the next (its steps back to back, as XFS inactivates
-//! an inode), and a producer that finds more than `FLUSH_ALL_MAX_ITEMS`
-//! items waits until every item queued before it is done (flush_work):
-//! however long that is.
+//! Invalidation (`Engine::invalidate_range`, Linux's
+//! truncate_pagecache_range, which fallocate calls): a range's pages are
+//! dropped as a truncation's are (page_cache/truncate.rs) before the
+//! runtime changes the backing file under them (punch, zero, collapse,
+//! insert, unshare); the file's length does not change.
 //!
 //! Files here: the queue (queue.rs) and its costs and watermarks
-//! (estimate.rs), both pure;
-//! this file holds the engine's side: queueing a removal or a cut, the
-//! worker's steps, dropping pages, retiring files, waking producers.
+//! (estimate.rs), both pure; this file holds the engine's side: unlink,
+//! truncation, invalidation, queueing a removal or a cut, the worker's
+//! steps, dropping pages, retiring files, waking producers.
 
 mod estimate;
 pub(crate) mod queue;
@@ -65,13 +47,15 @@ pub use estimate::RELEASE_STEP_BYTES;
 pub use queue::{BacklogStats, FLUSH_ALL_MAX_ITEMS};
 
 use crate::action::{Action, IoErrorKind, ReleaseStep, StallReason, Step};
+use crate::backing_len::resize_now;
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::ids::{DeviceId, FileId, TaskId};
-use crate::page_cache::{MAX_FILE_PAGES, PG_READING, PG_WRITEBACK};
+use crate::ids::{DeviceId, FileId, HandleId, PageIndex, TaskId, PAGE_SIZE};
+use crate::page_cache::MAX_FILE_PAGES;
 use crate::task::{Op, WaitKey};
 use crate::time::Instant;
-use estimate::{next_step, watermarks_ns, ItemKind};
+pub(crate) use estimate::ItemKind;
+use estimate::{next_step, watermarks_ns};
 use queue::StepEnd;
 
 impl Engine {
@@ -150,6 +134,210 @@ impl Engine {
         let bytes = self.devices[device.index()].backlog.take_cut(file)?;
         self.cache.files[file.index()].cut_pending = false;
         Some(bytes)
+    }
+
+    // Truncation.
+
+    /// Sets the file's length. The backing file's length follows as
+    /// backing_len/ says: set by the runtime before this returns
+    /// (`Action::SetLength`), cut in steps by the backlog
+    /// ([`Engine::cut_queued`], `Action::Release`), or, lengthened over
+    /// data not yet written, by the next flush. The cached tail of a now
+    /// partial last page must read as zeros if the file grows again (the
+    /// runtime zeroes it).
+    pub fn set_len(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        len: u64,
+    ) -> Result<Step, EngineError> {
+        let file = self.handle(handle)?.file;
+        crate::handle::page_range(len, 0)?;
+        self.tasks.begin(
+            task,
+            Op::Truncate {
+                file,
+                len,
+                flush_until: None,
+                resize: None,
+            },
+        )?;
+        self.continue_truncate(now, task)
+    }
+
+    pub(crate) fn continue_truncate(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::Truncate {
+            file,
+            len,
+            flush_until,
+            resize,
+        } = self.tasks[task.index()].op.clone()
+        else {
+            unreachable!("continue_truncate on a task that is not truncating");
+        };
+        if let Some(id) = resize {
+            // The file is cut in the cache; its backing file's length is
+            // being set.
+            return match self.resizes.take(id) {
+                Some(result) => {
+                    let result = result.map(|()| Step::Done).map_err(EngineError::Resize);
+                    self.tasks.finish(task, result)
+                }
+                None => {
+                    Ok(self
+                        .tasks
+                        .wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)))
+                }
+            };
+        }
+        if self.cache.files[file.index()].resizing.is_some() {
+            // Another truncation's length change first: lengths reach the
+            // backing file in the order they were set.
+            return Ok(self
+                .tasks
+                .wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
+        }
+        if self.extends_over_cut(file, len) {
+            return Ok(self.wait_for_cut(now, task, file));
+        }
+        if let Some(reason) = self.drop_past_end(file, len) {
+            // I/O in flight past the new end, or a copy into a page there:
+            // wait for it, then drop the pages.
+            return Ok(self
+                .tasks
+                .wait_for(now, task, reason, WaitKey::FileIo(file)));
+        }
+        let old_size = self.cache.files[file.index()].size;
+        let cut = old_size.saturating_sub(len) > RELEASE_STEP_BYTES;
+        if cut || self.cache.files[file.index()].cut_pending {
+            // A cut for the backlog: the producer is throttled first.
+            let device = self.cache.files[file.index()].device;
+            let mut until = flush_until;
+            if let Some(step) = self.backlog_throttle(now, task, device, &mut until) {
+                self.tasks[task.index()].op = Op::Truncate {
+                    file,
+                    len,
+                    flush_until: until,
+                    resize: None,
+                };
+                return Ok(step);
+            }
+        }
+        self.set_len_now(now, task, file, len, flush_until)
+    }
+
+    /// Truncation's last step: the file takes length `len` (its pages
+    /// past it are gone) and its backing file follows (backing_len/).
+    fn set_len_now(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        len: u64,
+        flush_until: Option<u64>,
+    ) -> Result<Step, EngineError> {
+        let old_size = self.cache.files[file.index()].size;
+        let first_gone = len.div_ceil(PAGE_SIZE);
+        crate::space::truncated(&mut self.cache.files[file.index()], len);
+        let f = &mut self.cache.files[file.index()];
+        f.size = len;
+        f.writeback_index = f.writeback_index.min(first_gone);
+        // The backlog cuts the backing file in steps, or the runtime sets
+        // its length now (and no write of the file starts until it has),
+        // or, lengthened over data not yet written, the next flush does.
+        self.queue_cut(now, file, len, old_size);
+        self.durability
+            .mark_unsynced(&mut self.cache.files[file.index()]);
+        if self.cut_queued(file) {
+            // Writes past the new end wait for the cut (extends_over_cut).
+            self.cache.files[file.index()].disk_size = len;
+        } else if resize_now(&self.cache.files[file.index()], &self.io, len) {
+            let f = &mut self.cache.files[file.index()];
+            let id = self.resizes.request(file, f, len, &mut self.actions);
+            self.tasks[task.index()].op = Op::Truncate {
+                file,
+                len,
+                flush_until,
+                resize: Some(id),
+            };
+            return Ok(self
+                .tasks
+                .wait_for(now, task, StallReason::Sync, WaitKey::FileIo(file)));
+        }
+        self.tasks.finish(task, Ok(Step::Done))
+    }
+
+    /// Drops `file`'s pages past a new length of `len` bytes that no
+    /// I/O or copy holds; the stall to wait in while some remain (then
+    /// the truncation waits and comes back).
+    fn drop_past_end(&mut self, file: FileId, len: u64) -> Option<StallReason> {
+        self.discard_dirty(file, len.div_ceil(PAGE_SIZE), MAX_FILE_PAGES);
+        self.cache.truncate_pages(file, len, &mut self.actions)
+    }
+
+    /// Makes the dirty pages `first..end` clean without writing them
+    /// (page_cache/truncate.rs), and gives back their reserved room.
+    pub(crate) fn discard_dirty(&mut self, file: FileId, first: PageIndex, end: PageIndex) {
+        if let Some(when) = self.cache.discard_dirty(file, first, end) {
+            let wb = self.cache.files[file.index()].wb;
+            self.wbs[wb.index()].dirty_files.remove(&(when, file));
+        }
+        let f = &mut self.cache.files[file.index()];
+        self.devices[f.device.index()]
+            .space
+            .unreserve_discarded(f, first, end);
+    }
+
+    // Invalidation.
+
+    /// Drops the cached pages of bytes `offset..offset + len` of the
+    /// handle's file (a `len` reaching past the largest file: to the end).
+    /// Done once none is left; the runtime then changes the backing file.
+    pub fn invalidate_range(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Step, EngineError> {
+        let file = self.handle(handle)?.file;
+        let first = (offset / PAGE_SIZE).min(MAX_FILE_PAGES);
+        let end = offset
+            .saturating_add(len)
+            .div_ceil(PAGE_SIZE)
+            .min(MAX_FILE_PAGES);
+        self.tasks
+            .begin(task, Op::Invalidate { file, first, end })?;
+        self.continue_invalidate(now, task)
+    }
+
+    pub(crate) fn continue_invalidate(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::Invalidate { file, first, end } = self.tasks[task.index()].op.clone() else {
+            unreachable!("continue_invalidate on a task that is not invalidating");
+        };
+        self.discard_dirty(file, first, end);
+        let range = (first, end);
+        if let Some(reason) = self.cache.invalidate_pages(file, range, &mut self.actions) {
+            // I/O in flight in the range, or a copy into a page there: wait
+            // for it, then drop the pages.
+            return Ok(self
+                .tasks
+                .wait_for(now, task, reason, WaitKey::FileIo(file)));
+        }
+        // The backing file is about to change: the next sync flushes it.
+        self.durability
+            .mark_unsynced(&mut self.cache.files[file.index()]);
+        self.tasks.finish(task, Ok(Step::Done))
     }
 
     /// A truncation of `file` from `old_size` to `len` bytes, its pages
@@ -254,13 +442,10 @@ impl Engine {
     /// Drops an unlinked file's pages, dirty ones without writing them;
     /// false while I/O of it is in flight (nothing is dropped then).
     fn drop_for_release(&mut self, file: FileId) -> bool {
-        let busy = self.cache.files[file.index()]
-            .runs_over(0, MAX_FILE_PAGES)
-            .any(|(_, run)| run.flags & (PG_WRITEBACK | PG_READING) != 0);
-        if busy {
+        if self.cache.io_over(file, 0, MAX_FILE_PAGES) {
             return false;
         }
-        self.discard_dirty(file, 0);
+        self.discard_dirty(file, 0, MAX_FILE_PAGES);
         self.cache
             .remove_pages(file, 0, MAX_FILE_PAGES, &mut self.actions);
         // Nothing of it needs making durable any more.
@@ -309,32 +494,5 @@ impl Engine {
             self.tasks
                 .wake(WaitKey::Backlog(DeviceId(d as u32)), &mut self.actions);
         }
-    }
-
-    /// Checks every backlog's bound and accounting.
-    pub(crate) fn check_backlogs(&self) {
-        let (mode, wait_ms) = (self.config.backlog_throttle, self.config.backlog_wait_ms);
-        let producers = self.tasks.len() as u64;
-        let mut queued_cuts = 0;
-        for (d, dev) in self.devices.iter().enumerate() {
-            dev.backlog.check(d, mode, wait_ms, producers);
-            for item in dev.backlog.items() {
-                let f = &self.cache.files[item.file.index()];
-                assert!(!f.evicted);
-                match item.kind {
-                    ItemKind::Remove => assert!(f.unlinked && f.open_handles == 0),
-                    ItemKind::Cut { to } => {
-                        assert!(f.cut_pending && to <= f.size);
-                        queued_cuts += 1;
-                    }
-                }
-            }
-        }
-        // One cut a file: the flags and the items agree.
-        let flagged = self.cache.files.iter().filter(|f| f.cut_pending).count();
-        assert_eq!(
-            queued_cuts, flagged,
-            "queued cuts and files waiting for one"
-        );
     }
 }

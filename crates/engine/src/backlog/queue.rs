@@ -1,8 +1,14 @@
 //! One device's backlog as a queue: items, their estimated costs, the
 //! level and its watermarks, the parked files and the step in flight
-//! (the policy is in mod.rs's docs; the engine's side, which drops pages,
-//! retires files and wakes tasks, in mod.rs). Pure: it knows files only
-//! by id.
+//! (the costs and watermarks: estimate.rs; the engine's side, which drops
+//! pages, retires files and wakes tasks: mod.rs). Pure: it knows files
+//! only by id.
+//!
+//! A file with more to cut after its first step is parked: the worker
+//! takes parked files' steps (one at a time, in turn) only while the
+//! backlog is under its low watermark or has nothing else, so the files
+//! behind a large one keep flowing, no step takes long, and a waiting
+//! producer never waits for a parked file.
 
 use crate::action::{IoErrorKind, ReleaseStep};
 use crate::config::BacklogThrottle;
@@ -17,7 +23,7 @@ pub const FLUSH_ALL_MAX_ITEMS: usize = 256;
 
 /// A file to release, or to cut.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Item {
+pub(crate) struct Item {
     pub file: FileId,
     pub kind: ItemKind,
     /// Bytes of the backing file still to free.
@@ -414,13 +420,13 @@ impl Backlog {
     }
 
     /// Every item, queued or parked.
-    pub(super) fn items(&self) -> impl Iterator<Item = &Item> {
+    pub(crate) fn items(&self) -> impl Iterator<Item = &Item> {
         self.queue.iter().chain(&self.parked)
     }
 
     /// Checks the level's accounting and bound (`producers`: tasks that
     /// may each add one item past high); `device` names it in messages.
-    pub(super) fn check(&self, device: usize, mode: BacklogThrottle, wait_ms: u32, producers: u64) {
+    pub(crate) fn check(&self, device: usize, mode: BacklogThrottle, wait_ms: u32, producers: u64) {
         let (high, _) = watermarks_ns(wait_ms);
         let sum: u64 = self.queue.iter().map(|i| i.cost_ns).sum();
         assert_eq!(sum, self.level_ns, "device {device}: backlog level");

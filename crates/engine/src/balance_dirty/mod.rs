@@ -12,7 +12,7 @@
 //!   `nr_dirtied_pause` pages (`throttle_check_point`), it looks at its
 //!   writeback context's limits (the dirty_throttle_control, `dtc`,
 //!   dirty_limits.rs), runs free under the freerun ceiling and is
-//!   throttled above it. The write path (write_path/throttle.rs,
+//!   throttled above it. The write path (write_path/,
 //!   `maybe_throttle`)
 //!   kicks background writeback over the background threshold and turns a
 //!   pause into a stall. `dirty_throttle = "global-2007"` goes to
@@ -20,7 +20,7 @@
 
 pub(crate) mod task_dirty;
 
-use crate::action::{ThrottleDetail, MAX_PAUSE_NS};
+use crate::action::{Stall, StallReason, ThrottleDetail, MAX_PAUSE_NS};
 use crate::balance_dirty::task_dirty::{TaskDirty, MAX_DIRTIED_PAUSE};
 use crate::config::DirtyThrottle;
 use crate::dirty_limits::{dirty_freerun_ceiling, dirty_poll_interval, Dtc};
@@ -212,6 +212,34 @@ pub enum Balance {
     },
 }
 
+impl Balance {
+    /// Whether the writer's context exceeds its share; None under the
+    /// freerun ceiling (nothing changes then).
+    pub fn dirty_exceeded(&self) -> Option<bool> {
+        match *self {
+            Balance::Freerun => None,
+            Balance::Proceed { dirty_exceeded } | Balance::Pause { dirty_exceeded, .. } => {
+                Some(dirty_exceeded)
+            }
+        }
+    }
+
+    /// The writer's sleep from `now`, if any (stall `dirty_throttle`,
+    /// which no event cuts short), and whether it looks again afterwards.
+    pub fn pause(&self, now: Instant) -> Option<(Stall, bool)> {
+        let Balance::Pause { again, detail, .. } = *self else {
+            return None;
+        };
+        let stall = Stall {
+            reason: StallReason::DirtyThrottle,
+            until: now + detail.pause_ns,
+            wakeable: false,
+            throttle: Some(detail),
+        };
+        Some((stall, again))
+    }
+}
+
 /// Linux's balance_dirty_pages, one pass, over the writer's context: its
 /// throttle control `dtc`, `strict_limit` (its own share throttles even
 /// when the global pool is fine), and its write bandwidth and balanced
@@ -264,6 +292,35 @@ pub fn balance_dirty_pages(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_balance_pause_is_a_stall_of_its_length() {
+        let now = Instant(5 * NS_PER_SEC);
+        let detail = ThrottleDetail {
+            pause_ns: 40 * NS_PER_MS,
+            ..ThrottleDetail::default()
+        };
+        let pause = Balance::Pause {
+            dirty_exceeded: true,
+            again: true,
+            detail,
+        };
+        assert_eq!(pause.dirty_exceeded(), Some(true));
+        let stall = Stall {
+            reason: StallReason::DirtyThrottle,
+            until: Instant(5 * NS_PER_SEC + 40 * NS_PER_MS),
+            wakeable: false,
+            throttle: Some(detail),
+        };
+        assert_eq!(pause.pause(now), Some((stall, true)));
+        let proceed = Balance::Proceed {
+            dirty_exceeded: false,
+        };
+        assert_eq!(proceed.dirty_exceeded(), Some(false));
+        assert_eq!(proceed.pause(now), None);
+        assert_eq!(Balance::Freerun.dirty_exceeded(), None);
+        assert_eq!(Balance::Freerun.pause(now), None);
+    }
 
     #[test]
     fn max_pause_bounds() {

@@ -220,4 +220,43 @@ impl Device {
             mode => mode,
         }
     }
+
+    /// Checks the device's tags and wbt's count against its requests in
+    /// flight (`tags`, of which wbt tracks `tracked`), and that whatever
+    /// wbt holds has a time to go (`timer_armed`: the engine's next
+    /// timeout is set). `d`: the device's index, for the messages.
+    pub(crate) fn check_in_flight(&self, d: usize, (tags, tracked): (u32, u32), timer_armed: bool) {
+        assert_eq!(
+            self.tags_used, tags,
+            "device {d}: tags = requests in flight"
+        );
+        assert!(
+            self.tags_used <= self.config.nr_requests || self.tags_draining,
+            "device {d}: tags within nr_requests"
+        );
+        assert_eq!(
+            self.wbt.inflight, tracked,
+            "device {d}: wbt in-flight count = tracked writes in flight"
+        );
+        assert!(
+            self.wbt.enabled() || self.wbt.window_end.is_none(),
+            "device {d}: wbt's window is armed only while wbt is on"
+        );
+        for id in &self.wbt.slice.reads_waiting {
+            assert!(
+                self.tag_waiters
+                    .iter()
+                    .any(|r| r.id == *id && r.dir == IoDir::Read),
+                "device {d}: a read held by a write phase waits for a tag"
+            );
+        }
+        assert!(
+            self.wbt.slice.reads_waiting.is_empty() || timer_armed,
+            "device {d}: a read held by a write phase has a time to go"
+        );
+        assert!(
+            !self.wbt.pace.waiting || timer_armed,
+            "device {d}: a write held by the pace has a time to retry"
+        );
+    }
 }

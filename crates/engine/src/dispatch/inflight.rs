@@ -88,4 +88,13 @@ impl IoTable {
             })
             .expect("a page under writeback has its write in flight")
     }
+
+    /// A writer got copies of pages `page..` of a run under writeback
+    /// (page_cache/stable.rs): the write carrying them keeps `frames`,
+    /// freed when it completes.
+    pub fn keep_frames(&mut self, writes: &BTreeSet<IoId>, page: PageIndex, frames: (u32, u64)) {
+        let id = self.write_carrying(writes, page);
+        let write = self.inflight.get_mut(&id).expect("in flight");
+        write.snapshot_frames.push(frames);
+    }
 }

@@ -5,7 +5,8 @@
 //! tag (they queue for one in arrival order); writes need a tag and wbt's
 //! admission for their class. `pump` issues what the device can take now:
 //! waiting reads first, then integrity (sync) writes, then flusher writes
-//! in round robin over the device's writeback contexts.
+//! in round robin over the device's writeback contexts. Direct writes
+//! (direct/) skip the cache: their requests need only a tag, as reads do.
 //!
 //! A device with `extending_writes = one-per-file` takes a file's
 //! write-backs that make it longer one at a time, in order: `issue` holds
@@ -17,34 +18,24 @@
 pub(crate) mod extending;
 pub(crate) mod inflight;
 
-use crate::action::WbReason;
-use crate::action::WbtClass;
-use crate::action::{IoDir, IoRequest};
+use crate::action::{IoDir, IoRequest, StallReason, Step, WbReason, WbtClass};
 use crate::config::ExtendingWrites;
+use crate::direct::phase::DirectPhase;
+use crate::dirty_limits::Dtc;
 use crate::dispatch::extending::extends_backing;
 use crate::dispatch::inflight::Inflight;
 use crate::dontcache::dontcache_pages_for;
 use crate::engine::Engine;
-use crate::flusher::{writeback_chunk_size, Work};
-use crate::ids::{DeviceId, FileId, PageIndex, WbId, PAGE_SIZE};
+use crate::error::EngineError;
+use crate::flusher::{class_of, writeback_chunk_size, Work};
+use crate::ids::{DeviceId, FileId, HandleId, PageIndex, TaskId, WbId, PAGE_SIZE};
+use crate::page_cache::write_bytes;
+use crate::task::{Op, WaitKey};
 use crate::time::Instant;
 
 /// How many works one flusher looks at per request before giving up
 /// (works that find nothing to write end at once).
 const MAX_WORKS_PER_PICK: usize = 8;
-
-/// The wbt class a flusher work's writes are admitted under.
-pub(crate) fn class_of(reason: WbReason) -> WbtClass {
-    match reason {
-        // Integrity writeback is REQ_SYNC.
-        WbReason::Sync => WbtClass::Sync,
-        // Background and kupdate writeback is REQ_BACKGROUND.
-        WbReason::Background | WbReason::Periodic => WbtClass::Background,
-        // Uncached writes' writeback is neither: Linux's
-        // filemap_fdatawrite_range and the DONTCACHE work set no flag.
-        WbReason::Vmscan | WbReason::BalanceDirty | WbReason::Dontcache => WbtClass::Normal,
-    }
-}
 
 impl Engine {
     /// Issues whatever the device can take now: waiting reads first (they
@@ -194,11 +185,8 @@ impl Engine {
         let dev = &mut self.devices[req.device.index()];
         let read_room = req.dir != IoDir::Read || dev.reads_inflight < dev.read_depth_max;
         let held = req.dir == IoDir::Read && dev.wbt.holds_reads(now);
-        if dev.tags_used < dev.config.nr_requests
-            && dev.tag_waiters.is_empty()
-            && read_room
-            && !held
-        {
+        let tag_free = dev.tags_used < dev.config.nr_requests && dev.tag_waiters.is_empty();
+        if tag_free && read_room && !held {
             self.issue(now, req, false, false);
         } else {
             if held {
@@ -208,54 +196,7 @@ impl Engine {
         }
     }
 
-    /// Reads pages that were inserted as PG_READING.
-    pub(crate) fn submit_read(
-        &mut self,
-        now: Instant,
-        file: FileId,
-        first_page: PageIndex,
-        pages: u64,
-    ) {
-        let at = (self.cache.files[file.index()].device, file);
-        let span = (first_page, pages, pages * PAGE_SIZE);
-        let req = self.io.request(at, IoDir::Read, span, None, false);
-        self.issue_or_queue(now, req);
-    }
-
-    // The flusher (flusher/): room for pages, kicks, works, requests.
-
-    /// Ensures room for `pages` more cached pages. On failure, has the
-    /// dirty pages written (Linux's wakeup_flusher_threads(WB_REASON_VMSCAN));
-    /// the caller must wait (reason Memory).
-    pub(crate) fn reserve(&mut self, now: Instant, pages: u64) -> bool {
-        if self.cache.make_room(pages, &mut self.actions) {
-            return true;
-        }
-        for w in 0..self.wbs.len() {
-            if self.cache.wb_pages[w].dirty > 0 {
-                self.wbs[w].flusher.start_all(WbReason::Vmscan);
-                let device = self.wbs[w].device;
-                self.pump(now, device);
-            }
-        }
-        false
-    }
-
-    /// Brings the cache within a lowered budget: frees clean pages now,
-    /// and while that is not enough has the dirty ones written back
-    /// (reason vmscan, as `reserve` does) and frees them as they come
-    /// clean (`io_complete`, `handle_timeout`). Returns whether the cache
-    /// is still over its budget.
-    pub(crate) fn trim_to_budget(&mut self) -> bool {
-        if !self.cache.trim(&mut self.actions) {
-            return false;
-        }
-        let pages = &self.cache.wb_pages;
-        for (wb, _) in self.wbs.iter_mut().zip(pages).filter(|(_, p)| p.dirty > 0) {
-            wb.flusher.start_all(WbReason::Vmscan);
-        }
-        true
-    }
+    // The flusher (flusher/): kicks, works, requests.
 
     pub(crate) fn kick_background(&mut self, now: Instant, wb: WbId) {
         let flusher = &mut self.wbs[wb.index()].flusher;
@@ -264,6 +205,41 @@ impl Engine {
             let device = self.wbs[wb.index()].device;
             self.pump(now, device);
         }
+    }
+
+    /// Writes back everything dirty on `device`; the free space is asked
+    /// for once that is done (`space_progress`).
+    pub(crate) fn start_space_flush(&mut self, now: Instant, device: DeviceId) {
+        self.devices[device.index()].space.flush_started = Some(now);
+        self.devices[device.index()].stats.space_flushes += 1;
+        for &wb in &self.devices[device.index()].wbs {
+            if self.cache.wb(wb).dirty > 0 {
+                self.wbs[wb.index()].flusher.start_all(WbReason::Sync);
+            }
+        }
+        self.pump(now, device);
+        self.space_progress(now, device);
+    }
+
+    /// Sets the context's start_dontcache bit and wakes its flusher, if it
+    /// has dirty pages.
+    pub(crate) fn kick_dontcache(&mut self, now: Instant, wb_id: WbId) {
+        if self.cache.wb(wb_id).dirty > 0 && self.wbs[wb_id.index()].kick_dontcache() {
+            self.pump(now, self.wbs[wb_id.index()].device);
+        }
+    }
+
+    /// The throttle control for a writeback context, in pages (the
+    /// domain's share for it: dirty_limits.rs).
+    pub(crate) fn dtc(&self, wb_id: WbId) -> Dtc {
+        let wb = &self.wbs[wb_id.index()];
+        let (c, pages) = (&self.cache, self.cache.wb(wb_id));
+        let device = &self.devices[wb.device.index()].config;
+        let sum_min: u32 = self.devices.iter().map(|d| d.config.min_ratio).sum();
+        let dirty = (c.nr_dirty + c.nr_writeback, pages.dirty + pages.writeback);
+        let ratios = (device.min_ratio, device.max_ratio);
+        let sum_min = sum_min.min(100);
+        self.dom.dtc(dirty, &wb.completions, ratios, sum_min)
     }
 
     /// The flusher's periodic wake-up (Linux's wb_workfn on its timer):
@@ -402,25 +378,121 @@ impl Engine {
         }
         Some(self.start_writeback(file, start, pages, class_of(work.reason), work.reason))
     }
-}
 
-/// A planted bug for the simulator's oracle (wb-sim's tests/planted.rs):
-/// writes carry whole pages, past the file's end.
-const PLANTED_WHOLE_PAGES: bool = cfg!(feature = "planted-whole-pages");
+    // Direct writes (direct/): around the cache, straight to dispatch.
 
-/// The bytes a write of `pages` pages from `start` carries in a file of
-/// `size` bytes: whole pages, but never past the file's end. A dirty page
-/// lies below the end (truncation discards the pages past it), so the
-/// write holds at least one byte; were that broken, the whole pages go, as
-/// before this bound existed, rather than a write of nothing that would
-/// mark dirty data clean.
-pub(crate) fn write_bytes(size: u64, start: PageIndex, pages: u64) -> u64 {
-    let whole = pages * PAGE_SIZE;
-    let to_end = size.saturating_sub(start * PAGE_SIZE);
-    debug_assert!(to_end > 0, "a dirty page past the file's end");
-    if to_end == 0 || PLANTED_WHOLE_PAGES {
-        whole
-    } else {
-        whole.min(to_end)
+    /// Writes `len` bytes at `offset` straight to the device (O_DIRECT).
+    pub fn write_direct(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        handle: HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Step, EngineError> {
+        self.file_in_use(handle, offset, len)?;
+        self.tasks.begin(
+            task,
+            Op::DirectWrite {
+                handle,
+                offset,
+                end: offset + len,
+                phase: DirectPhase::Invalidate,
+            },
+        )?;
+        self.continue_direct(now, task)
+    }
+
+    pub(crate) fn continue_direct(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+    ) -> Result<Step, EngineError> {
+        let Op::DirectWrite {
+            handle,
+            offset,
+            end,
+            phase,
+        } = self.tasks[task.index()].op.clone()
+        else {
+            unreachable!("continue_direct on a task that is not writing directly");
+        };
+        let file = self.handle(handle)?.file;
+        let (first, last) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        let (reason, key) = (StallReason::DirectIo, WaitKey::Direct(task));
+        match phase {
+            DirectPhase::Invalidate if self.extends_over_cut(file, end) => {
+                // Its data would land where a queued cut is to free (backlog/).
+                Ok(self.wait_for_cut(now, task, file))
+            }
+            DirectPhase::Invalidate => {
+                if let Some(step) = self.invalidate_for_direct(now, task, file, first, last) {
+                    return Ok(step);
+                }
+                let left = self.issue_direct(now, task, file, first, last);
+                let phase = DirectPhase::InFlight { left, failed: None };
+                self.tasks.set_direct_phase(task, phase);
+                Ok(self.tasks.wait_for(now, task, reason, key))
+            }
+            DirectPhase::InFlight { left, .. } if left > 0 => {
+                Ok(self.tasks.wait_for(now, task, reason, key))
+            }
+            DirectPhase::InFlight { failed, .. } => {
+                if let Some(e) = failed {
+                    return self.tasks.finish(task, Err(EngineError::WriteBack(e)));
+                }
+                let f = &mut self.cache.files[file.index()];
+                f.size = f.size.max(end);
+                self.durability.mark_unsynced(f);
+                self.tasks.finish(task, Ok(Step::Done))
+            }
+        }
+    }
+
+    /// Step 1: writes back what is dirty in `first..last` and drops the
+    /// clean pages; returns the wait while anything is dirty or in flight.
+    fn invalidate_for_direct(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        last: PageIndex,
+    ) -> Option<Step> {
+        let range = (first, last);
+        let dirty = self
+            .cache
+            .invalidate_for_direct(file, range, &mut self.actions)?;
+        if dirty {
+            let id = self.start_submission(now, file, first, last);
+            // Only the submission matters; the wait is for its completions.
+            self.submission_done(id);
+        }
+        let key = WaitKey::FileIo(file);
+        Some(self.tasks.wait_for(now, task, StallReason::DirectIo, key))
+    }
+
+    /// Step 2: the requests; returns how many.
+    fn issue_direct(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        file: FileId,
+        first: PageIndex,
+        last: PageIndex,
+    ) -> u32 {
+        let device = self.cache.files[file.index()].device;
+        let max_pages = self.devices[device.index()].config.max_request_pages();
+        let mut count = 0;
+        for (page, pages) in crate::direct::requests(first, last, max_pages) {
+            let span = (page, pages, pages * PAGE_SIZE);
+            let req = self
+                .io
+                .request((device, file), IoDir::Write, span, None, true);
+            self.io.direct_ios.insert(req.id, task);
+            self.issue_or_queue(now, req);
+            count += 1;
+        }
+        count
     }
 }

@@ -54,7 +54,7 @@
 pub(crate) mod stats;
 pub(crate) mod written_rate;
 
-use crate::action::{Action, WbReason};
+use crate::action::{Action, Stall, StallReason, WbReason};
 use crate::config::DontcacheCounter;
 use crate::flusher::Work;
 use crate::ids::{FileId, PageIndex};
@@ -198,6 +198,25 @@ impl Wb {
         (self.dontcache_paced_until > now).then(|| (self.dontcache_paced_until.min(latest), false))
     }
 
+    /// `dontcache_wait` as the writer's stall (`dirty_throttle`), the
+    /// limit that of `dontcache_limit` (its device's shortest recent full
+    /// write taking `full_write_ns`), the context holding `unclean`.
+    pub(crate) fn dontcache_stall(
+        &self,
+        now: Instant,
+        full_write_ns: Option<u64>,
+        unclean: u64,
+    ) -> Option<Stall> {
+        let limit = dontcache_limit(self, full_write_ns);
+        let (until, at_limit) = self.dontcache_wait(now, (limit, unclean))?;
+        Some(Stall {
+            reason: StallReason::DirtyThrottle,
+            until,
+            wakeable: at_limit,
+            throttle: None,
+        })
+    }
+
     /// Sets the start_dontcache bit (Linux's
     /// filemap_dontcache_kick_writeback); whether the flusher must be
     /// woken (false: the bit was set, the kick coalesces).
@@ -291,6 +310,23 @@ impl PageCache {
 mod tests {
     use super::*;
     use crate::ids::{DeviceId, DomainId};
+
+    #[test]
+    fn an_uncached_writer_at_the_least_limit_stalls_until_a_completion() {
+        let now = Instant(NS_PER_SEC);
+        let mut wb = Wb::new(DeviceId(0), DomainId(0), now);
+        // 1000 pages/s for 50 ms is 50 pages, under the least limit:
+        // DONTCACHE_DIRTY_MIN_PAGES, 1024.
+        wb.bw.avg_write_bw = 1000;
+        let stall = Stall {
+            reason: StallReason::DirtyThrottle,
+            until: Instant(NS_PER_SEC + 100 * NS_PER_MS),
+            wakeable: true,
+            throttle: None,
+        };
+        assert_eq!(wb.dontcache_stall(now, None, 1024), Some(stall));
+        assert_eq!(wb.dontcache_stall(now, None, 1023), None);
+    }
 
     #[test]
     fn an_uncached_writer_waits_at_the_limit_or_ahead_of_its_pace() {

@@ -19,14 +19,18 @@
 //!   runs it whenever the device can take a write, and `handle_timeout`
 //!   (completion.rs) runs the clocks that wake it (timers/).
 //!
-//! This file holds the rules (the chunk size; the works: work.rs); the
-//! engine's side (picking a work, building a request) is in dispatch/.
-//! - Room for pages (`reserve`, `trim_to_budget`): the page cache frees
-//!   clean pages; when too few are clean every context's flusher is asked
-//!   to write everything (reason vmscan, Linux's wakeup_flusher_threads).
+//! - Room for pages (`reserve`, `trim_to_budget`, engine.rs): the page
+//!   cache frees clean pages; when too few are clean every context's
+//!   flusher is asked to write everything (reason vmscan, Linux's
+//!   wakeup_flusher_threads).
+//!
+//! This file holds the rules (the chunk size, the wbt class of a work's
+//! writes: `class_of`; the works: work.rs); the engine's side (picking a
+//! work, building a request) is in dispatch/.
 
 pub(crate) mod work;
 
+use crate::action::{WbReason, WbtClass};
 use crate::bandwidth::estimate::INIT_BW_PAGES_S;
 
 pub(crate) use crate::flusher::work::Work;
@@ -47,6 +51,19 @@ pub fn writeback_chunk_size(avg_write_bw: u64, dirty_limit: u64, nr_pages: u64) 
     };
     let pages = (bw / 2).min(dirty_limit / DIRTY_SCOPE).min(nr_pages);
     (pages + MIN_WRITEBACK_PAGES) / MIN_WRITEBACK_PAGES * MIN_WRITEBACK_PAGES
+}
+
+/// The wbt class a flusher work's writes are admitted under.
+pub(crate) fn class_of(reason: WbReason) -> WbtClass {
+    match reason {
+        // Integrity writeback is REQ_SYNC.
+        WbReason::Sync => WbtClass::Sync,
+        // Background and kupdate writeback is REQ_BACKGROUND.
+        WbReason::Background | WbReason::Periodic => WbtClass::Background,
+        // Uncached writes' writeback is neither: Linux's
+        // filemap_fdatawrite_range and the DONTCACHE work set no flag.
+        WbReason::Vmscan | WbReason::BalanceDirty | WbReason::Dontcache => WbtClass::Normal,
+    }
 }
 
 #[cfg(test)]

@@ -270,6 +270,12 @@ impl CachedFile {
         (next - page).min(max)
     }
 
+    /// Whether any cached page in `first..end` has any of `flags`.
+    pub fn any_flags(&self, first: PageIndex, end: PageIndex, flags: PageFlags) -> bool {
+        self.runs_over(first, end)
+            .any(|(_, r)| r.flags & flags != 0)
+    }
+
     /// Whether every page in `first..end` is cached with all of `set` and
     /// none of `clear`.
     pub fn all_match(

@@ -25,7 +25,8 @@
 //!
 //! Files here: the run and its flags (run.rs), the changes that split
 //! and join runs (change.rs), a file's runs and look-ups (file.rs, over
-//! run_map.rs), a write's dirtying and copies (dirty.rs); this file
+//! run_map.rs), a write's dirtying and copies (dirty.rs), what a
+//! truncation or invalidation drops (truncate.rs); this file
 //! holds the owner and its counts.
 
 mod change;
@@ -41,6 +42,7 @@ mod reclaim_queue;
 mod run;
 mod run_map;
 mod stable;
+mod truncate;
 mod workingset;
 mod writeback;
 
@@ -53,6 +55,8 @@ pub use run::{
     PageCounts, PageFlags, Run, MAX_FILE_PAGES, PG_ACTIVE, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU,
     PG_LOCKED, PG_READING, PG_REFERENCED, PG_RESERVED, PG_WRITEBACK,
 };
+pub(crate) use stable::{write_over, WriteOver};
+pub(crate) use writeback::write_bytes;
 
 use crate::config::Lru;
 use crate::ids::{FileId, WbId};

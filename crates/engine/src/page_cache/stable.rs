@@ -16,10 +16,38 @@
 //! that could not wait (ext3 journal data); here any device can choose it.
 
 use super::RECLAIM_BATCH;
-use super::{PageCache, PG_WRITEBACK};
-use crate::action::Action;
+use super::{PageCache, PageFlags, PG_READING, PG_WRITEBACK};
+use crate::action::{Action, StallReason};
+use crate::config::StableWrites;
 use crate::ids::{FileId, PageIndex};
 use std::collections::VecDeque;
+
+/// What a writer does with a cached run before it modifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteOver {
+    /// Modifies it in place.
+    Modify,
+    /// Waits for its I/O: a read, or (`wait`) a write in flight.
+    Wait(StallReason),
+    /// Gets copies of its pages (`snapshot`).
+    Copy,
+}
+
+/// What a writer does with a run of `flags` on a device whose stable
+/// pages are `mode` (the module's docs): a page being read is waited for
+/// whatever the mode.
+pub(crate) fn write_over(flags: PageFlags, mode: StableWrites) -> WriteOver {
+    if flags & PG_READING != 0 {
+        return WriteOver::Wait(StallReason::ReadIo);
+    }
+    match mode {
+        _ if flags & PG_WRITEBACK == 0 => WriteOver::Modify,
+        // The device checksums data in flight: wait for the write to finish.
+        StableWrites::Wait => WriteOver::Wait(StallReason::StablePage),
+        StableWrites::Snapshot => WriteOver::Copy,
+        _ => WriteOver::Modify,
+    }
+}
 
 /// Pages a writer got frames of its own for: the frames the write in
 /// flight keeps.
@@ -78,5 +106,23 @@ impl PageCache {
             self.nr_snapshot -= count;
         }
         !frames.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page_cache::PG_DIRTY;
+
+    #[test]
+    fn a_write_over_writeback_follows_the_stable_mode() {
+        let wb = PG_WRITEBACK | PG_DIRTY;
+        assert_eq!(write_over(PG_DIRTY, StableWrites::Wait), WriteOver::Modify);
+        assert_eq!(write_over(wb, StableWrites::None), WriteOver::Modify);
+        let stable = WriteOver::Wait(StallReason::StablePage);
+        assert_eq!(write_over(wb, StableWrites::Wait), stable);
+        assert_eq!(write_over(wb, StableWrites::Snapshot), WriteOver::Copy);
+        let read = WriteOver::Wait(StallReason::ReadIo);
+        assert_eq!(write_over(PG_READING, StableWrites::Snapshot), read);
     }
 }

@@ -33,6 +33,7 @@
 
 pub(crate) mod state;
 
+use crate::error::EngineError;
 use crate::ids::{PageIndex, PAGE_SIZE};
 use crate::page_cache::{CachedFile, PG_DIRTY, PG_RESERVED, PG_WRITEBACK};
 use crate::time::{Instant, NS_PER_MS};
@@ -46,7 +47,7 @@ pub const STATFS_INTERVAL_NS: u64 = 1_000 * NS_PER_MS;
 pub const SPACE_FLUSH_MAX_NS: u64 = 30_000 * NS_PER_MS;
 
 /// What a write of bytes `start..end` to `f` finds on its device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Room {
     /// It fits, or the device has no limit.
     Enough,
@@ -55,8 +56,9 @@ pub(crate) enum Room {
     /// Too little room: write back everything dirty on the device first
     /// (the reservations may be pessimistic), then look again.
     FlushFirst,
-    /// Too little room even after that write-back.
-    NoSpace { needed_pages: u64, room_pages: u64 },
+    /// Too little room even after that write-back: the write fails
+    /// (`EngineError::NoSpace`, in bytes).
+    NoSpace(EngineError),
 }
 
 impl DeviceSpace {
@@ -88,10 +90,10 @@ impl DeviceSpace {
         } else if self.flush_started.is_some() || self.statfs_asked {
             Room::WaitForReport
         } else if flushed {
-            Room::NoSpace {
-                needed_pages: need,
-                room_pages: room,
-            }
+            Room::NoSpace(EngineError::NoSpace {
+                needed_bytes: need * PAGE_SIZE,
+                room_bytes: room * PAGE_SIZE,
+            })
         } else {
             Room::FlushFirst
         }

@@ -344,7 +344,7 @@ impl Engine {
                     pages,
                 } => {
                     let reason = self.syncs.ops[&id].reason;
-                    let class = crate::dispatch::class_of(reason);
+                    let class = crate::flusher::class_of(reason);
                     let recent = self.devices[device.index()].recent_dirty_sleep(now);
                     // A commit (an fsync of a few pages) is someone waiting,
                     // as a read is, and like a read it is never held by

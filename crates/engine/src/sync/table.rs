@@ -23,6 +23,15 @@ impl Default for SyncTable {
     }
 }
 
+impl SyncTable {
+    /// Whether a sync in progress names `file` (its id may not be reused).
+    pub fn names(&self, file: FileId) -> bool {
+        self.ops
+            .values()
+            .any(|op| op.files.iter().any(|sf| sf.file == file))
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct SyncFile {
     pub file: FileId,

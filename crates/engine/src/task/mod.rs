@@ -8,6 +8,7 @@ pub(crate) mod state;
 
 use crate::action::{Action, Stall, StallReason, Step, EVENT_WAIT_MAX_NS};
 use crate::balance_dirty::task_dirty::TaskDirty;
+use crate::direct::phase::DirectPhase;
 use crate::error::EngineError;
 use crate::ids::TaskId;
 use crate::time::Instant;
@@ -38,6 +39,21 @@ impl IndexMut<usize> for Tasks {
 }
 
 impl Tasks {
+    /// The progress of `task`'s write.
+    pub fn write_op(&mut self, task: TaskId) -> &mut WriteOp {
+        match &mut self.all[task.index()].op {
+            Op::Write(op) => op,
+            _ => unreachable!("a write path step on a task that is not writing"),
+        }
+    }
+
+    /// Moves `task`'s direct write on to its next phase.
+    pub fn set_direct_phase(&mut self, task: TaskId, next: DirectPhase) {
+        if let Op::DirectWrite { phase, .. } = &mut self.all[task.index()].op {
+            *phase = next;
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.all.len()
     }

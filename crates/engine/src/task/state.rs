@@ -33,7 +33,7 @@ pub(crate) enum Op {
         /// The backing file's length change it waits for (backing_len/).
         resize: Option<u64>,
     },
-    /// Dropping cached pages `first..end` of a file (truncate.rs).
+    /// Dropping cached pages `first..end` of a file (backlog/).
     Invalidate {
         file: FileId,
         first: PageIndex,
