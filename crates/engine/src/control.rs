@@ -432,15 +432,10 @@ impl Engine {
             .filter(|r| r.first < r.end)
     }
 
-    /// Pages dirty (PG_DIRTY, under writeback as well or not).
-    pub fn nr_dirty(&self) -> u64 {
-        self.cache.nr_dirty
-    }
-
-    /// Whether a writer holds pages locked for a copy outside the
-    /// runtime's lock (page_cache/page_lock.rs).
-    pub fn pages_locked(&self) -> bool {
-        !self.cache.page_locks.is_empty()
+    /// One past the highest file id given so far (ids of evicted files
+    /// included: they have no pages).
+    pub fn file_ids_end(&self) -> u32 {
+        self.cache.files.len() as u32
     }
 
     /// Pages on the active list (PG_ACTIVE, in any state).

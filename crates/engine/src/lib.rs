@@ -126,6 +126,13 @@
 //! vocabulary (`action.rs`, `ids.rs`, `time.rs`, `config/`) and pure
 //! policies (`wbt.rs`, `proportions.rs`, `memory_pressure/`, ...), never a
 //! file that implements `Engine`: no module imports itself through others.
+//!
+//! One part is a runtime's, kept here so both runtimes share it: the page
+//! map (`page_map/`), which a runtime's fast paths (cache hits, overwrites
+//! of dirty pages) read without the engine's lock. Its protocol is
+//! written there; its keeper applies it from the actions, using only the
+//! engine's public queries, as a runtime would; the simulator's VOPR
+//! checks it against the engine.
 
 mod action;
 mod backing_len;

@@ -398,8 +398,15 @@ impl Sim {
             // linear in the cached pages.
             let due = options.check_invariants
                 || (self.chaos.is_some() && last.is_multiple_of(CHAOS_CHECK_EVERY));
-            if due && !self.check_invariants() {
-                break;
+            if due {
+                // The page map follows the actions carried out: the
+                // completions and timers of this instant may have left
+                // some (the loop's next turn would carry them out first,
+                // at this same instant, before anything else).
+                self.drain_actions(self.now);
+                if !self.check_invariants() {
+                    break;
+                }
             }
             let before = iterations;
             iterations = last + 1;
