@@ -72,7 +72,15 @@ pub enum Action {
     /// (page_cache/stable.rs: a writer gets a copy of pages under writeback; the
     /// write in flight keeps the old frames). The runtime must copy before
     /// it acts on any later action (a `CopyIn` into the new frames follows).
-    CopyFrames { from: u32, to: u32, count: u32 },
+    /// The frames hold pages `first..first + count` of `file`, which move
+    /// to the new ones (a page map drops them until their copy-in).
+    CopyFrames {
+        file: FileId,
+        first: PageIndex,
+        from: u32,
+        to: u32,
+        count: u32,
+    },
     /// Copy the bytes of `task`'s write that belong at file offsets
     /// `pos..pos + len` of `file` into frames `frame, frame + 1, ...`,
     /// starting `pos % PAGE_SIZE` bytes into the first. The pages are dirty
@@ -117,9 +125,9 @@ pub enum Action {
     /// Report the free space of `device`'s filesystem
     /// (`Engine::set_free_space`, or `space_unknown` if it cannot be had).
     StatFs { device: DeviceId },
-    /// Pages `first..end` of `file` left the cache: a runtime that keeps a
-    /// page index of its own (for reads without the engine) must drop them
-    /// before it acts on any later action: their frames may be reused.
+    /// Pages `first..end` of `file` left the cache: a runtime's page map
+    /// (page_map/, for reads without the engine) drops them before the
+    /// runtime acts on any later action: their frames may be reused.
     Unmapped {
         file: FileId,
         first: PageIndex,

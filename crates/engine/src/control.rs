@@ -23,6 +23,7 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{DeviceId, FileId, PageIndex, TaskId};
 use crate::memory_budget::ceiling_pages;
+use crate::page_cache::{Run, PG_DIRTY, PG_LOCKED, PG_READING, PG_WRITEBACK};
 use crate::stats::counters::{DeviceGauges, Gauges, Stats};
 use crate::task::Op;
 use crate::time::Instant;
@@ -414,6 +415,27 @@ impl Engine {
         self.cache.files.get(file.index())?.frame(page)
     }
 
+    /// The cached pages of `file` in `first..end`, run by run in page
+    /// order, clipped to the range (none for an unknown file): what a
+    /// runtime's page map is kept and checked by (page_map/).
+    pub fn page_runs(
+        &self,
+        file: FileId,
+        first: PageIndex,
+        end: PageIndex,
+    ) -> impl Iterator<Item = PageRun> + '_ {
+        let runs = self.cache.files.get(file.index());
+        let runs = runs.into_iter().flat_map(move |f| f.runs_over(first, end));
+        runs.map(move |(start, run)| PageRun::clipped(start, run, first, end))
+            .filter(|r| r.first < r.end)
+    }
+
+    /// One past the highest file id given so far (ids of evicted files
+    /// included: they have no pages).
+    pub fn file_ids_end(&self) -> u32 {
+        self.cache.files.len() as u32
+    }
+
     /// Pages on the active list (PG_ACTIVE, in any state).
     pub fn nr_active(&self) -> u64 {
         self.cache.nr_active
@@ -486,5 +508,39 @@ impl Engine {
             .files
             .get(file.index())
             .is_some_and(|f| f.cut_pending)
+    }
+}
+
+/// Cached pages `first..end` of a file, in one state, their data in
+/// frames `frame..`: a run as a runtime sees it (`Engine::page_runs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRun {
+    pub first: PageIndex,
+    pub end: PageIndex,
+    /// The frame of `first`; page `p` is in frame `frame + (p - first)`.
+    pub frame: u32,
+    /// Dirtied since a write request last took them (PG_DIRTY).
+    pub dirty: bool,
+    /// A write request carries them (PG_WRITEBACK).
+    pub writeback: bool,
+    /// Their frames hold their data: not being read from the device.
+    pub valid: bool,
+    /// A writer is copying into them outside the runtime's lock (PG_LOCKED).
+    pub locked: bool,
+}
+
+impl PageRun {
+    /// The part of `run`, starting at page `start`, within `first..end`.
+    fn clipped(start: PageIndex, run: Run, first: PageIndex, end: PageIndex) -> PageRun {
+        let (from, to) = (start.max(first), (start + run.len).min(end));
+        PageRun {
+            first: from,
+            end: to,
+            frame: run.frame + (from - start) as u32,
+            dirty: run.flags & PG_DIRTY != 0,
+            writeback: run.flags & PG_WRITEBACK != 0,
+            valid: run.flags & PG_READING == 0,
+            locked: run.flags & PG_LOCKED != 0,
+        }
     }
 }

@@ -127,6 +127,13 @@
 //! vocabulary (`action.rs`, `ids.rs`, `time.rs`, `config/`) and pure
 //! policies (`wbt.rs`, `proportions.rs`, `memory_pressure/`, ...), never a
 //! file that implements `Engine`: no module imports itself through others.
+//!
+//! One part is a runtime's, kept here so both runtimes share it: the page
+//! map (`page_map/`), which a runtime's fast paths (cache hits, overwrites
+//! of dirty pages) read without the engine's lock. Its protocol is
+//! written there; its keeper applies it from the actions, using only the
+//! engine's public queries, as a runtime would; the simulator's VOPR
+//! checks it against the engine.
 
 mod action;
 mod backing_len;
@@ -153,6 +160,7 @@ mod ids;
 mod memory_budget;
 mod memory_pressure;
 mod page_cache;
+pub mod page_map;
 mod position_ratio;
 mod proportions;
 mod ratelimit;
@@ -186,6 +194,7 @@ pub use config::{
     ExtendingWrites, KnobError, Lru, StableWrites, DEFAULT_MEMORY_MIN_BYTES, MAX_MEMORY_BYTES,
     MIN_MEMORY_BYTES,
 };
+pub use control::PageRun;
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
 pub use dontcache::stats::DontcacheStats;
 pub use dontcache::written_rate::WRITTEN_RATE_SLOT_NS;
@@ -206,6 +215,7 @@ pub use memory_pressure::{
     GROW_HOLD_NS, GROW_PERMILLE_PER_S, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
     PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
 };
+pub use page_map::{Overwritable, PageMap};
 pub use stats::counters::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
 pub use time::Instant;
 pub use wbt::{auto_target_ns, COMMIT_WRITE_MAX_PAGES};

@@ -203,8 +203,8 @@ impl Engine {
         self.tasks[task.index()].last_read = Some((file, last));
     }
 
-    /// Accounts a cached read that a runtime served from a page index of
-    /// its own, without calling `read` (see `Action::Unmapped`): marks the
+    /// Accounts a cached read that a runtime served from its page map
+    /// (page_map/), without calling `read`: marks the
     /// pages `first..end` that are still cached referenced, as `read`
     /// would have, and moves the task's readahead position. Runtimes may
     /// batch these notes (as Linux batches folio references per CPU), so a

@@ -18,6 +18,11 @@
 //! - `invariants`: the engine's invariants after every event (memory
 //!   within its budget, dirty within its limit and slack, counters agree
 //!   with pages, backlog bounds, locks);
+//! - `page_map`: at the same events, the page map the real runtime's fast
+//!   paths read, kept by the engine crate's keeper from the run's actions,
+//!   against the engine (`wb_engine::page_map`, check.rs): every mapped
+//!   page cached, valid and at the engine's frame; every overwritable
+//!   frame a mapped dirty page's; every dirty page mapped;
 //! - `fsync_reports`: an fsync of a handle returns an error exactly when a
 //!   write-back of its file failed since the handle last heard of one (the
 //!   error reaches every handle once; failed pages are never silently
@@ -90,8 +95,9 @@ pub const FAULT_KINDS: [&str; 7] = [
 /// Check kinds, as counted (`durability`: pages checked after power cuts;
 /// `restart`: pages and lengths checked at crashes; `stall_bounds`: sleeps
 /// checked).
-pub const CHECK_KINDS: [&str; 6] = [
+pub const CHECK_KINDS: [&str; 7] = [
     "invariants",
+    "page_map",
     "fsync_reports",
     "stall_bounds",
     "restart",

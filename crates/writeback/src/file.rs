@@ -138,10 +138,9 @@ impl File {
     /// Copies the leading bytes of a write that fall in pages the cache
     /// holds dirty and not yet copied for writeback, without the engine's
     /// lock (as cached reads are served): their state does not change, and
-    /// their next write request copies them (`Frames::clear_overwritable`
-    /// is cleared under the frame's lock before it does). Stops at the
-    /// first page that is not so, or if the write would extend the file;
-    /// returns the bytes copied.
+    /// their next write request copies them (`wb_engine::page_map`, rule
+    /// 8). Stops at the first page that is not so, or if the write would
+    /// extend the file; returns the bytes copied.
     fn overwrite_dirty(&self, data: &[u8], offset: u64) -> Result<usize, Error> {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
@@ -155,14 +154,18 @@ impl File {
             let pos = offset + done as u64;
             let in_page = (pos % PAGE_SIZE) as usize;
             let n = (PAGE_SIZE as usize - in_page).min(data.len() - done);
-            let Some(mut frame) =
+            // The frame's write lock, taken with the page's shard held;
+            // the bit read holding it (rule 8).
+            let found =
                 self.shared
-                    .index
-                    .write(&self.shared.frames, self.file, pos / PAGE_SIZE)
-            else {
+                    .page_map
+                    .with_frame(self.file, pos / PAGE_SIZE, |frame, bit| {
+                        (self.shared.frames.write(frame), bit)
+                    });
+            let Some((mut frame, overwritable)) = found else {
                 break;
             };
-            if !frame.overwritable() {
+            if !overwritable.get() {
                 break;
             }
             frame.bytes()[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
@@ -213,7 +216,8 @@ impl File {
                     let end = (offset + len).min(core.engine.file_size(file).unwrap_or(0));
                     if end > offset {
                         pieces = core.pieces(file, offset, (end - offset) as usize);
-                        core.index_pages(file, offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+                        let (first, end) = (offset / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+                        core.page_map.read_done(&core.engine, file, first, end);
                     }
                     let wanted: Vec<u32> = pieces.iter().map(|&(f, _, _)| f).collect();
                     held = Some(frames.read(&wanted));
@@ -238,7 +242,7 @@ impl File {
             return Err(Error::Closed);
         }
         // The length is published after the data it covers: every page
-        // below it that the index has holds data at least that new.
+        // below it that the page map has holds data at least that new.
         let size = self.size.load(Ordering::Acquire);
         let end = (offset + buf.len() as u64).min(size);
         if end <= offset {
@@ -253,11 +257,14 @@ impl File {
             let pos = offset + at as u64;
             let in_page = (pos % PAGE_SIZE) as usize;
             let piece = (PAGE_SIZE as usize - in_page).min(n - at);
-            let Some(frame) =
-                self.shared
-                    .index
-                    .read(&self.shared.frames, self.file, pos / PAGE_SIZE)
-            else {
+            // The frame's read lock, taken with the page's shard held (rule 7).
+            let found = self
+                .shared
+                .page_map
+                .with_frame(self.file, pos / PAGE_SIZE, |frame, _| {
+                    self.shared.frames.read_one(frame)
+                });
+            let Some(frame) = found else {
                 return Ok(None);
             };
             buf[at..at + piece].copy_from_slice(&frame.bytes()[in_page..in_page + piece]);
@@ -318,17 +325,12 @@ impl File {
                 if !done {
                     return;
                 }
-                // A now partial last page must read as zeros past the end
-                // if the file grows again.
-                if len % PAGE_SIZE != 0 {
-                    if let Some(frame) = core.engine.page_frame(file, len / PAGE_SIZE) {
-                        let from = (len % PAGE_SIZE) as usize;
-                        let mut w = core.frames.write(frame);
-                        w.bytes()[from..].fill(0);
-                        // A write past the new end must extend the file:
-                        // through the engine.
-                        w.set_overwritable(false);
-                    }
+                // A now partial last page is no longer overwritable (a
+                // write past the new end must extend the file: through the
+                // engine), and must read as zeros past the end if the file
+                // grows again.
+                if let Some((frame, from)) = core.page_map.truncated(&core.engine, file, len) {
+                    core.frames.write(frame).bytes()[from..].fill(0);
                 }
                 core.publish_size(file);
             },

@@ -1,5 +1,5 @@
-//! Notes on frames a runtime read from a page index of its own (cached
-//! reads that did not call the engine): two bits per frame, read once and
+//! Notes on frames a runtime read through its page map (page_map/:
+//! cached reads that did not call the engine): two bits per frame, read once and
 //! read twice since the hand last passed, which the reclaim hand takes as
 //! accesses (lru.rs), so a note costs no page-table search. A note that arrives after its frame went to another page only
 //! gives that page a second chance. Bounded by the cache budget.

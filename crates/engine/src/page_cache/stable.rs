@@ -91,6 +91,8 @@ impl PageCache {
         self.nr_snapshot += count;
         self.files[file.index()].move_frames(first, first + count, to);
         out.push_back(Action::CopyFrames {
+            file,
+            first,
             from,
             to,
             count: count as u32,

@@ -1,14 +1,16 @@
 //! A tiny runtime for driving the engine in tests: a device that completes
 //! every request after a fixed latency per page (optionally failing
 //! writes), virtual time, and a loop that runs one task's operation to its
-//! end, jumping time to the next event. Nothing sleeps.
+//! end, jumping time to the next event. Nothing sleeps. It keeps a page
+//! map as a runtime does (`wb_engine::page_map`, through its keeper).
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use wb_engine::{
     Action, Config, DeviceConfig, DeviceId, Engine, EngineError, FileId, Instant, IoDir,
-    IoErrorKind, IoId, IoRequest, PageIndex, ReleaseStep, Stall, Step, TaskId, VirtualRuntime,
+    IoErrorKind, IoId, IoRequest, PageIndex, PageMap, ReleaseStep, Stall, Step, TaskId,
+    VirtualRuntime, PAGE_SIZE,
 };
 
 /// A harness (a page takes 10 µs) over an engine with a 64 MiB cache and
@@ -68,12 +70,21 @@ pub struct Harness {
     pub free_space: Option<u64>,
     /// How often the engine asked for it.
     pub statfs_asked: u64,
+    /// The page map, kept from the actions as a runtime keeps it: a
+    /// `CopyIn` is copied (maps its pages) when carried out; reads map
+    /// their pages through `read`.
+    pub page_map: PageMap,
+    /// When set, `CopyIn` actions are not carried out but kept here, as
+    /// (file, pos, len, frame), as a runtime defers a copy outside its
+    /// lock; `copy_held` carries them out.
+    pub held_copies: Option<Vec<(FileId, u64, u64, u32)>>,
     /// Tasks woken since the last `drain`.
     woken: Vec<TaskId>,
 }
 
 impl Harness {
     pub fn new(engine: Engine, ns_per_page: u64) -> Harness {
+        let page_map = PageMap::new(engine.frame_pages());
         Harness {
             engine,
             now: Instant(0),
@@ -92,8 +103,40 @@ impl Harness {
             releases: Vec::new(),
             free_space: None,
             statfs_asked: 0,
+            page_map,
+            held_copies: None,
             woken: Vec::new(),
         }
+    }
+
+    /// Runs `task`'s read of `len` bytes at `offset` of `file` through
+    /// `handle` to its end, then maps the pages it read, as a runtime's
+    /// reader does (`PageMap::read_done`).
+    pub fn read(
+        &mut self,
+        task: TaskId,
+        file: FileId,
+        handle: wb_engine::HandleId,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), EngineError> {
+        self.run(task, |e, now| e.read(now, task, handle, offset, len))?;
+        let (first, end) = (offset / PAGE_SIZE, (offset + len).div_ceil(PAGE_SIZE));
+        self.page_map.read_done(&self.engine, file, first, end);
+        Ok(())
+    }
+
+    /// Carries out the copy-ins held back (`held_copies`): the deferred
+    /// copies of a runtime, done outside its lock; then `write_end`.
+    pub fn copy_held(&mut self, task: TaskId) {
+        let held = self.held_copies.as_mut().map(std::mem::take);
+        for (file, pos, len, frame) in held.unwrap_or_default() {
+            self.page_map.copied_in(file, pos, len, frame);
+        }
+        self.engine
+            .write_end(self.now, task)
+            .expect("the task is known");
+        self.drain();
     }
 
     /// Reports every release step asked for as done `step_ns` after now
@@ -192,6 +235,7 @@ impl VirtualRuntime for Harness {
     }
 
     fn carry_out(&mut self, now: Instant, action: Action) {
+        self.page_map.on_action(&self.engine, &action);
         self.actions.push(action.clone());
         match action {
             Action::Submit(req) => {
@@ -228,10 +272,18 @@ impl VirtualRuntime for Harness {
                         .expect("the device exists");
                 }
             }
-            Action::ZeroFrames { .. }
-            | Action::CopyFrames { .. }
-            | Action::CopyIn { .. }
-            | Action::Evict { .. } => {}
+            Action::CopyIn {
+                file,
+                pos,
+                len,
+                frame,
+                ..
+            } => match self.held_copies.as_mut() {
+                Some(held) => held.push((file, pos, len, frame)),
+                // No bytes: copied at once.
+                None => self.page_map.copied_in(file, pos, len, frame),
+            },
+            Action::ZeroFrames { .. } | Action::CopyFrames { .. } | Action::Evict { .. } => {}
         }
     }
 }

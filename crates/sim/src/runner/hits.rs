@@ -29,8 +29,8 @@
 
 use super::{op_cpu_ns, Sim};
 use crate::workload::Op;
-use wb_engine::Instant;
 use wb_engine::VirtualRuntime;
+use wb_engine::{Instant, PAGE_SIZE};
 
 impl Sim {
     /// Serves `op`, job `job`'s next operation due now, with the reads that
@@ -69,6 +69,11 @@ impl Sim {
             .unwrap_or(0);
         if served == 0 {
             return false;
+        }
+        if let Some(map) = self.page_map.as_ref() {
+            // As each read's completion would (page_map, rule 2).
+            let (first, pages) = (offset / PAGE_SIZE, len / PAGE_SIZE);
+            map.read_done(&self.engine, j.files[file], first, first + served * pages);
         }
         let j = &mut self.jobs[job];
         j.run.record_repeats(op, now, op_ns, served);

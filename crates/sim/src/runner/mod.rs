@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use wb_engine::{
     Action, DeviceId, DomainId, Engine, EngineError, FileId, HandleId, Instant, IoDir, IoErrorKind,
-    IoId, ReleaseStep, Step, TaskId, VirtualRuntime, WriteFlags, PAGE_SIZE,
+    IoId, PageMap, ReleaseStep, Step, TaskId, VirtualRuntime, WriteFlags, PAGE_SIZE,
 };
 use wb_scenario::Scenario;
 
@@ -137,6 +137,9 @@ struct Sim {
     chaos: Option<Chaos>,
     /// What `SimOptions::trace` asked to record.
     trace: Option<crate::trace::SimTrace>,
+    /// The page map the real runtime's fast paths read, kept by the same
+    /// keeper (`wb_engine::page_map`) and checked with the invariants.
+    page_map: Option<PageMap>,
     /// The cache and devices over time, for the report's plots.
     timeline: crate::timeline::EngineTimeline,
     /// The scenario, to restart the engine after a crash.
@@ -169,6 +172,12 @@ pub fn run_with_faults(
 ) -> Result<(RunReport, FaultOutcome), SimError> {
     let wall = std::time::Instant::now();
     let mut sim = Sim::build(scenario)?;
+    // Kept only where it is checked: per page of every read, write and
+    // eviction it costs a shard's lock and a hash (layton-2026-noisy:
+    // +66% instructions).
+    if options.check_invariants || options.faults.is_some() {
+        sim.page_map = Some(PageMap::new(sim.engine.frame_pages()));
+    }
     let end = Instant(scenario.duration_ns);
     if let Some(profile) = options.faults {
         sim.add_chaos(profile, Rng::new(scenario.seed).fork(FAULT_STREAM), end);
@@ -238,6 +247,7 @@ impl Sim {
             file_owner: Vec::new(),
             chaos: None,
             trace: None,
+            page_map: None,
             timeline: Default::default(),
             scenario: scenario.clone(),
             generation: 0,
@@ -388,8 +398,15 @@ impl Sim {
             // linear in the cached pages.
             let due = options.check_invariants
                 || (self.chaos.is_some() && last.is_multiple_of(CHAOS_CHECK_EVERY));
-            if due && !self.check_invariants() {
-                break;
+            if due {
+                // The page map follows the actions carried out: the
+                // completions and timers of this instant may have left
+                // some (the loop's next turn would carry them out first,
+                // at this same instant, before anything else).
+                self.drain_actions(self.now);
+                if !self.check_invariants() {
+                    break;
+                }
             }
             let before = iterations;
             iterations = last + 1;
@@ -479,6 +496,9 @@ impl VirtualRuntime for Sim {
     }
 
     fn carry_out(&mut self, now: Instant, action: Action) {
+        if let Some(map) = self.page_map.as_ref() {
+            map.on_action(&self.engine, &action);
+        }
         match action {
             Action::Submit(req) => {
                 let base = self.file_base[req.file.index()];
@@ -530,13 +550,18 @@ impl VirtualRuntime for Sim {
                 file,
                 pos,
                 len,
-                ..
+                frame,
             } => {
                 if let Some(data) = self.chaos.as_mut().map(|c| &mut c.data) {
                     data.copy_in(task.index(), file.index(), pos, len);
                 }
+                // No bytes to copy: the pages are mapped at once.
+                if let Some(map) = self.page_map.as_ref() {
+                    map.copied_in(file, pos, len, frame);
+                }
             }
-            // The simulator moves no data and keeps no page index.
+            // The simulator moves no data; the page map's keeper has seen
+            // these.
             Action::ZeroFrames { .. }
             | Action::CopyFrames { .. }
             | Action::Unmapped { .. }
@@ -659,7 +684,10 @@ impl Sim {
                 self.schedule(job, stall.until);
                 return;
             }
-            Ok(Step::Done) => true,
+            Ok(Step::Done) => {
+                self.read_done(job);
+                true
+            }
             Err(_) => false,
         };
         if let Some(chaos) = self.chaos.as_mut() {
@@ -673,6 +701,19 @@ impl Sim {
             }
         }
         self.op_done(job, ok);
+    }
+
+    /// Job `job`'s operation is done: a read's pages enter the page map
+    /// (page_map, rule 2), as the real runtime's reader maps them.
+    fn read_done(&mut self, job: usize) {
+        let Some(map) = self.page_map.as_ref() else {
+            return;
+        };
+        let j = &self.jobs[job];
+        if let Some(Op::Read { file, offset, len }) = j.run.current_op() {
+            let (first, end) = (offset / PAGE_SIZE, (offset + len).div_ceil(PAGE_SIZE));
+            map.read_done(&self.engine, j.files[file], first, end);
+        }
     }
 
     /// The operation ends once its CPU cost is paid; its latency includes
@@ -846,27 +887,43 @@ impl Sim {
         self.drain_actions(now);
     }
 
-    /// Checks the engine's invariants; false (a violation noted) if one
-    /// does not hold.
+    /// Checks the engine's invariants, then the page map against the
+    /// engine; false (a violation noted) if one does not hold.
     fn check_invariants(&mut self) -> bool {
         let engine = &self.engine;
         let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             engine.check_invariants();
         }));
+        if !self.checked("invariants", held) {
+            return false;
+        }
+        let (engine, Some(map)) = (&self.engine, self.page_map.as_ref()) else {
+            return true;
+        };
+        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            map.check(engine);
+        }));
+        self.checked("page_map", held)
+    }
+
+    /// Counts a check that ran (`held`: its outcome) and notes its
+    /// violation; false if it did not hold. Without faults a violation
+    /// panics on.
+    fn checked(&mut self, check: &'static str, held: std::thread::Result<()>) -> bool {
         let Some(chaos) = self.chaos.as_mut() else {
             if let Err(panic) = held {
                 std::panic::resume_unwind(panic);
             }
             return true;
         };
-        chaos.oracle.count("invariants");
+        chaos.oracle.count(check);
         match held {
             Ok(()) => true,
             Err(panic) => {
                 let what = panic_message(&*panic);
                 chaos
                     .oracle
-                    .violate("invariants", format!("at {} ns: {what}", self.now.as_ns()));
+                    .violate(check, format!("at {} ns: {what}", self.now.as_ns()));
                 false
             }
         }
@@ -1046,6 +1103,10 @@ impl Sim {
         }
         self.engine = engine;
         self.generation += 1;
+        // The new process starts with an empty map over its cache.
+        if self.page_map.is_some() {
+            self.page_map = Some(PageMap::new(self.engine.frame_pages()));
+        }
         // As the runtime, the new engine flushes each device it meets.
         if let Some(chaos) = self.chaos.as_mut() {
             chaos.data.flush_all();

@@ -4,16 +4,13 @@
 //! is released.
 
 use super::frames::Frames;
-use super::page_map::PageMap;
 use crate::io::{BufPool, IoDone};
 use crate::Writeout;
 use std::collections::BTreeMap;
 use std::fs::File as StdFile;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use wb_engine::{
-    DeviceId, Engine, FileId, IoDir, IoId, IoRequest, PageIndex as Page, TaskId, PAGE_SIZE,
-};
+use wb_engine::{DeviceId, Engine, FileId, IoDir, IoId, IoRequest, PageMap, TaskId, PAGE_SIZE};
 
 pub(super) const PAGE: usize = PAGE_SIZE as usize;
 /// Bytes of finished I/O buffers kept for reuse (io/pool.rs). A fresh
@@ -41,9 +38,9 @@ pub(crate) struct Core {
     release_below: u32,
     /// The engine's count of freed frames when the last sweep began.
     swept_at_freed: Option<u64>,
-    /// The cached pages whose frames hold their data, for reads that do
-    /// not take this lock (page_map.rs).
-    pub index: Arc<PageMap>,
+    /// The cached pages whose frames hold their data, for reads and
+    /// overwrites that do not take this lock (`wb_engine::page_map`).
+    pub page_map: Arc<PageMap>,
     /// Backing file of each engine file, by FileId; None once evicted.
     pub(super) backing: Vec<Option<Arc<StdFile>>>,
     /// (st_dev, st_ino) of each engine file, by FileId.
@@ -118,10 +115,11 @@ pub(crate) struct WriteData<'a> {
 }
 
 impl WriteData<'_> {
-    /// Copies the bytes of `c` into their frames and indexes their pages.
+    /// Copies the bytes of `c` into their frames and maps their pages.
     /// Holding the lock or not: the pages are the writer's until the
-    /// engine hears it is done (`Engine::write_end`), when deferred.
-    pub fn copy_in(&self, frames: &Frames, index: &PageMap, c: CopyIn) {
+    /// engine hears it is done (`Engine::write_end`), when deferred
+    /// (page_map, rule 1).
+    pub fn copy_in(&self, frames: &Frames, page_map: &PageMap, c: CopyIn) {
         let from = (c.pos - self.offset) as usize;
         let data = &self.data[from..from + c.len as usize];
         let mut done = 0;
@@ -130,12 +128,10 @@ impl WriteData<'_> {
             let at = c.pos + done as u64;
             let in_page = (at % PAGE_SIZE) as usize;
             let n = (PAGE - in_page).min(data.len() - done);
-            let mut w = frames.write(frame);
-            w.bytes()[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            frames.write(frame).bytes()[in_page..in_page + n]
+                .copy_from_slice(&data[done..done + n]);
             // The page is dirty and no request has copied it since.
-            w.set_overwritable(true);
-            drop(w);
-            index.insert(c.file, at / PAGE_SIZE, frame);
+            page_map.copied_in(c.file, at, n as u64, frame);
             done += n;
             frame += 1;
         }
@@ -146,13 +142,13 @@ impl Core {
     pub fn new(
         engine: Engine,
         frames: Arc<Frames>,
-        index: Arc<PageMap>,
+        page_map: Arc<PageMap>,
         writeout: Writeout,
     ) -> Core {
         Core {
             engine,
             frames,
-            index,
+            page_map,
             backing: Vec::new(),
             keys: Vec::new(),
             sizes: Vec::new(),
@@ -218,16 +214,6 @@ impl Core {
         self.engine.note_memory_given_back(given_back);
         self.release_below = ranges.last().map_or(0, |&(first, _)| first);
         self.release_below > 0
-    }
-
-    /// Puts the cached pages `first..end` of `file` in the page map (their
-    /// frames hold their data: the engine has finished reading them).
-    pub fn index_pages(&mut self, file: FileId, first: Page, end: Page) {
-        for page in first..end {
-            if let Some(frame) = self.engine.page_frame(file, page) {
-                self.index.insert(file, page, frame);
-            }
-        }
     }
 
     /// Publishes the file's length to readers that do not take this lock;

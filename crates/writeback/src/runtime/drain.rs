@@ -7,12 +7,15 @@ use super::executor::{Deferred, Flush, LengthSet, Out, Release};
 use crate::io::{IoBuf, IoOp};
 use crate::Writeout;
 use std::sync::Arc;
-use wb_engine::{Action, FileId, IoDir, IoRequest, PageIndex as Page, PAGE_SIZE};
+use wb_engine::{Action, FileId, IoDir, IoRequest, PAGE_SIZE};
 
 impl Core {
-    /// Takes the engine's actions in the order it emitted them. What needs
-    /// no I/O is done here, under the lock: pages that left the cache
-    /// leave the page map before any frame is written; frames are copied
+    /// Takes the engine's actions in the order it emitted them. The page
+    /// map's keeper sees each first (`wb_engine::page_map`): pages that
+    /// left the cache leave the map before any frame is written, and a
+    /// write request's frames stop being overwritable before they are
+    /// locked to be copied or lent. What needs no I/O is done here, under
+    /// the lock: frames are copied
     /// or zeroed, and the caller's bytes (`write`) copied in, before any
     /// request is built from them; woken tasks are marked; evicted files
     /// are let go. The rest becomes steps of the returned `Out`, in the
@@ -29,6 +32,7 @@ impl Core {
         self.take_stamps(&mut out);
         let mut copied: Option<FileId> = None;
         while let Some(action) = self.engine.poll_action() {
+            self.page_map.on_action(&self.engine, &action);
             if let Some(file) = self.apply_action(action, write, &mut out) {
                 copied = Some(file);
             }
@@ -53,8 +57,11 @@ impl Core {
         out: &mut Out,
     ) -> Option<FileId> {
         match action {
-            Action::Unmapped { file, first, end } => self.unmap_pages(file, first, end),
-            Action::CopyFrames { from, to, count } => self.copy_frames(from, to, count),
+            // The page map's keeper has taken the pages out.
+            Action::Unmapped { .. } => {}
+            Action::CopyFrames {
+                from, to, count, ..
+            } => self.copy_frames(from, to, count),
             Action::ZeroFrames { first, count } => self.zero_frames(first, count),
             Action::CopyIn {
                 file,
@@ -122,17 +129,6 @@ impl Core {
         None
     }
 
-    /// Takes the pages `first..end` of `file`, which left the cache, out
-    /// of the page map.
-    fn unmap_pages(&self, file: FileId, first: Page, end: Page) {
-        for page in first..end {
-            if let Some(frame) = self.index.remove(file, page) {
-                // Gone: later writes of the page take the engine.
-                self.frames.write(frame).set_overwritable(false);
-            }
-        }
-    }
-
     /// Copies `count` frames from `from` on to `to` on.
     fn copy_frames(&self, from: u32, to: u32, count: u32) {
         // A page under writeback goes on in a copy (stable.rs);
@@ -147,9 +143,7 @@ impl Core {
     /// Zeroes the fresh frames `first..first + count`.
     fn zero_frames(&self, first: u32, count: u32) {
         for frame in first..first + count {
-            let mut w = self.frames.write(frame);
-            w.bytes().fill(0);
-            w.set_overwritable(false);
+            self.frames.write(frame).bytes().fill(0);
         }
     }
 
@@ -172,7 +166,7 @@ impl Core {
             out.copies.push(c);
             None
         } else {
-            w.copy_in(&self.frames, &self.index, c);
+            w.copy_in(&self.frames, &self.page_map, c);
             Some(c.file)
         }
     }
@@ -270,11 +264,12 @@ impl Core {
                     .expect("page under writeback is cached")
             })
             .collect();
+        // The keeper has cleared their overwritable bits (page_map, rule
+        // 8): once their locks are passed, what the request carries is
+        // what is written back; later writes of these pages go through the
+        // engine, which dirties them again (and, per stable_writes, waits
+        // or gives them a copy).
         let frames = self.frames.read(&page_frames);
-        // What the request carries is what is written back; later writes
-        // of these pages go through the engine, which dirties them again
-        // (and, per stable_writes, waits or gives them a copy).
-        self.frames.clear_overwritable(&page_frames);
         match self.writeout {
             Writeout::ZeroCopy => {
                 drop(frames);

@@ -14,13 +14,13 @@
 //! zeroing, copying caller data in) take a frame's lock while holding the
 //! engine's lock, one frame at a time, and no other frame lock; a write to
 //! a page that is dirty already takes it instead while holding the page
-//! index's shard (as a cached read does) and copies only if the frame is
-//! marked overwritable (its dirty data not yet copied for writeback; the
-//! mark is cleared under the frame's lock before a request copies it).
-//! Readers take the read locks of the frames they need either while
-//! holding the engine's lock (a cache miss) or while holding the shard of
-//! the page map that maps the page (a hit; see page_map.rs), then let
-//! that lock go and copy: the frames cannot be reused under them.
+//! map's shard (as a cached read does) and copies only if the frame is
+//! overwritable (`wb_engine::page_map`, rule 8: the engine crate's page
+//! map keeps the bit, and clears it before a request's frames are locked
+//! to be copied or lent). Readers take the read locks of the frames they
+//! need either while holding the engine's lock (a cache miss) or while
+//! holding the shard of the page map that maps the page (a hit, rule 7),
+//! then let that lock go and copy: the frames cannot be reused under them.
 //! Populating frames (populate.rs, and a read's frames before its copy)
 //! and giving their memory back (`release`) hold `populating`, taken
 //! after the engine's lock and before frame locks, and only ever
@@ -28,7 +28,6 @@
 
 use crate::io::IoPages;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use wb_engine::PAGE_SIZE;
 
@@ -49,10 +48,6 @@ pub(crate) struct Frames {
     map: NonNull<u8>,
     map_len: usize,
     shards: Vec<RwLock<()>>,
-    /// Per frame: it holds a dirty page whose data no write request has
-    /// copied yet, so bytes written into it now will be written back
-    /// without telling the engine (see `FrameWrite::overwritable`).
-    overwritable: Vec<AtomicBool>,
     /// Held while frames' memory is populated or given back, so the two
     /// never overlap (see `populate` and `release`).
     populating: Mutex<()>,
@@ -130,14 +125,12 @@ impl Frames {
         let data = unsafe { NonNull::new_unchecked(map.as_ptr().add(skip)) };
         advise_huge_pages(data.as_ptr(), len);
         let shards = (0..SHARDS).map(|_| RwLock::new(())).collect();
-        let overwritable = (0..pages).map(|_| AtomicBool::new(false)).collect();
         Ok(Frames {
             data,
             len,
             map,
             map_len,
             shards,
-            overwritable,
             populating: Mutex::new(()),
         })
     }
@@ -213,19 +206,6 @@ impl Drop for Frames {
     }
 }
 
-impl Frames {
-    /// No write may go into `frames` without the engine from now on: a
-    /// write request is about to copy them, or their pages left. Call
-    /// holding each frame's lock (read or write): a lockless writer checks
-    /// the mark under the frame's write lock, so it either finished before
-    /// or sees the mark gone.
-    pub fn clear_overwritable(&self, frames: &[u32]) {
-        for &f in frames {
-            self.overwritable[f as usize].store(false, Ordering::Release);
-        }
-    }
-}
-
 impl FramesRead<'_> {
     pub fn frame(&self, frame: u32) -> &[u8] {
         let held = self
@@ -257,16 +237,6 @@ impl FrameRead<'_> {
 }
 
 impl FrameWrite<'_> {
-    /// Whether the frame holds a dirty page no write request has copied
-    /// yet: bytes written now will be written back.
-    pub fn overwritable(&self) -> bool {
-        self.frames.overwritable[self.frame as usize].load(Ordering::Acquire)
-    }
-
-    pub fn set_overwritable(&mut self, on: bool) {
-        self.frames.overwritable[self.frame as usize].store(on, Ordering::Release);
-    }
-
     pub fn bytes(&mut self) -> &mut [u8] {
         let start = self.frames.start(self.frame);
         // SAFETY: we hold the frame's shard lock for writing for as long as

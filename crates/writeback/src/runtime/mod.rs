@@ -26,7 +26,6 @@ pub(crate) mod length_lock;
 pub(crate) mod memory_follow;
 pub(crate) mod memory_sample;
 pub(crate) mod open_files;
-pub(crate) mod page_map;
 pub(crate) mod populate;
 pub(crate) mod shared;
 pub(crate) mod statfs;

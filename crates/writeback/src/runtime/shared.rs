@@ -4,7 +4,6 @@
 use super::clock::Clock;
 use super::core::{CopyIn, Core, WriteData};
 use super::executor::{Out, Release};
-use super::page_map::PageMap;
 use crate::error::{from_engine, Error};
 use crate::io::IoBackend;
 use crate::Writeout;
@@ -58,8 +57,9 @@ pub(crate) struct Shared {
     pub core: Mutex<Core>,
     /// The cache's memory; see `frames.rs` for the lock order.
     pub frames: std::sync::Arc<super::frames::Frames>,
-    /// Cached pages, for reads without the engine's lock (page_map.rs).
-    pub index: Arc<PageMap>,
+    /// Cached pages, for reads and overwrites without the engine's lock
+    /// (`wb_engine::page_map`).
+    pub page_map: Arc<wb_engine::PageMap>,
     /// Set when the cache closes; read without the engine's lock.
     pub closed: AtomicBool,
     /// Frames below this are backed with memory, by use or by the
@@ -97,18 +97,18 @@ impl Shared {
         let backend_name = backend.name();
         let frames = Arc::new(super::frames::Frames::new(engine.frame_pages())?);
         let (release_tx, release_rx) = std::sync::mpsc::channel();
-        let index = Arc::new(PageMap::new());
+        let page_map = Arc::new(wb_engine::PageMap::new(engine.frame_pages()));
         let tuning = super::tuning::Tuning::new(engine.config());
         Ok(Shared {
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             core: Mutex::new(Core::new(
                 engine,
                 Arc::clone(&frames),
-                Arc::clone(&index),
+                Arc::clone(&page_map),
                 writeout,
             )),
             frames,
-            index,
+            page_map,
             closed: AtomicBool::new(false),
             populated_pages: AtomicU64::new(0),
             tuning,
@@ -362,7 +362,7 @@ impl Shared {
         drop(core);
         let w = write.expect("copies come from the writer's own calls");
         for &c in copies {
-            w.copy_in(&self.frames, &self.index, c);
+            w.copy_in(&self.frames, &self.page_map, c);
         }
         let mut core = self.lock();
         // The task is this thread's own, known to the engine.
