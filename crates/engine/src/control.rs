@@ -16,14 +16,13 @@
 //! space and devices, the dirty count within its hard limit plus the
 //! documented slack, requests in flight and the devices' tags and wbt.
 
-use crate::backlog::ItemKind;
 use crate::balance_dirty::task_dirty::MAX_DIRTIED_PAUSE;
 use crate::config::{Config, DeviceConfig};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::{DeviceId, FileId, PageIndex, TaskId};
 use crate::memory_budget::ceiling_pages;
-use crate::page_cache::{Run, PG_DIRTY, PG_LOCKED, PG_READING, PG_WRITEBACK};
+use crate::page_cache::PageRun;
 use crate::stats::counters::{DeviceGauges, Gauges, Stats};
 use crate::task::Op;
 use crate::time::Instant;
@@ -319,17 +318,7 @@ impl Engine {
         let mut queued_cuts = 0;
         for (d, dev) in self.devices.iter().enumerate() {
             dev.backlog.check(d, mode, wait_ms, producers);
-            for item in dev.backlog.items() {
-                let f = &self.cache.files[item.file.index()];
-                assert!(!f.evicted);
-                match item.kind {
-                    ItemKind::Remove => assert!(f.unlinked && f.open_handles == 0),
-                    ItemKind::Cut { to } => {
-                        assert!(f.cut_pending && to <= f.size);
-                        queued_cuts += 1;
-                    }
-                }
-            }
+            queued_cuts += dev.backlog.check_items(&self.cache.files);
         }
         // One cut a file: the flags and the items agree.
         let flagged = self.cache.files.iter().filter(|f| f.cut_pending).count();
@@ -430,8 +419,7 @@ impl Engine {
             .filter(|r| r.first < r.end)
     }
 
-    /// One past the highest file id given so far (ids of evicted files
-    /// included: they have no pages).
+    /// One past the highest file id given so far (evicted ids included).
     pub fn file_ids_end(&self) -> u32 {
         self.cache.files.len() as u32
     }
@@ -508,39 +496,5 @@ impl Engine {
             .files
             .get(file.index())
             .is_some_and(|f| f.cut_pending)
-    }
-}
-
-/// Cached pages `first..end` of a file, in one state, their data in
-/// frames `frame..`: a run as a runtime sees it (`Engine::page_runs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PageRun {
-    pub first: PageIndex,
-    pub end: PageIndex,
-    /// The frame of `first`; page `p` is in frame `frame + (p - first)`.
-    pub frame: u32,
-    /// Dirtied since a write request last took them (PG_DIRTY).
-    pub dirty: bool,
-    /// A write request carries them (PG_WRITEBACK).
-    pub writeback: bool,
-    /// Their frames hold their data: not being read from the device.
-    pub valid: bool,
-    /// A writer is copying into them outside the runtime's lock (PG_LOCKED).
-    pub locked: bool,
-}
-
-impl PageRun {
-    /// The part of `run`, starting at page `start`, within `first..end`.
-    fn clipped(start: PageIndex, run: Run, first: PageIndex, end: PageIndex) -> PageRun {
-        let (from, to) = (start.max(first), (start + run.len).min(end));
-        PageRun {
-            first: from,
-            end: to,
-            frame: run.frame + (from - start) as u32,
-            dirty: run.flags & PG_DIRTY != 0,
-            writeback: run.flags & PG_WRITEBACK != 0,
-            valid: run.flags & PG_READING == 0,
-            locked: run.flags & PG_LOCKED != 0,
-        }
     }
 }

@@ -194,7 +194,6 @@ pub use config::{
     ExtendingWrites, KnobError, Lru, StableWrites, DEFAULT_MEMORY_MIN_BYTES, MAX_MEMORY_BYTES,
     MIN_MEMORY_BYTES,
 };
-pub use control::PageRun;
 pub use dirty_throttle_2007::{ratelimit_pages_2007, CONGESTION_WAIT_NS};
 pub use dontcache::stats::DontcacheStats;
 pub use dontcache::written_rate::WRITTEN_RATE_SLOT_NS;
@@ -215,6 +214,7 @@ pub use memory_pressure::{
     GROW_HOLD_NS, GROW_PERMILLE_PER_S, PRESSURE_SHRINK_PERCENT, PSI_CALM_PERMILLE,
     PSI_FULL_SHRINK_PERMILLE, PSI_SOME_SHRINK_PERMILLE, RESERVE_MIN_BYTES, RESERVE_PERCENT,
 };
+pub use page_cache::PageRun;
 pub use page_map::{Overwritable, PageMap};
 pub use stats::counters::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
 pub use time::Instant;

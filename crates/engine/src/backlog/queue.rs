@@ -13,6 +13,7 @@
 use crate::action::{IoErrorKind, ReleaseStep};
 use crate::config::BacklogThrottle;
 use crate::ids::FileId;
+use crate::page_cache::CachedFile;
 use crate::time::Instant;
 use std::collections::VecDeque;
 
@@ -417,6 +418,25 @@ impl Backlog {
     pub(super) fn recheck(&mut self) {
         self.throttled = false;
         self.grace_ns = self.level_ns;
+    }
+
+    /// Checks each item against its file (`files`, by id): a removal's
+    /// file is unlinked and closed, a cut's is flagged and at least as
+    /// long; returns the number of cuts.
+    pub(crate) fn check_items(&self, files: &[CachedFile]) -> usize {
+        let mut cuts = 0;
+        for item in self.items() {
+            let f = &files[item.file.index()];
+            assert!(!f.evicted);
+            match item.kind {
+                ItemKind::Remove => assert!(f.unlinked && f.open_handles == 0),
+                ItemKind::Cut { to } => {
+                    assert!(f.cut_pending && to <= f.size);
+                    cuts += 1;
+                }
+            }
+        }
+        cuts
     }
 
     /// Every item, queued or parked.

@@ -52,8 +52,8 @@ pub use hand::{RECLAIM_BATCH, RECLAIM_QUEUE_SLACK};
 pub use lru::SHRINK_ACTIVE_BATCH;
 pub(crate) use page_lock::PageLock;
 pub use run::{
-    PageCounts, PageFlags, Run, MAX_FILE_PAGES, PG_ACTIVE, PG_DIRTY, PG_DROPBEHIND, PG_IN_LRU,
-    PG_LOCKED, PG_READING, PG_REFERENCED, PG_RESERVED, PG_WRITEBACK,
+    PageCounts, PageFlags, PageRun, Run, MAX_FILE_PAGES, PG_ACTIVE, PG_DIRTY, PG_DROPBEHIND,
+    PG_IN_LRU, PG_LOCKED, PG_READING, PG_REFERENCED, PG_RESERVED, PG_WRITEBACK,
 };
 pub(crate) use stable::{write_over, WriteOver};
 pub(crate) use writeback::write_bytes;

@@ -2,6 +2,8 @@
 //! data in contiguous frames; and the per-file page counters kept with
 //! the runs.
 
+use crate::ids::PageIndex;
+
 /// A run's state bits.
 pub type PageFlags = u16;
 
@@ -116,5 +118,39 @@ impl PageCounts {
         self.dropbehind -= run.len * (run.flags & PG_DROPBEHIND != 0) as u64;
         self.reserved -= run.len * (run.flags & PG_RESERVED != 0) as u64;
         self.active -= run.len * (run.flags & PG_ACTIVE != 0) as u64;
+    }
+}
+
+/// Cached pages `first..end` of a file, in one state, their data in
+/// frames `frame..`: a run as a runtime sees it (`Engine::page_runs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRun {
+    pub first: PageIndex,
+    pub end: PageIndex,
+    /// The frame of `first`; page `p` is in frame `frame + (p - first)`.
+    pub frame: u32,
+    /// Dirtied since a write request last took them (PG_DIRTY).
+    pub dirty: bool,
+    /// A write request carries them (PG_WRITEBACK).
+    pub writeback: bool,
+    /// Their frames hold their data: not being read from the device.
+    pub valid: bool,
+    /// A writer is copying into them outside the runtime's lock (PG_LOCKED).
+    pub locked: bool,
+}
+
+impl PageRun {
+    /// The part of `run`, starting at page `start`, within `first..end`.
+    pub(crate) fn clipped(start: PageIndex, run: Run, first: PageIndex, end: PageIndex) -> PageRun {
+        let (from, to) = (start.max(first), (start + run.len).min(end));
+        PageRun {
+            first: from,
+            end: to,
+            frame: run.frame + (from - start) as u32,
+            dirty: run.flags & PG_DIRTY != 0,
+            writeback: run.flags & PG_WRITEBACK != 0,
+            valid: run.flags & PG_READING == 0,
+            locked: run.flags & PG_LOCKED != 0,
+        }
     }
 }
