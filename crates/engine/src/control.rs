@@ -432,6 +432,13 @@ impl Engine {
             .filter(|r| r.first < r.end)
     }
 
+    /// Whether page `page` of `file` is in a write-back the engine holds
+    /// back (`extending_writes = one-per-file`, dispatch/extending.rs):
+    /// under writeback, not yet handed to the runtime (`Action::Submit`).
+    pub fn write_held(&self, file: FileId, page: PageIndex) -> bool {
+        self.io.growing.holds(file, page)
+    }
+
     /// One past the highest file id given so far (ids of evicted files
     /// included: they have no pages).
     pub fn file_ids_end(&self) -> u32 {
