@@ -68,32 +68,7 @@ impl Engine {
                 reason: "the devices' min_ratio values would add up to more than 100".to_string(),
             });
         }
-        let dev = &mut self.devices[device.index()];
-        if knob == "wbt_lat_usec" {
-            let target = crate::device::state::wbt_target(&config, dev.idle_read_latency_ns);
-            dev.wbt.set_min_lat(target);
-            dev.stats.wbt_enabled = target != 0;
-            dev.stats.wbt_target_ns = target;
-        }
-        if knob == "serial" {
-            dev.wbt.serial = config.serial;
-        }
-        if knob == "wbt_pace" {
-            dev.wbt.set_pace(config.wbt_pace);
-        }
-        if knob == "wbt_slice_ms" || knob == "wbt_slice_quiet_ms" {
-            dev.wbt
-                .slice
-                .set(config.wbt_slice_ms, config.wbt_slice_quiet_ms);
-        }
-        if knob == "queue_depth" || knob == "nr_requests" {
-            dev.wbt
-                .set_queue_depth(crate::device::state::wbt_queue_depth(&config));
-            // Tags already handed out stay valid; none is handed out until
-            // they drain below a lowered limit (`issue`, `pump`).
-            dev.tags_draining = dev.tags_used > config.nr_requests;
-        }
-        dev.config = config;
+        self.devices[device.index()].set_knob(knob, config);
         Ok(())
     }
 
@@ -417,6 +392,13 @@ impl Engine {
         let runs = runs.into_iter().flat_map(move |f| f.runs_over(first, end));
         runs.map(move |(start, run)| PageRun::clipped(start, run, first, end))
             .filter(|r| r.first < r.end)
+    }
+
+    /// Whether page `page` of `file` is in a write-back the engine holds
+    /// back (`extending_writes = one-per-file`, dispatch/extending.rs):
+    /// under writeback, not yet handed to the runtime (`Action::Submit`).
+    pub fn write_held(&self, file: FileId, page: PageIndex) -> bool {
+        self.io.growing.holds(file, page)
     }
 
     /// One past the highest file id given so far (evicted ids included).

@@ -139,6 +139,36 @@ impl Device {
             )
     }
 
+    /// Takes `config`, in which `knob` changed at run time
+    /// (`Engine::set_device_knob`, which checked it): what derives from
+    /// the knob follows it.
+    pub(crate) fn set_knob(&mut self, knob: &str, config: DeviceConfig) {
+        if knob == "wbt_lat_usec" {
+            let target = wbt_target(&config, self.idle_read_latency_ns);
+            self.wbt.set_min_lat(target);
+            self.stats.wbt_enabled = target != 0;
+            self.stats.wbt_target_ns = target;
+        }
+        if knob == "serial" {
+            self.wbt.serial = config.serial;
+        }
+        if knob == "wbt_pace" {
+            self.wbt.set_pace(config.wbt_pace);
+        }
+        if knob == "wbt_slice_ms" || knob == "wbt_slice_quiet_ms" {
+            self.wbt
+                .slice
+                .set(config.wbt_slice_ms, config.wbt_slice_quiet_ms);
+        }
+        if knob == "queue_depth" || knob == "nr_requests" {
+            self.wbt.set_queue_depth(wbt_queue_depth(&config));
+            // Tags already handed out stay valid; none is handed out until
+            // they drain below a lowered limit (`issue`, `pump`).
+            self.tags_draining = self.tags_used > config.nr_requests;
+        }
+        self.config = config;
+    }
+
     /// A device named `name`, whose median 4 KiB read takes
     /// `idle_read_latency_ns` when idle (the automatic wbt target derives
     /// from it).

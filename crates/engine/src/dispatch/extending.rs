@@ -34,7 +34,7 @@
 //! the inode's lock (above).
 
 use crate::action::{Action, IoDir, IoRequest};
-use crate::ids::{FileId, IoId, PAGE_SIZE};
+use crate::ids::{FileId, IoId, PageIndex, PAGE_SIZE};
 use crate::page_cache::CachedFile;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
@@ -109,6 +109,14 @@ impl Growing {
             }
         }
         self.files.remove(&file);
+    }
+
+    /// Whether page `page` of `file` is in a write held back (issued, its
+    /// pages under writeback, not yet handed to the runtime).
+    pub fn holds(&self, file: FileId, page: PageIndex) -> bool {
+        let held = self.files.get(&file).into_iter().flat_map(|(_, h)| h);
+        held.into_iter()
+            .any(|r| r.first_page <= page && page < r.first_page + r.pages as u64)
     }
 
     /// Writes held are issued writes of their file, in flight behind one

@@ -3,10 +3,11 @@
 //! after their steps.
 //!
 //! - (a) every mapped page is cached, valid, at the frame the engine says;
-//! - (b) every overwritable frame is the frame of a mapped page the engine
-//!   holds dirty (dirtied since a write request last took it: a page
-//!   under writeback may be dirty again, in place under stable_writes =
-//!   none, in a copy of its own under snapshot);
+//! - (b) every overwritable frame is the frame of a mapped page that no
+//!   write request has taken since it was dirtied: the engine holds it
+//!   dirty (under writeback as well, it was dirtied again: in place under
+//!   stable_writes = none, in a copy of its own under snapshot), or its
+//!   write-back is held back and not yet handed over (rule 5);
 //! - (c) every dirty page is mapped but while it is locked (a deferred
 //!   copy-in maps its pages after the runtime's lock is let go). Clean
 //!   pages may be missing: a page read ahead enters when a read of it is
@@ -52,7 +53,7 @@ impl PageMap {
                     );
                     if self.overwritable(frame) {
                         assert!(
-                            run.dirty,
+                            run.dirty || engine.write_held(file, page),
                             "page {page} of {file:?} is overwritable (frame {frame}) but not dirty"
                         );
                         overwritable += 1;

@@ -37,12 +37,16 @@
 //!    (`copied_in`): its page is dirty, and no write request has taken it
 //!    since.
 //! 5. It is cleared when a write request is built from the frame
-//!    (`Action::Submit` of a write: every frame of the request), when the
+//!    (`Action::Submit` of a write: every frame of the request; a
+//!    write-back the engine holds back, `extending_writes = one-per-file`,
+//!    has its pages under writeback before it is handed over, and an
+//!    overwrite meanwhile goes with it, as the runtime reads the frames
+//!    only then), when the
 //!    frame is zeroed for a new page (`Action::ZeroFrames`), when its page
 //!    leaves (rule 3), and when a truncation leaves its page partial
 //!    (`truncated`: a write past the new end must extend the file through
 //!    the engine). A set bit is always on the frame of a mapped page that
-//!    the engine holds dirty.
+//!    the engine holds dirty, or whose write-back it holds back.
 //! 6. Lock order: the engine's lock, then a shard, then a frame lock (the
 //!    runtime's). The keeper takes shards only, for writing, one at a
 //!    time, and no frame lock; the runtime takes the frame locks an
