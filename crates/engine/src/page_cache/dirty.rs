@@ -97,15 +97,12 @@ impl PageCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{DeviceId, WbId};
-    use crate::page_cache::CachedFile;
+    use crate::ids::WbId;
 
     #[test]
     fn pages_are_counted_dirty_once_and_copied_into_per_run() {
-        let mut cache = PageCache::new(64, Lru::Clock);
-        cache.add_wb(WbId(0));
-        cache.files.push(CachedFile::new(DeviceId(0), WbId(0), 0));
-        let (file, mut out) = (FileId(0), VecDeque::new());
+        let (mut cache, file) = super::super::one_file_cache();
+        let mut out = VecDeque::new();
         cache.insert_pages(file, 0, 4, 0, true, &mut out);
         let marks = cache.write_marks(false);
         assert_eq!(marks, (PG_DIRTY | PG_REFERENCED, PG_DROPBEHIND));

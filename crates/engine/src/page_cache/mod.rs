@@ -138,6 +138,17 @@ fn follow(counter: &mut u64, before: u64, after: u64) {
     *counter = *counter - before + after;
 }
 
+/// A cache of 64 frames with one empty file on device 0, context 0
+/// (tests of the page cache's rules).
+#[cfg(test)]
+pub(super) fn one_file_cache() -> (PageCache, FileId) {
+    let mut cache = PageCache::new(64, Lru::Clock);
+    cache.add_wb(WbId(0));
+    let device = crate::ids::DeviceId(0);
+    cache.files.push(CachedFile::new(device, WbId(0), 0));
+    (cache, FileId(0))
+}
+
 impl PageCache {
     pub fn new(memory_pages: u64, lru: Lru) -> PageCache {
         PageCache {

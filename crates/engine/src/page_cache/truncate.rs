@@ -118,16 +118,11 @@ impl PageCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Lru;
-    use crate::ids::{DeviceId, WbId};
-    use crate::page_cache::CachedFile;
 
     #[test]
     fn truncation_drops_what_no_io_holds() {
-        let mut cache = PageCache::new(64, Lru::Clock);
-        cache.add_wb(WbId(0));
-        cache.files.push(CachedFile::new(DeviceId(0), WbId(0), 0));
-        let (file, mut out) = (FileId(0), VecDeque::new());
+        let (mut cache, file) = super::super::one_file_cache();
+        let mut out = VecDeque::new();
         // Pages 0..4 cached, 0..2 of them dirty; pages 4..6 being read.
         cache.insert_pages(file, 0, 4, 0, true, &mut out);
         cache.insert_pages(file, 4, 2, PG_READING, false, &mut out);
