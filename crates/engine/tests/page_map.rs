@@ -228,3 +228,55 @@ fn a_deferred_copy_into_a_snapshot_leaves_no_page_at_a_freed_frame() {
     assert_eq!(mapped(&hs, file), vec![(0, 2, true), (1, 3, true)]);
     check(&hs);
 }
+
+/// The message `PageMap::check` panics with on `hs`, if it does.
+fn check_fault(hs: &Harness) -> Option<String> {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        hs.page_map.check(&hs.engine)
+    }));
+    let panic = caught.err()?;
+    let text = panic.downcast_ref::<String>().cloned();
+    Some(text.unwrap_or_else(|| "a panic without a message".into()))
+}
+
+/// Each of the check's three rules catches a map that breaks it, naming
+/// the page: (a) a page at another frame than the engine's, (b) a bit on
+/// a page written back, (c) a dirty page missing.
+#[test]
+fn the_check_names_the_page_a_wrong_map_breaks() {
+    let (mut hs, writer, syncer, file, h) = with_file(&[]);
+    write(&mut hs, writer, h, 0, 2 * PAGE);
+    check(&hs);
+    // (c): page 1 is dirty in the engine, gone from the map.
+    let gone = Action::Unmapped {
+        file,
+        first: 1,
+        end: 2,
+    };
+    hs.page_map.on_action(&hs.engine, &gone);
+    assert_eq!(
+        check_fault(&hs).as_deref(),
+        Some(format!("page 1 of {file:?} is dirty (frame 1) but not mapped").as_str())
+    );
+    // (a): page 1 back, at page 0's frame (page 0 keeps its entry).
+    hs.page_map.copied_in(file, PAGE, PAGE, 0);
+    let fault = check_fault(&hs).expect("a page at another's frame");
+    assert!(
+        fault.starts_with(&format!(
+            "page 1 of {file:?} is mapped at frame 0, the engine's frame of page 0 of {file:?}"
+        )),
+        "{fault}"
+    );
+    // Mapped right again: the check holds.
+    hs.page_map.copied_in(file, PAGE, PAGE, 1);
+    check(&hs);
+    // (b): written back (clean), then a bit set on page 0's frame.
+    start_fsync(&mut hs, syncer, h);
+    settle(&mut hs);
+    check(&hs);
+    hs.page_map.copied_in(file, 0, PAGE, 0);
+    assert_eq!(
+        check_fault(&hs).as_deref(),
+        Some(format!("page 0 of {file:?} is overwritable (frame 0) but not dirty").as_str())
+    );
+}

@@ -24,7 +24,7 @@ impl PageMap {
             } => self.unmap(file, first, first + count as u64),
             &Action::ZeroFrames { first, count } => {
                 for frame in first..first + count {
-                    self.bit(frame).set(false);
+                    self.set_bit(frame, false);
                 }
             }
             Action::Submit(req) if req.dir == IoDir::Write && !req.direct => {
@@ -54,7 +54,7 @@ impl PageMap {
         let (first, last) = (pos / PAGE_SIZE, (pos + len - 1) / PAGE_SIZE);
         for (i, page) in (first..=last).enumerate() {
             let frame = frame + i as u32;
-            self.bit(frame).set(true);
+            self.set_bit(frame, true);
             let old = self
                 .shards
                 .write(Shards::of(file, page))
@@ -94,7 +94,7 @@ impl PageMap {
         }
         let page = len / PAGE_SIZE;
         let run = engine.page_runs(file, page, page + 1).next()?;
-        self.bit(run.frame).set(false);
+        self.set_bit(run.frame, false);
         Some((run.frame, tail))
     }
 
@@ -107,7 +107,7 @@ impl PageMap {
                 .write(Shards::of(file, page))
                 .remove(&(file.0, page));
             if let Some(frame) = removed {
-                self.bit(frame).set(false);
+                self.set_bit(frame, false);
             }
         }
     }
@@ -118,7 +118,7 @@ impl PageMap {
         let end = req.first_page + req.pages as u64;
         for run in engine.page_runs(req.file, req.first_page, end) {
             for frame in run.frame..run.frame + (run.end - run.first) as u32 {
-                self.bit(frame).set(false);
+                self.set_bit(frame, false);
             }
         }
     }

@@ -77,13 +77,20 @@ mod shard;
 
 use crate::ids::{FileId, PageIndex};
 use shard::{Shards, SHARDS};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Cached pages by (file, page), and one overwritable bit per frame.
 pub struct PageMap {
     shards: Shards,
     /// By frame: see `Overwritable`.
     bits: Vec<Overwritable>,
+    /// How many bits are set: changed with them, by the keeper alone, so
+    /// a check need not count the frames.
+    bits_set: AtomicUsize,
+    /// The check's table of the engine's pages by frame (check.rs), kept
+    /// between checks.
+    check_table: Mutex<check::FrameTable>,
 }
 
 /// A frame's overwritable bit (rules 4, 5): its page is dirty and no
@@ -111,6 +118,8 @@ impl PageMap {
         PageMap {
             shards: Shards::new(),
             bits: (0..frames).map(|_| Overwritable::default()).collect(),
+            bits_set: AtomicUsize::new(0),
+            check_table: Mutex::new(check::FrameTable::default()),
         }
     }
 
@@ -164,6 +173,19 @@ impl PageMap {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Sets or clears `frame`'s bit, counting set bits (the keeper's, under
+    /// the engine's lock: one writer, so a load and a store suffice).
+    fn set_bit(&self, frame: u32, on: bool) {
+        let bit = self.bit(frame);
+        if bit.get() != on {
+            bit.set(on);
+            match on {
+                true => self.bits_set.fetch_add(1, Ordering::Relaxed),
+                false => self.bits_set.fetch_sub(1, Ordering::Relaxed),
+            };
+        }
     }
 
     fn bit(&self, frame: u32) -> &Overwritable {

@@ -65,6 +65,12 @@ impl Shards {
         self.0[i].read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Every shard, for reading, in order: for a walk that looks up many
+    /// pages (check.rs), one lock each instead of one per page.
+    pub fn read_all(&self) -> Vec<RwLockReadGuard<'_, Shard>> {
+        (0..self.0.len()).map(|i| self.read(i)).collect()
+    }
+
     /// Shard `i`, for writing (the keeper's, under the engine's lock).
     pub fn write(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
         self.0[i].write().unwrap_or_else(|p| p.into_inner())

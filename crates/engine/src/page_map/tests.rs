@@ -43,6 +43,12 @@ fn pages_come_and_go() {
     map.on_action(&e, &Action::ZeroFrames { first: 4, count: 1 });
     assert!(!map.overwritable(4) && map.overwritable(2));
     assert_eq!(map.len(), 2);
+    let set = map.bits.iter().filter(|b| b.get()).count();
+    assert_eq!(
+        (set, map.bits_set.load(Ordering::Relaxed)),
+        (1, 1),
+        "counted as set"
+    );
 }
 
 /// A frame of the test's runtime: its lock, and the page it holds data of.

@@ -56,7 +56,8 @@ impl std::error::Error for SimError {}
 /// Options that do not change results (except `faults`).
 #[derive(Default)]
 pub struct SimOptions<'a> {
-    /// Check the engine's invariants after every event (slow; for tests).
+    /// Check the engine's invariants after every event, and the page map
+    /// against it every 64th and at the end (slow; for tests).
     pub check_invariants: bool,
     /// Called now and then with the fraction of the run done (0..=1, by time).
     pub progress: Option<&'a mut dyn FnMut(f64)>,
@@ -395,16 +396,19 @@ impl Sim {
             let last = iterations + self.hit_events;
             // Under faults the invariants are checked every
             // CHAOS_CHECK_EVERY events (and at the end): a full check is
-            // linear in the cached pages.
-            let due = options.check_invariants
-                || (self.chaos.is_some() && last.is_multiple_of(CHAOS_CHECK_EVERY));
+            // linear in the cached pages. So is the page map's, which is
+            // checked at that cadence also when the engine's invariants
+            // are checked every event (a divergence stays until the map
+            // changes the page: the next check finds it).
+            let sampled = last.is_multiple_of(CHAOS_CHECK_EVERY);
+            let due = options.check_invariants || (self.chaos.is_some() && sampled);
             if due {
                 // The page map follows the actions carried out: the
                 // completions and timers of this instant may have left
                 // some (the loop's next turn would carry them out first,
                 // at this same instant, before anything else).
                 self.drain_actions(self.now);
-                if !self.check_invariants() {
+                if !self.check_invariants(sampled) {
                     break;
                 }
             }
@@ -418,8 +422,10 @@ impl Sim {
         }
         self.drain_actions(self.now);
         if self.chaos.is_some() {
-            self.check_invariants();
+            self.check_invariants(true);
             self.power_cut();
+        } else if options.check_invariants {
+            self.check_invariants(true);
         }
     }
 
@@ -887,9 +893,9 @@ impl Sim {
         self.drain_actions(now);
     }
 
-    /// Checks the engine's invariants, then the page map against the
-    /// engine; false (a violation noted) if one does not hold.
-    fn check_invariants(&mut self) -> bool {
+    /// Checks the engine's invariants, then (if `with_map`) the page map
+    /// against the engine; false (a violation noted) if one does not hold.
+    fn check_invariants(&mut self, with_map: bool) -> bool {
         let engine = &self.engine;
         let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             engine.check_invariants();
@@ -897,7 +903,7 @@ impl Sim {
         if !self.checked("invariants", held) {
             return false;
         }
-        let (engine, Some(map)) = (&self.engine, self.page_map.as_ref()) else {
+        let (engine, Some(map), true) = (&self.engine, self.page_map.as_ref(), with_map) else {
             return true;
         };
         let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
