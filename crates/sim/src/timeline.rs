@@ -52,28 +52,31 @@ pub struct DeviceSample {
 
 impl EngineSample {
     pub fn new(t_ns: u64, stats: &Gauges) -> EngineSample {
-        EngineSample {
-            t_s: t_ns as f64 / 1e9,
-            dirty_mib: mib(stats.dirty_pages),
-            writeback_mib: mib(stats.writeback_pages),
-            cached_mib: mib(stats.cached_pages),
-            thresh_mib: mib(stats.thresh_pages),
-            bg_thresh_mib: mib(stats.bg_thresh_pages),
-            devices: stats
-                .devices
-                .iter()
-                .map(|d| DeviceSample {
-                    read_mib: mib(d.pages_read),
-                    written_mib: mib(d.pages_written),
-                    dirty_mib: mib(d.dirty_pages),
-                    wbt_depth: d.wbt_max_depth,
-                })
-                .collect(),
-            stalled_ms: StallReason::ALL
-                .iter()
-                .map(|r| stats.stalled_ns[r.index()] as f64 / 1e6)
-                .collect(),
-        }
+        let mut sample = EngineSample::default();
+        sample.fill(t_ns, stats);
+        sample
+    }
+
+    /// Makes this the sample of `stats` at `t_ns`, reusing its vectors.
+    fn fill(&mut self, t_ns: u64, stats: &Gauges) {
+        self.t_s = t_ns as f64 / 1e9;
+        self.dirty_mib = mib(stats.dirty_pages);
+        self.writeback_mib = mib(stats.writeback_pages);
+        self.cached_mib = mib(stats.cached_pages);
+        self.thresh_mib = mib(stats.thresh_pages);
+        self.bg_thresh_mib = mib(stats.bg_thresh_pages);
+        let devices = stats.devices.iter().map(|d| DeviceSample {
+            read_mib: mib(d.pages_read),
+            written_mib: mib(d.pages_written),
+            dirty_mib: mib(d.dirty_pages),
+            wbt_depth: d.wbt_max_depth,
+        });
+        self.devices.clear();
+        self.devices.extend(devices);
+        let stalled = StallReason::ALL.iter();
+        let stalled = stalled.map(|r| stats.stalled_ns[r.index()] as f64 / 1e6);
+        self.stalled_ms.clear();
+        self.stalled_ms.extend(stalled);
     }
 }
 
@@ -83,6 +86,10 @@ pub struct EngineTimeline {
     period_ns: u64,
     next_ns: u64,
     samples: Vec<EngineSample>,
+    /// Samples dropped by coarsening, whose vectors the next ones reuse
+    /// (a run takes thousands: allocating each was a tenth of a short
+    /// scenario's time).
+    spare: Vec<EngineSample>,
 }
 
 impl Default for EngineTimeline {
@@ -91,6 +98,7 @@ impl Default for EngineTimeline {
             period_ns: FIRST_PERIOD_NS,
             next_ns: 0,
             samples: Vec::new(),
+            spare: Vec::new(),
         }
     }
 }
@@ -114,13 +122,17 @@ impl EngineTimeline {
         }
         if self.samples.len() == TIMELINE_POINTS {
             // Full: every other point, at twice the period.
-            self.samples = std::mem::take(&mut self.samples)
-                .into_iter()
-                .step_by(2)
-                .collect();
+            let mut kept = 0;
+            for i in (0..self.samples.len()).step_by(2) {
+                self.samples.swap(kept, i);
+                kept += 1;
+            }
+            self.spare.extend(self.samples.drain(kept..));
             self.period_ns *= 2;
         }
-        self.samples.push(EngineSample::new(now_ns, stats));
+        let mut sample = self.spare.pop().unwrap_or_default();
+        sample.fill(now_ns, stats);
+        self.samples.push(sample);
         self.next_ns = now_ns - now_ns % self.period_ns + self.period_ns;
         debug_assert!(self.samples.len() <= TIMELINE_POINTS);
     }
@@ -314,6 +326,47 @@ mod tests {
             .iter()
             .all(|g| (g - first).abs() < 1e-9));
         assert_eq!(samples.last().map(|s| s.t_s), Some(100.0));
+    }
+
+    /// Samples made from the vectors of dropped ones hold their own
+    /// values only: each sample's device and stall figures are those of
+    /// its time.
+    #[test]
+    fn a_reused_sample_keeps_nothing_of_the_dropped_one() {
+        let mut t = EngineTimeline::default();
+        let at = |ms: u64| {
+            let mut stalled_ns = [0; StallReason::ALL.len()];
+            stalled_ns[0] = ms * 1_000_000;
+            Gauges {
+                devices: vec![wb_engine::DeviceGauges {
+                    pages_read: ms,
+                    ..Default::default()
+                }],
+                stalled_ns,
+                ..Gauges::default()
+            }
+        };
+        for ms in 0..10_000u64 {
+            t.record(ms * 1_000_000, &at(ms));
+        }
+        let samples = t.finish(10_000 * 1_000_000, &at(10_000));
+        let first_gap_s = samples[1].t_s - samples[0].t_s;
+        assert!(
+            first_gap_s >= 0.002,
+            "coarsened (samples reused): {first_gap_s}"
+        );
+        for s in &samples {
+            let ms = (s.t_s * 1000.0).round() as u64;
+            assert_eq!(
+                s.devices,
+                vec![DeviceSample {
+                    read_mib: mib(ms),
+                    ..Default::default()
+                }]
+            );
+            assert_eq!(s.stalled_ms[0], ms as f64);
+            assert!(s.stalled_ms[1..].iter().all(|&v| v == 0.0));
+        }
     }
 
     #[test]

@@ -4,10 +4,10 @@
 //! per bug:
 //!
 //! ```sh
-//! cargo test --release -p wb-sim --features planted-clean-on-error --test planted
-//! cargo test --release -p wb-sim --features planted-skip-flush --test planted
-//! cargo test --release -p wb-sim --features planted-early-ack --test planted
-//! cargo test --release -p wb-sim --features planted-whole-pages --test planted
+//! cargo test --profile release-test -p wb-sim --features planted-clean-on-error --test planted
+//! cargo test --profile release-test -p wb-sim --features planted-skip-flush --test planted
+//! cargo test --profile release-test -p wb-sim --features planted-early-ack --test planted
+//! cargo test --profile release-test -p wb-sim --features planted-whole-pages --test planted
 //! ```
 #![cfg(any(
     feature = "planted-clean-on-error",

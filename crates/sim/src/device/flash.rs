@@ -315,9 +315,9 @@ impl DeviceModel for Flash {
         Some(first.ready_at + transfer_ns(first.req.len, self.rate_bytes_s(&first.req)))
     }
 
-    fn complete(&mut self, now: Instant) -> Vec<u64> {
+    fn complete_into(&mut self, now: Instant, done: &mut Vec<u64>) {
         self.advance(now);
-        std::mem::take(&mut self.done)
+        done.append(&mut self.done);
     }
 
     /// Median of read * (1 + Exp(jitter)) + 4 KiB / read rate; the median of

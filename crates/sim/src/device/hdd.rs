@@ -407,9 +407,9 @@ impl DeviceModel for Hdd {
         }
     }
 
-    fn complete(&mut self, now: Instant) -> Vec<u64> {
+    fn complete_into(&mut self, now: Instant, done: &mut Vec<u64>) {
         self.advance(now);
-        std::mem::take(&mut self.done)
+        done.append(&mut self.done);
     }
 
     /// overhead + seek(median distance) + half a revolution + 4 KiB at the

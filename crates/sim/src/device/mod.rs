@@ -33,9 +33,15 @@ pub trait DeviceModel {
     fn submit(&mut self, now: Instant, req: DevRequest);
     /// The earliest time a request completes, if any is in service.
     fn next_completion(&self) -> Option<Instant>;
-    /// Removes and returns the ids of requests completed at or before `now`,
+    /// Moves the ids of requests completed at or before `now` into `done`,
     /// in completion order, and starts service of whatever can start.
-    fn complete(&mut self, now: Instant) -> Vec<u64>;
+    fn complete_into(&mut self, now: Instant, done: &mut Vec<u64>);
+    /// `complete_into` into a new vector.
+    fn complete(&mut self, now: Instant) -> Vec<u64> {
+        let mut done = Vec::new();
+        self.complete_into(now, &mut done);
+        done
+    }
     /// Whether the device needs pages kept stable while they are written
     /// (it checksums data in flight; parameter `stable_writes = 1`).
     fn stable_writes_required(&self) -> bool;

@@ -141,6 +141,8 @@ struct Sim {
     /// The page map the real runtime's fast paths read, kept by the same
     /// keeper (`wb_engine::page_map`) and checked with the invariants.
     page_map: Option<PageMap>,
+    /// Reused for the ids a device completes at once (`complete_due`).
+    done_ids: Vec<u64>,
     /// The cache and devices over time, for the report's plots.
     timeline: crate::timeline::EngineTimeline,
     /// The scenario, to restart the engine after a crash.
@@ -249,6 +251,7 @@ impl Sim {
             chaos: None,
             trace: None,
             page_map: None,
+            done_ids: Vec::new(),
             timeline: Default::default(),
             scenario: scenario.clone(),
             generation: 0,
@@ -488,9 +491,13 @@ impl VirtualRuntime for Sim {
     fn complete_due(&mut self, now: Instant) {
         for d in 0..self.devices.len() {
             if self.devices[d].next_completion().is_some_and(|t| t <= now) {
-                for id in self.devices[d].complete(now) {
+                let mut done = std::mem::take(&mut self.done_ids);
+                self.devices[d].complete_into(now, &mut done);
+                for &id in &done {
                     self.device_done(now, id);
                 }
+                done.clear();
+                self.done_ids = done;
             }
             if let Some((_, id)) = self.releases[d].filter(|&(at, _)| at <= now) {
                 self.releases[d] = None;
