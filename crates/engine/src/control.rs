@@ -183,24 +183,27 @@ impl Engine {
     /// makes (names, histograms): cheap enough to take a thousand times a
     /// run.
     pub fn gauges(&self) -> Gauges {
-        Gauges {
-            cached_pages: self.cache.nr_cached,
-            dirty_pages: self.cache.nr_dirty,
-            writeback_pages: self.cache.nr_writeback,
-            thresh_pages: self.dom.thresh.thresh,
-            bg_thresh_pages: self.dom.thresh.bg_thresh,
-            devices: self
-                .devices
-                .iter()
-                .map(|d| DeviceGauges {
-                    pages_read: d.stats.pages_read,
-                    pages_written: d.stats.pages_written,
-                    dirty_pages: d.wbs.iter().map(|&w| self.cache.wb(w).dirty).sum(),
-                    wbt_max_depth: d.wbt.rq_depth.max_depth,
-                })
-                .collect(),
-            stalled_ns: self.stats.stalls.map(|s| s.total_ns),
-        }
+        let mut gauges = Gauges::default();
+        self.gauges_into(&mut gauges);
+        gauges
+    }
+
+    /// `gauges` into `out`, reusing its vector (a timeline's thousands).
+    pub fn gauges_into(&self, out: &mut Gauges) {
+        out.cached_pages = self.cache.nr_cached;
+        out.dirty_pages = self.cache.nr_dirty;
+        out.writeback_pages = self.cache.nr_writeback;
+        out.thresh_pages = self.dom.thresh.thresh;
+        out.bg_thresh_pages = self.dom.thresh.bg_thresh;
+        let devices = self.devices.iter().map(|d| DeviceGauges {
+            pages_read: d.stats.pages_read,
+            pages_written: d.stats.pages_written,
+            dirty_pages: d.wbs.iter().map(|&w| self.cache.wb(w).dirty).sum(),
+            wbt_max_depth: d.wbt.rq_depth.max_depth,
+        });
+        out.devices.clear();
+        out.devices.extend(devices);
+        out.stalled_ns = self.stats.stalls.map(|s| s.total_ns);
     }
 
     /// The engine's counters now. Costs in devices and writeback

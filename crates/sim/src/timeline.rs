@@ -52,31 +52,59 @@ pub struct DeviceSample {
 
 impl EngineSample {
     pub fn new(t_ns: u64, stats: &Gauges) -> EngineSample {
-        let mut sample = EngineSample::default();
-        sample.fill(t_ns, stats);
-        sample
+        EngineSample {
+            t_s: t_ns as f64 / 1e9,
+            dirty_mib: mib(stats.dirty_pages),
+            writeback_mib: mib(stats.writeback_pages),
+            cached_mib: mib(stats.cached_pages),
+            thresh_mib: mib(stats.thresh_pages),
+            bg_thresh_mib: mib(stats.bg_thresh_pages),
+            devices: stats
+                .devices
+                .iter()
+                .map(|d| DeviceSample {
+                    read_mib: mib(d.pages_read),
+                    written_mib: mib(d.pages_written),
+                    dirty_mib: mib(d.dirty_pages),
+                    wbt_depth: d.wbt_max_depth,
+                })
+                .collect(),
+            stalled_ms: StallReason::ALL
+                .iter()
+                .map(|r| stats.stalled_ns[r.index()] as f64 / 1e6)
+                .collect(),
+        }
     }
+}
 
-    /// Makes this the sample of `stats` at `t_ns`, reusing its vectors.
-    fn fill(&mut self, t_ns: u64, stats: &Gauges) {
-        self.t_s = t_ns as f64 / 1e9;
-        self.dirty_mib = mib(stats.dirty_pages);
-        self.writeback_mib = mib(stats.writeback_pages);
-        self.cached_mib = mib(stats.cached_pages);
-        self.thresh_mib = mib(stats.thresh_pages);
-        self.bg_thresh_mib = mib(stats.bg_thresh_pages);
-        let devices = stats.devices.iter().map(|d| DeviceSample {
-            read_mib: mib(d.pages_read),
-            written_mib: mib(d.pages_written),
-            dirty_mib: mib(d.dirty_pages),
-            wbt_depth: d.wbt_max_depth,
-        });
-        self.devices.clear();
-        self.devices.extend(devices);
-        let stalled = StallReason::ALL.iter();
-        let stalled = stalled.map(|r| stats.stalled_ns[r.index()] as f64 / 1e6);
-        self.stalled_ms.clear();
-        self.stalled_ms.extend(stalled);
+/// The engine's gauges at one moment, as taken: a sample is made of it
+/// only if it is kept to the end (most are dropped as the grid coarsens).
+#[derive(Clone, Debug, Default)]
+struct Taken {
+    t_ns: u64,
+    gauges: Gauges,
+}
+
+impl Taken {
+    /// Makes this `stats` at `t_ns`, reusing its vector.
+    fn refill(&mut self, t_ns: u64, stats: &Gauges) {
+        let Gauges {
+            cached_pages,
+            dirty_pages,
+            writeback_pages,
+            thresh_pages,
+            bg_thresh_pages,
+            ref devices,
+            stalled_ns,
+        } = *stats;
+        let g = &mut self.gauges;
+        (g.cached_pages, g.dirty_pages, g.writeback_pages) =
+            (cached_pages, dirty_pages, writeback_pages);
+        (g.thresh_pages, g.bg_thresh_pages, g.stalled_ns) =
+            (thresh_pages, bg_thresh_pages, stalled_ns);
+        g.devices.clear();
+        g.devices.extend_from_slice(devices);
+        self.t_ns = t_ns;
     }
 }
 
@@ -85,11 +113,11 @@ impl EngineSample {
 pub struct EngineTimeline {
     period_ns: u64,
     next_ns: u64,
-    samples: Vec<EngineSample>,
+    samples: Vec<Taken>,
     /// Samples dropped by coarsening, whose vectors the next ones reuse
-    /// (a run takes thousands: allocating each was a tenth of a short
-    /// scenario's time).
-    spare: Vec<EngineSample>,
+    /// (a run takes thousands: allocating and converting each was a tenth
+    /// of a short scenario's time).
+    spare: Vec<Taken>,
 }
 
 impl Default for EngineTimeline {
@@ -131,25 +159,24 @@ impl EngineTimeline {
             self.period_ns *= 2;
         }
         let mut sample = self.spare.pop().unwrap_or_default();
-        sample.fill(now_ns, stats);
+        sample.refill(now_ns, stats);
         self.samples.push(sample);
         self.next_ns = now_ns - now_ns % self.period_ns + self.period_ns;
         debug_assert!(self.samples.len() <= TIMELINE_POINTS);
     }
 
     /// The samples, with a last one at `end_ns` (the run's end).
-    pub fn finish(mut self, end_ns: u64, stats: &Gauges) -> Vec<EngineSample> {
-        if self
-            .samples
-            .last()
-            .is_none_or(|s| s.t_s < end_ns as f64 / 1e9)
-        {
-            if self.samples.len() == TIMELINE_POINTS {
-                self.samples.pop();
+    pub fn finish(self, end_ns: u64, stats: &Gauges) -> Vec<EngineSample> {
+        let mut samples: Vec<EngineSample> = (self.samples.iter())
+            .map(|s| EngineSample::new(s.t_ns, &s.gauges))
+            .collect();
+        if self.samples.last().is_none_or(|s| s.t_ns < end_ns) {
+            if samples.len() == TIMELINE_POINTS {
+                samples.pop();
             }
-            self.samples.push(EngineSample::new(end_ns, stats));
+            samples.push(EngineSample::new(end_ns, stats));
         }
-        self.samples
+        samples
     }
 }
 
