@@ -7,8 +7,11 @@ use std::process::Output;
 mod common;
 use common::wb;
 
+/// Writes a scenario file under Cargo's scratch directory for integration
+/// tests (inside target/, so nothing is left in /tmp; each test's names
+/// are its own, and a new run overwrites them).
 fn write_temp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("wb-cli-test-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wb-cli-test");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
