@@ -356,7 +356,7 @@ fn sample_engine(cache: &Cache, run_start: StdInstant, jobs_done: &AtomicBool) -
     while !jobs_done.load(Ordering::Acquire) {
         let now_ns = since(run_start).as_ns();
         if timeline.due(now_ns) {
-            timeline.record(now_ns, &cache.gauges());
+            timeline.record(now_ns, |g| *g = cache.gauges());
             continue;
         }
         let wait = Duration::from_nanos(timeline.next_ns() - now_ns).min(IDLE_POLL);

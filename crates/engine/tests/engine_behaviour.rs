@@ -647,3 +647,36 @@ fn a_reader_of_pages_it_wrote_does_not_read_ahead() {
     }
     assert!(hs.engine.stats().readahead_async_pages > 0);
 }
+
+/// `gauges_into` over a `Gauges` holding another moment's figures (more
+/// devices, other counts) gives what `gauges` gives: a timeline reuses
+/// one in place.
+#[test]
+fn gauges_into_overwrites_every_figure() {
+    let (mut e, dev) = engine("64MiB", DeviceConfig::default());
+    let file = e.add_file(Instant(0), dev, DomainId(0), 0).unwrap();
+    let h = e.open(file).unwrap();
+    let task = e.add_task();
+    let mut hs = Harness::new(e, 10_000);
+    hs.run(task, |e, now| e.write(now, task, h, 0, MIB))
+        .unwrap();
+    let fresh = hs.engine.gauges();
+    assert_eq!((fresh.dirty_pages, fresh.devices.len()), (256, 1));
+    let stale = DeviceGauges {
+        pages_read: 7,
+        pages_written: 7,
+        dirty_pages: 7,
+        wbt_max_depth: 7,
+    };
+    let mut reused = Gauges {
+        cached_pages: 9,
+        dirty_pages: 9,
+        writeback_pages: 9,
+        thresh_pages: 9,
+        bg_thresh_pages: 9,
+        devices: vec![stale; 3],
+        stalled_ns: [9; StallReason::ALL.len()],
+    };
+    hs.engine.gauges_into(&mut reused);
+    assert_eq!(reused, fresh);
+}

@@ -85,29 +85,6 @@ struct Taken {
     gauges: Gauges,
 }
 
-impl Taken {
-    /// Makes this `stats` at `t_ns`, reusing its vector.
-    fn refill(&mut self, t_ns: u64, stats: &Gauges) {
-        let Gauges {
-            cached_pages,
-            dirty_pages,
-            writeback_pages,
-            thresh_pages,
-            bg_thresh_pages,
-            ref devices,
-            stalled_ns,
-        } = *stats;
-        let g = &mut self.gauges;
-        (g.cached_pages, g.dirty_pages, g.writeback_pages) =
-            (cached_pages, dirty_pages, writeback_pages);
-        (g.thresh_pages, g.bg_thresh_pages, g.stalled_ns) =
-            (thresh_pages, bg_thresh_pages, stalled_ns);
-        g.devices.clear();
-        g.devices.extend_from_slice(devices);
-        self.t_ns = t_ns;
-    }
-}
-
 /// Samples of the engine on a grid that coarsens as the run goes on.
 #[derive(Clone, Debug)]
 pub struct EngineTimeline {
@@ -143,8 +120,10 @@ impl EngineTimeline {
         self.next_ns
     }
 
-    /// Records the engine at `now_ns` if a sample is due.
-    pub fn record(&mut self, now_ns: u64, stats: &Gauges) {
+    /// Records the engine at `now_ns` if a sample is due: `take` fills in
+    /// the gauges (`Engine::gauges_into`), in a sample whose vector is
+    /// reused.
+    pub fn record(&mut self, now_ns: u64, take: impl FnOnce(&mut Gauges)) {
         if !self.due(now_ns) {
             return;
         }
@@ -159,7 +138,8 @@ impl EngineTimeline {
             self.period_ns *= 2;
         }
         let mut sample = self.spare.pop().unwrap_or_default();
-        sample.refill(now_ns, stats);
+        sample.t_ns = now_ns;
+        take(&mut sample.gauges);
         self.samples.push(sample);
         self.next_ns = now_ns - now_ns % self.period_ns + self.period_ns;
         debug_assert!(self.samples.len() <= TIMELINE_POINTS);
@@ -340,7 +320,7 @@ mod tests {
         let mut t = EngineTimeline::default();
         let stats = Gauges::default();
         for ms in 0..100_000u64 {
-            t.record(ms * 1_000_000, &stats);
+            t.record(ms * 1_000_000, |g| g.clone_from(&stats));
         }
         let samples = t.finish(100_000 * 1_000_000, &stats);
         assert!(samples.len() <= TIMELINE_POINTS);
@@ -355,11 +335,10 @@ mod tests {
         assert_eq!(samples.last().map(|s| s.t_s), Some(100.0));
     }
 
-    /// Samples made from the vectors of dropped ones hold their own
-    /// values only: each sample's device and stall figures are those of
-    /// its time.
+    /// After the grid coarsened (samples kept in place, dropped ones
+    /// reused), each sample holds the figures of its own time.
     #[test]
-    fn a_reused_sample_keeps_nothing_of_the_dropped_one() {
+    fn coarsened_samples_keep_the_figures_of_their_time() {
         let mut t = EngineTimeline::default();
         let at = |ms: u64| {
             let mut stalled_ns = [0; StallReason::ALL.len()];
@@ -374,7 +353,7 @@ mod tests {
             }
         };
         for ms in 0..10_000u64 {
-            t.record(ms * 1_000_000, &at(ms));
+            t.record(ms * 1_000_000, |g| *g = at(ms));
         }
         let samples = t.finish(10_000 * 1_000_000, &at(10_000));
         let first_gap_s = samples[1].t_s - samples[0].t_s;

@@ -16,20 +16,20 @@
 //! Two linear passes, no lookup by page: the engine's cached pages are
 //! laid out by frame (a table the size of the cache, kept between calls;
 //! only the slots the last check filled are emptied), then every mapped
-//! page is met at its frame in that table, shard by shard. The set bits
-//! are counted as the keeper sets them. Linear in the cached pages, not
-//! in the frames (a cache of 1 GiB has 262,144). (a) holds when each mapped page finds itself, valid, at its
-//! frame; (c) when the mapped pages that are dirty and unlocked are as
-//! many as the engine has (each page is mapped at most once). The
-//! simulator checks after every event, so this costs a sequential write
-//! per cached page and a read per mapped one: looking every cached page
-//! up in the shards was nine tenths of a checked run's time. On a fault
-//! of (c) a slow walk names the first missing page in the engine's order.
+//! page is met at its frame in that table, shard by shard, each shard
+//! locked once. (a) holds when each mapped page finds itself, valid, at
+//! its frame; (c) when the mapped pages that are dirty and unlocked are
+//! as many as the engine has (each page is mapped at most once); on a
+//! fault of (c) a slow walk names the first missing page in the engine's
+//! order. The set bits are counted as the keeper sets them, so the cost
+//! is linear in the cached pages, not in the frames (a cache of 1 GiB has
+//! 262,144), and the simulator can check every 64th event.
 
 use super::PageMap;
 use crate::engine::Engine;
 use crate::ids::{FileId, PageIndex};
-use crate::page_cache::MAX_FILE_PAGES;
+use crate::page_cache::{PageRun, MAX_FILE_PAGES};
+use std::sync::atomic::Ordering;
 
 /// The engine's pages by frame, and the frames filled.
 #[derive(Debug, Default)]
@@ -96,7 +96,7 @@ impl PageMap {
             mapped_dirty, must_map,
             "every dirty page is mapped ({mapped} mapped)"
         );
-        let bits = self.bits_set.load(std::sync::atomic::Ordering::Relaxed);
+        let bits = self.bits_set.load(Ordering::Relaxed);
         assert_eq!(
             bits, overwritable,
             "every overwritable frame holds a mapped page"
@@ -145,7 +145,7 @@ fn lay_out(engine: &Engine, table: &mut [FrameSlot], filled: &mut Vec<u32>) -> u
 
 /// Calls `f` for every cached page in the engine's order: file, page,
 /// frame and the page's run.
-fn for_each_page(engine: &Engine, mut f: impl FnMut(FileId, PageIndex, u32, &crate::PageRun)) {
+fn for_each_page(engine: &Engine, mut f: impl FnMut(FileId, PageIndex, u32, &PageRun)) {
     for file in (0..engine.file_ids_end()).map(FileId) {
         for run in engine.page_runs(file, 0, MAX_FILE_PAGES) {
             for (i, page) in (run.first..run.end).enumerate() {

@@ -145,8 +145,6 @@ struct Sim {
     done_ids: Vec<u64>,
     /// The cache and devices over time, for the report's plots.
     timeline: crate::timeline::EngineTimeline,
-    /// The engine's gauges for the timeline, refilled in place.
-    gauges: wb_engine::Gauges,
     /// The scenario, to restart the engine after a crash.
     scenario: Scenario,
     /// Engines started so far, less one (a crash starts another).
@@ -255,7 +253,6 @@ impl Sim {
             page_map: None,
             done_ids: Vec::new(),
             timeline: Default::default(),
-            gauges: Default::default(),
             scenario: scenario.clone(),
             generation: 0,
             hit_events_left: None,
@@ -379,8 +376,8 @@ impl Sim {
                 trace.sample(self.now.as_ns(), &self.engine);
             }
             if self.timeline.due(self.now.as_ns()) {
-                self.engine.gauges_into(&mut self.gauges);
-                self.timeline.record(self.now.as_ns(), &self.gauges);
+                let engine = &self.engine;
+                (self.timeline).record(self.now.as_ns(), |g| engine.gauges_into(g));
             }
             self.run_due(self.now, &next);
             self.hit_events_left =
