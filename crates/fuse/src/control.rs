@@ -117,6 +117,8 @@ impl Node {
 pub(crate) struct Control<'a> {
     pub cache: &'a Cache,
     pub server: crate::stats_text::ServerCounts,
+    /// The kernel's requests by opcode.
+    pub requests: &'a crate::requests::Requests,
     /// `wb mount --trace FILE`: `trace` exists.
     pub trace: Option<&'a TraceTarget>,
 }
@@ -190,7 +192,7 @@ impl Control<'_> {
         let text = match node {
             Node::Stats => {
                 crate::stats_text::render(&self.cache.stats(), self.cache.oldest_dirty_age())
-                    + &crate::stats_text::render_server(&self.server)
+                    + &crate::stats_text::render_server(&self.server, self.requests)
             }
             Node::Knob(k) => self.cache.knob(Config::KNOBS[k]).ok_or(libc::ENOENT)? + "\n",
             Node::DeviceKnob(d, k) => {

@@ -8,6 +8,7 @@ use crate::control::{Control, Node, CONTROL_DIR};
 use crate::handles::{ControlHandle, Handle, HandleTable};
 use crate::inode::{Inode, InodeTable, ROOT_ID};
 use crate::orphans::{Orphans, ORPHAN_DIR};
+use crate::requests::{Opcode, Requests};
 use crate::sys::{Errno, SetTime};
 use fuser::{
     FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -80,6 +81,8 @@ pub struct WbFs {
     pub(crate) backing_use: Backing,
     /// `wb mount --trace FILE` (control.rs, `.writeback/trace`).
     pub(crate) trace: Option<crate::control::TraceTarget>,
+    /// The kernel's requests by opcode (`.writeback/stats`).
+    pub(crate) requests: Requests,
 }
 
 /// Who changes the backing directory.
@@ -133,6 +136,7 @@ impl WbFs {
             notifier: Default::default(),
             backing_use: Backing::Exclusive,
             trace: None,
+            requests: Requests::default(),
         })
     }
 
@@ -243,7 +247,16 @@ impl WbFs {
         Control {
             cache: &self.cache,
             server: self.handles.counts(self.inodes.len()),
+            requests: &self.requests,
             trace: self.trace.as_ref(),
+        }
+    }
+
+    /// The kernel dropped `nlookup` references to `ino` (FORGET, or one
+    /// of a BATCH_FORGET's).
+    fn forget_one(&self, ino: INodeNo, nlookup: u64) {
+        if Node::from_ino(ino.0).is_none() {
+            self.inodes.forget(ino.0, nlookup);
         }
     }
 
@@ -390,6 +403,7 @@ fn reply_xattr(reply: ReplyXattr, size: u32, result: Result<(usize, Vec<u8>), Er
 
 impl Filesystem for WbFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _served = self.requests.start(Opcode::Init);
         // Limits the kernel will not accept are left at its defaults.
         let _ = config.set_max_write(MAX_WRITE_BYTES);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
@@ -406,16 +420,17 @@ impl Filesystem for WbFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _served = self.requests.start(Opcode::Lookup);
         self.reply_lookup(reply, self.lookup_any(parent, name));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        if Node::from_ino(ino.0).is_none() {
-            self.inodes.forget(ino.0, nlookup);
-        }
+        let _served = self.requests.start(Opcode::Forget);
+        self.forget_one(ino, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _served = self.requests.start(Opcode::Getattr);
         match self.getattr_any(ino) {
             Ok(attr) => reply.attr(&self.ttl(), &attr),
             Err(e) => reply.error(err(e)),
@@ -440,6 +455,7 @@ impl Filesystem for WbFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _served = self.requests.start(Opcode::Setattr);
         let set = SetAttr {
             mode,
             uid,
@@ -456,6 +472,7 @@ impl Filesystem for WbFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _served = self.requests.start(Opcode::Readlink);
         match self.inode(ino).and_then(|i| self.readlink(&i)) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(err(e)),
@@ -472,6 +489,7 @@ impl Filesystem for WbFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _served = self.requests.start(Opcode::Mknod);
         crate::sys::exact_modes();
         let result = self.backing_parent(parent).and_then(|p| {
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
@@ -489,6 +507,7 @@ impl Filesystem for WbFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let _served = self.requests.start(Opcode::Mkdir);
         crate::sys::exact_modes();
         let result = self.backing_parent(parent).and_then(|p| {
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
@@ -498,6 +517,7 @@ impl Filesystem for WbFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _served = self.requests.start(Opcode::Unlink);
         let result = self
             .backing_parent(parent)
             .and_then(|p| WbFs::unlink(self, &p, name));
@@ -505,6 +525,7 @@ impl Filesystem for WbFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _served = self.requests.start(Opcode::Rmdir);
         let result = self
             .backing_parent(parent)
             .and_then(|p| WbFs::rmdir(self, &p, name));
@@ -519,6 +540,7 @@ impl Filesystem for WbFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _served = self.requests.start(Opcode::Symlink);
         let result = self.backing_parent(parent).and_then(|p| {
             let owner = self.owner_in(&p, req.uid(), req.gid())?;
             WbFs::symlink(self, &p, link_name, target.as_os_str(), owner)
@@ -536,6 +558,7 @@ impl Filesystem for WbFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _served = self.requests.start(Opcode::Rename);
         let result = self.backing_parent(parent).and_then(|p| {
             let np = self.backing_parent(newparent)?;
             WbFs::rename(self, &p, name, &np, newname, flags.bits())
@@ -551,6 +574,7 @@ impl Filesystem for WbFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _served = self.requests.start(Opcode::Link);
         let result = self.backing_parent(ino).and_then(|inode| {
             let np = self.backing_parent(newparent)?;
             WbFs::link(self, &inode, &np, newname)
@@ -559,6 +583,7 @@ impl Filesystem for WbFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _served = self.requests.start(Opcode::Open);
         match self.open_any(ino, flags.0, req.pid()) {
             Ok(fh) => reply.opened(FileHandle(fh), open_flags_for_data()),
             Err(e) => reply.error(err(e)),
@@ -576,6 +601,7 @@ impl Filesystem for WbFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _served = self.requests.start(Opcode::Read);
         thread_local! {
             /// This serving thread's read buffer, kept between requests
             /// (at most `READ_BUF_KEEP_BYTES`).
@@ -605,6 +631,7 @@ impl Filesystem for WbFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _served = self.requests.start(Opcode::Write);
         let writer = (req.uid(), req.gid());
         match writeback::as_caller(req.pid(), || WbFs::write(self, fh.0, offset, data, writer)) {
             Ok(n) => reply.written(n),
@@ -620,6 +647,7 @@ impl Filesystem for WbFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _served = self.requests.start(Opcode::Flush);
         // close(2) is not a durability point; fsync reports write-back
         // errors. ENOSYS tells the kernel never to send FLUSH again (it
         // still writes back a mapping's dirty pages at close): a round
@@ -637,6 +665,7 @@ impl Filesystem for WbFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _served = self.requests.start(Opcode::Release);
         WbFs::release(self, fh.0);
         reply.ok();
     }
@@ -649,11 +678,13 @@ impl Filesystem for WbFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _served = self.requests.start(Opcode::Fsync);
         let result = writeback::as_caller(req.pid(), || WbFs::fsync(self, fh.0, datasync));
         reply_empty(reply, result);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _served = self.requests.start(Opcode::Opendir);
         // Listings need no handle (dir.rs).
         if self.backing_use == Backing::Exclusive {
             // ENOSYS: the kernel stops sending OPENDIR and RELEASEDIR for
@@ -681,6 +712,7 @@ impl Filesystem for WbFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _served = self.requests.start(Opcode::Readdir);
         let entries = match self.entries(ino, offset) {
             Ok(entries) => entries,
             Err(e) => return reply.error(err(e)),
@@ -701,6 +733,7 @@ impl Filesystem for WbFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _served = self.requests.start(Opcode::Releasedir);
         reply.ok();
     }
 
@@ -712,6 +745,7 @@ impl Filesystem for WbFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _served = self.requests.start(Opcode::Fsyncdir);
         if Node::from_ino(ino.0).is_some() {
             return reply.ok();
         }
@@ -722,6 +756,7 @@ impl Filesystem for WbFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _served = self.requests.start(Opcode::Statfs);
         match WbFs::statfs(self) {
             Ok(s) => reply.statfs(
                 s.blocks(),
@@ -747,6 +782,7 @@ impl Filesystem for WbFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _served = self.requests.start(Opcode::Setxattr);
         let result = self.xattr_inode(ino).and_then(|i| match &self.faults {
             Some(faults) if name == crate::xattr::FAIL_WRITES_XATTR => {
                 crate::xattr::arm_faults(faults, i.key, value)
@@ -757,6 +793,7 @@ impl Filesystem for WbFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _served = self.requests.start(Opcode::Getxattr);
         let result = self.xattr_inode(ino).and_then(|i| {
             let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
             if name == crate::xattr::CACHED_XATTR {
@@ -776,6 +813,7 @@ impl Filesystem for WbFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _served = self.requests.start(Opcode::Listxattr);
         let result = self.xattr_inode(ino).and_then(|i| {
             let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
             let n = crate::xattr::list(i.fd(), &mut buf)?;
@@ -785,6 +823,7 @@ impl Filesystem for WbFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _served = self.requests.start(Opcode::Removexattr);
         let result = self
             .xattr_inode(ino)
             .and_then(|i| crate::xattr::remove(i.fd(), name));
@@ -801,6 +840,7 @@ impl Filesystem for WbFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _served = self.requests.start(Opcode::Create);
         crate::sys::exact_modes();
         let result = self.backing_parent(parent).and_then(|p| {
             let name = self.backing_name(&p, name)?;
@@ -831,6 +871,7 @@ impl Filesystem for WbFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _served = self.requests.start(Opcode::Fallocate);
         reply_empty(reply, WbFs::fallocate(self, fh.0, offset, length, mode));
     }
 
@@ -843,9 +884,118 @@ impl Filesystem for WbFs {
         whence: i32,
         reply: fuser::ReplyLseek,
     ) {
+        let _served = self.requests.start(Opcode::Lseek);
         match WbFs::seek_data(self, fh.0, offset, whence) {
             Ok(pos) => reply.offset(pos),
             Err(e) => reply.error(err(e)),
         }
+    }
+
+    // What fuser's defaults do (ENOSYS: the kernel does without, most
+    // often for good), counted, and without their warning on the log.
+
+    fn destroy(&mut self) {
+        let _served = self.requests.start(Opcode::Destroy);
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        let _served = self.requests.start(Opcode::Access);
+        reply.error(err(libc::ENOSYS));
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        _start: u64,
+        _end: u64,
+        _typ: i32,
+        _pid: u32,
+        reply: fuser::ReplyLock,
+    ) {
+        let _served = self.requests.start(Opcode::Getlk);
+        reply.error(err(libc::ENOSYS));
+    }
+
+    fn setlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        _start: u64,
+        _end: u64,
+        _typ: i32,
+        _pid: u32,
+        _sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let _served = self.requests.start(Opcode::Setlk);
+        reply.error(err(libc::ENOSYS));
+    }
+
+    fn bmap(&self, _req: &Request, _ino: INodeNo, _bs: u32, _idx: u64, reply: fuser::ReplyBmap) {
+        let _served = self.requests.start(Opcode::Bmap);
+        reply.error(err(libc::ENOSYS));
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        let _served = self.requests.start(Opcode::Ioctl);
+        reply.error(err(libc::ENOSYS));
+    }
+
+    fn poll(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _ph: fuser::PollNotifier,
+        _events: fuser::PollEvents,
+        _flags: fuser::PollFlags,
+        reply: fuser::ReplyPoll,
+    ) {
+        let _served = self.requests.start(Opcode::Poll);
+        reply.error(err(libc::ENOSYS));
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        reply: fuser::ReplyDirectoryPlus,
+    ) {
+        let _served = self.requests.start(Opcode::Readdirplus);
+        reply.error(err(libc::ENOSYS));
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let _served = self.requests.start(Opcode::CopyFileRange);
+        reply.error(err(libc::ENOSYS));
     }
 }

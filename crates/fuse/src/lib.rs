@@ -49,6 +49,7 @@ mod mount;
 mod mount_error;
 mod orphans;
 mod prune;
+mod requests;
 mod session;
 mod stats_text;
 mod sys;

@@ -2,6 +2,7 @@
 //! `name value` a line, units in the names, so both people and scripts
 //! can read it (`grep ^dirty_bytes`).
 
+use crate::requests::{Opcode, Requests};
 use std::fmt::Write;
 use wb_engine::{StallReason, Stats, WbReason, PAGE_SIZE};
 
@@ -304,12 +305,34 @@ fn stall_histogram(out: &mut String, name: &str, s: &wb_engine::StallStats) {
     }
 }
 
-/// The server's own lines: what the kernel holds open through it.
-pub(crate) fn render_server(counts: &ServerCounts) -> String {
+/// The server's own lines: what the kernel holds open through it, and
+/// the requests it sent, in all and by opcode (every opcode, served or
+/// not: how many, the time spent serving them, the longest).
+pub(crate) fn render_server(counts: &ServerCounts, requests: &Requests) -> String {
     let mut out = String::new();
     line(&mut out, "fuse_inodes", counts.inodes);
     line(&mut out, "fuse_open_files", counts.open_files);
     line(&mut out, "fuse_open_dontcache_files", counts.open_dontcache);
+    let served = Opcode::ALL.map(|op| requests.served(op));
+    line(
+        &mut out,
+        "fuse_requests_count",
+        served.iter().map(|s| s.count).sum(),
+    );
+    for (op, s) in Opcode::ALL.iter().zip(served) {
+        let name = op.name();
+        line(&mut out, &format!("fuse_request_{name}_count"), s.count);
+        line(
+            &mut out,
+            &format!("fuse_request_{name}_total_us"),
+            s.total_ns / 1000,
+        );
+        line(
+            &mut out,
+            &format!("fuse_request_{name}_max_us"),
+            s.max_ns / 1000,
+        );
+    }
     out
 }
 

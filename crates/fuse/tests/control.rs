@@ -219,6 +219,61 @@ fn knob_files_and_stats() {
 
 /// Writes `values` in turn to their knob files every 100 ms until `stop`;
 /// returns how many writes were made.
+/// `.writeback/stats` counts the kernel's requests by opcode: each 4 KiB
+/// write(2) on a file of the mount is one WRITE (its files are opened
+/// direct: the kernel keeps no pages of them), each fsync(2) one FSYNC,
+/// each getxattr(2) one GETXATTR; the total is the sum of the opcodes,
+/// and a request's time is in its total and bounds its longest.
+#[test]
+fn requests_are_counted_by_opcode_with_their_time() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("requests");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"));
+    let path = mount.mnt.join("f");
+    let mut file = fs::File::create(&path).expect("create");
+    let before = mount.stats();
+    let block = vec![7u8; 4096];
+    for _ in 0..20 {
+        std::io::Write::write_all(&mut file, &block).expect("write");
+    }
+    for _ in 0..3 {
+        file.sync_all().expect("fsync");
+    }
+    for _ in 0..5 {
+        let _ = get_xattr(&path, c"user.absent", 64);
+    }
+    let after = mount.stats();
+    let delta = |name: &str| {
+        let key = format!("fuse_request_{name}_count");
+        let (a, b) = (after.get(&key), before.get(&key));
+        a.expect(&key) - b.expect(&key)
+    };
+    assert_eq!(delta("write"), 20);
+    assert_eq!(delta("fsync"), 3);
+    assert_eq!(delta("getxattr"), 5);
+    assert_eq!(delta("mkdir"), 0);
+    let sum: u64 = after
+        .iter()
+        .filter(|(k, _)| k.starts_with("fuse_request_") && k.ends_with("_count"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(after["fuse_requests_count"], sum);
+    // INIT came first, and the create, open and lookups of this test.
+    assert_eq!(after["fuse_request_init_count"], 1);
+    assert!(after["fuse_request_create_count"] >= 1);
+    let (total, max) = (
+        after["fuse_request_fsync_total_us"],
+        after["fuse_request_fsync_max_us"],
+    );
+    assert!(
+        max > 0 && total >= max,
+        "fsync total {total} us, max {max} us"
+    );
+    drop(file);
+    stop_ok(mount);
+}
+
 fn flip_knobs(values: Vec<(PathBuf, String)>, stop: Arc<AtomicBool>) -> u64 {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {

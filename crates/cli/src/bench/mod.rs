@@ -25,6 +25,10 @@
 //!   and writes, fdatasync) quiet and beside an 8 GiB copy, directly and
 //!   through `wb mount`: throughput, p99, the copy's speed and how much
 //!   of the hot set stays cached.
+//! - `wb bench requests`: the FUSE requests an operation costs through
+//!   `wb mount` (4 KiB reads, a database's transaction, a small file's
+//!   life) against the fewest it needs, and the operations' rates through
+//!   the mount and directly.
 //! - `wb bench sim-speed`: the simulator's simulated time per wall second
 //!   on every scenario, alternating with another build's, and whether
 //!   both computed the same reports.
@@ -54,6 +58,7 @@ pub mod mount;
 pub mod mountinfo;
 pub mod pagecache;
 pub mod replace;
+pub mod requests;
 pub mod scheduler;
 pub mod sim_speed;
 pub mod stable;
@@ -99,6 +104,8 @@ pub enum BenchCommand {
     DbCopy(db_copy::DbCopyArgs),
     /// Replacing a file's content (rename over it; truncate, rewrite, close): through `wb mount` vs the kernel.
     Replace(replace::ReplaceArgs),
+    /// FUSE requests per operation through `wb mount` (reads, a database's loop, small files) against the fewest needed.
+    Requests(requests::RequestsArgs),
     /// The simulator's speed (simulated / wall time) on every scenario, against another build's.
     SimSpeed(sim_speed::SimSpeedArgs),
 }
@@ -157,6 +164,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchCommand::Unlink(a) => unlink::run(a, html),
         BenchCommand::DbCopy(a) => db_copy::run(a, html),
         BenchCommand::Replace(a) => replace::run(a, html),
+        BenchCommand::Requests(a) => requests::run(a, html),
         BenchCommand::SimSpeed(a) => sim_speed::run(a, html),
     };
     match result {
