@@ -4,10 +4,11 @@
 //! No request panics: failures become errno replies.
 
 use crate::attr::SetAttr;
-use crate::control::{Control, Node, CONTROL_DIR};
-use crate::handles::{ControlHandle, Handle, HandleTable};
-use crate::inode::{Inode, InodeTable, ROOT_ID};
-use crate::orphans::{Orphans, ORPHAN_DIR};
+use crate::control::{Control, Node};
+use crate::handles::HandleTable;
+use crate::inode::{Inode, InodeTable};
+use crate::ops::{Caller, Xattr};
+use crate::orphans::Orphans;
 use crate::requests::{Opcode, Requests};
 use crate::sys::{Errno, SetTime};
 use fuser::{
@@ -48,8 +49,6 @@ pub const MAX_WRITE_BYTES: u32 = 256 << 10;
 /// The largest read buffer a serving thread keeps between requests (the
 /// kernel asks for at most `MAX_WRITE_BYTES`, max_pages being derived from it).
 const READ_BUF_KEEP_BYTES: usize = 2 * MAX_WRITE_BYTES as usize;
-/// Largest xattr value or list we return.
-const MAX_XATTR_BYTES: u32 = 64 * 1024;
 
 fn open_flags_for_data() -> FopenFlags {
     // Direct I/O: the kernel's page cache is bypassed, ours is the only
@@ -167,16 +166,9 @@ impl WbFs {
         }
     }
 
-    /// A lookup's reply: as `reply_entry`, and a name that is not there
-    /// is remembered as missing.
-    fn reply_lookup(&self, reply: ReplyEntry, result: Result<FileAttr, Errno>) {
+    fn reply_attr(&self, reply: ReplyAttr, result: Result<FileAttr, Errno>) {
         match result {
-            Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
-            // A name that does not exist, remembered as such (a negative
-            // entry: node id 0): creating files asks for each name first.
-            Err(libc::ENOENT) if self.backing_use == Backing::Exclusive => {
-                reply.entry(&self.ttl(), &negative_entry(), Generation(0))
-            }
+            Ok(attr) => reply.attr(&self.ttl(), &attr),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -252,99 +244,20 @@ impl WbFs {
         }
     }
 
-    /// The kernel dropped `nlookup` references to `ino` (FORGET, or one
-    /// of a BATCH_FORGET's).
-    fn forget_one(&self, ino: INodeNo, nlookup: u64) {
-        if Node::from_ino(ino.0).is_none() {
-            self.inodes.forget(ino.0, nlookup);
-        }
-    }
-
-    fn inode(&self, ino: INodeNo) -> Result<Arc<Inode>, Errno> {
+    pub(crate) fn inode(&self, ino: INodeNo) -> Result<Arc<Inode>, Errno> {
         self.inodes.get(ino.0)
     }
 
-    fn lookup_any(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
-        if let Some(node) = Node::from_ino(parent.0) {
-            let child = self.control().lookup(node, name)?;
-            return self.control().attr(child);
-        }
-        if parent.0 == ROOT_ID && name == CONTROL_DIR {
-            return self.control().attr(Node::Dir);
-        }
-        if parent.0 == ROOT_ID && name == ORPHAN_DIR {
-            return Err(libc::ENOENT);
-        }
-        let parent = self.inode(parent)?;
-        self.lookup_backing(&parent, name)
-    }
-
-    fn getattr_any(&self, ino: INodeNo) -> Result<FileAttr, Errno> {
-        match Node::from_ino(ino.0) {
-            Some(node) => self.control().attr(node),
-            None => self.inode_attr(&*self.inode(ino)?),
-        }
-    }
-
-    fn open_any(&self, ino: INodeNo, flags: i32, pid: u32) -> Result<u64, Errno> {
-        if let Some(node) = Node::from_ino(ino.0) {
-            if node.is_dir() {
-                return Err(libc::EISDIR);
-            }
-            let content = if flags & libc::O_ACCMODE == libc::O_WRONLY {
-                Vec::new()
-            } else {
-                self.control().read(node)?
-            };
-            return Ok(self
-                .handles
-                .insert(Handle::Control(ControlHandle { node, content })));
-        }
-        let inode = self.inode(ino)?;
-        if !inode.is_regular() {
-            return Err(libc::EINVAL);
-        }
-        self.open_regular(inode, flags, pid)
-    }
-
-    fn setattr_any(&self, ino: INodeNo, set: SetAttr) -> Result<FileAttr, Errno> {
-        if let Some(node) = Node::from_ino(ino.0) {
-            // `echo 1 > knob` truncates first; nothing else may change.
-            let only_size = set.mode.is_none()
-                && !set.ctime
-                && set.uid.is_none()
-                && set.gid.is_none()
-                && set.atime.is_none()
-                && set.mtime.is_none();
-            if node.is_dir() || !only_size {
-                return Err(libc::EPERM);
-            }
-            return self.control().attr(node);
-        }
-        self.setattr(&self.inode(ino)?, set)
-    }
-
-    fn backing_parent(&self, parent: INodeNo) -> Result<Arc<Inode>, Errno> {
+    pub(crate) fn backing_parent(&self, parent: INodeNo) -> Result<Arc<Inode>, Errno> {
         if Node::from_ino(parent.0).is_some() {
             return Err(libc::EPERM);
         }
         self.inode(parent)
     }
 
-    fn entries(
-        &self,
-        ino: INodeNo,
-        offset: u64,
-    ) -> Result<Vec<(u64, crate::dir_entry::DirEntry)>, Errno> {
-        match Node::from_ino(ino.0) {
-            Some(node) => self.readdir_control(node, offset),
-            None => self.readdir(&*self.inode(ino)?, offset),
-        }
-    }
-
     /// The inode whose extended attributes are asked for (a symlink's
     /// own, as the backing filesystem has them: see xattr.rs).
-    fn xattr_inode(&self, ino: INodeNo) -> Result<Arc<Inode>, Errno> {
+    pub(crate) fn xattr_inode(&self, ino: INodeNo) -> Result<Arc<Inode>, Errno> {
         if Node::from_ino(ino.0).is_some() {
             return Err(libc::EOPNOTSUPP);
         }
@@ -365,7 +278,7 @@ fn err(e: Errno) -> fuser::Errno {
 
 /// The attributes of a negative entry: node id 0 tells the kernel the
 /// name does not exist; the rest is not looked at.
-fn negative_entry() -> FileAttr {
+pub(crate) fn negative_entry() -> FileAttr {
     FileAttr {
         ino: INodeNo(0),
         size: 0,
@@ -392,15 +305,6 @@ fn reply_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
     }
 }
 
-fn reply_xattr(reply: ReplyXattr, size: u32, result: Result<(usize, Vec<u8>), Errno>) {
-    match result {
-        Ok((n, _)) if size == 0 => reply.size(n as u32),
-        Ok((n, _)) if n > size as usize => reply.error(err(libc::ERANGE)),
-        Ok((n, buf)) => reply.data(&buf[..n]),
-        Err(e) => reply.error(err(e)),
-    }
-}
-
 impl Filesystem for WbFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _served = self.requests.start(Opcode::Init);
@@ -419,22 +323,20 @@ impl Filesystem for WbFs {
         Ok(())
     }
 
+    fn destroy(&mut self) {
+        self.op_destroy();
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _served = self.requests.start(Opcode::Lookup);
-        self.reply_lookup(reply, self.lookup_any(parent, name));
+        self.reply_entry(reply, self.op_lookup(parent, name));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let _served = self.requests.start(Opcode::Forget);
-        self.forget_one(ino, nlookup);
+        self.op_forget(ino, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _served = self.requests.start(Opcode::Getattr);
-        match self.getattr_any(ino) {
-            Ok(attr) => reply.attr(&self.ttl(), &attr),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_attr(reply, self.op_getattr(ino));
     }
 
     fn setattr(
@@ -455,7 +357,6 @@ impl Filesystem for WbFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let _served = self.requests.start(Opcode::Setattr);
         let set = SetAttr {
             mode,
             uid,
@@ -465,15 +366,11 @@ impl Filesystem for WbFs {
             mtime: set_time(mtime),
             ctime: ctime.is_some(),
         };
-        match self.setattr_any(ino, set) {
-            Ok(attr) => reply.attr(&self.ttl(), &attr),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_attr(reply, self.op_setattr(ino, set));
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let _served = self.requests.start(Opcode::Readlink);
-        match self.inode(ino).and_then(|i| self.readlink(&i)) {
+        match self.op_readlink(ino) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(err(e)),
         }
@@ -489,12 +386,7 @@ impl Filesystem for WbFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let _served = self.requests.start(Opcode::Mknod);
-        crate::sys::exact_modes();
-        let result = self.backing_parent(parent).and_then(|p| {
-            let owner = self.owner_in(&p, req.uid(), req.gid())?;
-            self.mknod(&p, name, mode & !umask, rdev, owner)
-        });
+        let result = self.op_mknod(caller(req), parent, name, mode & !umask, rdev);
         self.reply_entry(reply, result);
     }
 
@@ -507,29 +399,16 @@ impl Filesystem for WbFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let _served = self.requests.start(Opcode::Mkdir);
-        crate::sys::exact_modes();
-        let result = self.backing_parent(parent).and_then(|p| {
-            let owner = self.owner_in(&p, req.uid(), req.gid())?;
-            self.mkdir(&p, name, mode & !umask, owner)
-        });
+        let result = self.op_mkdir(caller(req), parent, name, mode & !umask);
         self.reply_entry(reply, result);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _served = self.requests.start(Opcode::Unlink);
-        let result = self
-            .backing_parent(parent)
-            .and_then(|p| WbFs::unlink(self, &p, name));
-        reply_empty(reply, result);
+        reply_empty(reply, self.op_unlink(parent, name));
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _served = self.requests.start(Opcode::Rmdir);
-        let result = self
-            .backing_parent(parent)
-            .and_then(|p| WbFs::rmdir(self, &p, name));
-        reply_empty(reply, result);
+        reply_empty(reply, self.op_rmdir(parent, name));
     }
 
     fn symlink(
@@ -540,11 +419,7 @@ impl Filesystem for WbFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let _served = self.requests.start(Opcode::Symlink);
-        let result = self.backing_parent(parent).and_then(|p| {
-            let owner = self.owner_in(&p, req.uid(), req.gid())?;
-            WbFs::symlink(self, &p, link_name, target.as_os_str(), owner)
-        });
+        let result = self.op_symlink(caller(req), parent, link_name, target.as_os_str());
         self.reply_entry(reply, result);
     }
 
@@ -558,12 +433,10 @@ impl Filesystem for WbFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Rename);
-        let result = self.backing_parent(parent).and_then(|p| {
-            let np = self.backing_parent(newparent)?;
-            WbFs::rename(self, &p, name, &np, newname, flags.bits())
-        });
-        reply_empty(reply, result);
+        reply_empty(
+            reply,
+            self.op_rename(parent, name, newparent, newname, flags.bits()),
+        );
     }
 
     fn link(
@@ -574,17 +447,11 @@ impl Filesystem for WbFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let _served = self.requests.start(Opcode::Link);
-        let result = self.backing_parent(ino).and_then(|inode| {
-            let np = self.backing_parent(newparent)?;
-            WbFs::link(self, &inode, &np, newname)
-        });
-        self.reply_entry(reply, result);
+        self.reply_entry(reply, self.op_link(ino, newparent, newname));
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let _served = self.requests.start(Opcode::Open);
-        match self.open_any(ino, flags.0, req.pid()) {
+        match self.op_open(caller(req), ino, flags.0) {
             Ok(fh) => reply.opened(FileHandle(fh), open_flags_for_data()),
             Err(e) => reply.error(err(e)),
         }
@@ -601,15 +468,13 @@ impl Filesystem for WbFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let _served = self.requests.start(Opcode::Read);
         thread_local! {
             /// This serving thread's read buffer, kept between requests
             /// (at most `READ_BUF_KEEP_BYTES`).
             static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         READ_BUF.with_borrow_mut(|buf| {
-            // Each request runs as its caller's task (readahead, throttling).
-            match writeback::as_caller(req.pid(), || WbFs::read(self, fh.0, offset, size, buf)) {
+            match self.op_read(caller(req), fh.0, offset, size, buf) {
                 Ok(()) => reply.data(buf),
                 Err(e) => reply.error(err(e)),
             }
@@ -631,9 +496,7 @@ impl Filesystem for WbFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let _served = self.requests.start(Opcode::Write);
-        let writer = (req.uid(), req.gid());
-        match writeback::as_caller(req.pid(), || WbFs::write(self, fh.0, offset, data, writer)) {
+        match self.op_write(caller(req), fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(err(e)),
         }
@@ -647,12 +510,7 @@ impl Filesystem for WbFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Flush);
-        // close(2) is not a durability point; fsync reports write-back
-        // errors. ENOSYS tells the kernel never to send FLUSH again (it
-        // still writes back a mapping's dirty pages at close): a round
-        // trip saved on every close.
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_flush()));
     }
 
     fn release(
@@ -665,8 +523,7 @@ impl Filesystem for WbFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Release);
-        WbFs::release(self, fh.0);
+        self.op_release(fh.0);
         reply.ok();
     }
 
@@ -678,28 +535,12 @@ impl Filesystem for WbFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Fsync);
-        let result = writeback::as_caller(req.pid(), || WbFs::fsync(self, fh.0, datasync));
-        reply_empty(reply, result);
+        reply_empty(reply, self.op_fsync(caller(req), fh.0, datasync));
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let _served = self.requests.start(Opcode::Opendir);
-        // Listings need no handle (dir.rs).
-        if self.backing_use == Backing::Exclusive {
-            // ENOSYS: the kernel stops sending OPENDIR and RELEASEDIR for
-            // good (two round trips per opendir(3) saved) and keeps the
-            // listings it reads in its cache, dropped when the directory
-            // changes through the mount (FOPEN_CACHE_DIR | KEEP_CACHE, its
-            // default without OPENDIR).
-            return reply.error(err(libc::ENOSYS));
-        }
-        // Shared backing: listings are read again at each open.
-        match self.getattr_any(ino) {
-            Ok(attr) if attr.kind == fuser::FileType::Directory => {
-                reply.opened(FileHandle(0), FopenFlags::empty())
-            }
-            Ok(_) => reply.error(err(libc::ENOTDIR)),
+        match self.op_opendir(ino) {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -712,8 +553,7 @@ impl Filesystem for WbFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let _served = self.requests.start(Opcode::Readdir);
-        let entries = match self.entries(ino, offset) {
+        let entries = match self.op_readdir(ino, offset) {
             Ok(entries) => entries,
             Err(e) => return reply.error(err(e)),
         };
@@ -733,7 +573,7 @@ impl Filesystem for WbFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Releasedir);
+        self.op_releasedir();
         reply.ok();
     }
 
@@ -745,19 +585,11 @@ impl Filesystem for WbFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Fsyncdir);
-        if Node::from_ino(ino.0).is_some() {
-            return reply.ok();
-        }
-        reply_empty(
-            reply,
-            self.inode(ino).and_then(|i| WbFs::fsyncdir(self, &i)),
-        );
+        reply_empty(reply, self.op_fsyncdir(ino));
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let _served = self.requests.start(Opcode::Statfs);
-        match WbFs::statfs(self) {
+        match self.op_statfs() {
             Ok(s) => reply.statfs(
                 s.blocks(),
                 s.blocks_free(),
@@ -782,52 +614,19 @@ impl Filesystem for WbFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Setxattr);
-        let result = self.xattr_inode(ino).and_then(|i| match &self.faults {
-            Some(faults) if name == crate::xattr::FAIL_WRITES_XATTR => {
-                crate::xattr::arm_faults(faults, i.key, value)
-            }
-            _ => crate::xattr::set(i.fd(), name, value, flags),
-        });
-        reply_empty(reply, result);
+        reply_empty(reply, self.op_setxattr(ino, name, value, flags));
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let _served = self.requests.start(Opcode::Getxattr);
-        let result = self.xattr_inode(ino).and_then(|i| {
-            let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
-            if name == crate::xattr::CACHED_XATTR {
-                let (cached, active) = self.cache.cached_bytes(i.key.0, i.key.1).unwrap_or((0, 0));
-                let value = format!("{cached} {active}");
-                let n = value.len();
-                // Too small a buffer: ERANGE (reply_xattr); none: the size.
-                if buf.len() >= n {
-                    buf[..n].copy_from_slice(value.as_bytes());
-                }
-                return Ok((n, buf));
-            }
-            let n = crate::xattr::get(i.fd(), name, &mut buf)?;
-            Ok((n, buf))
-        });
-        reply_xattr(reply, size, result);
+        reply_xattr(reply, self.op_getxattr(ino, name, size));
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let _served = self.requests.start(Opcode::Listxattr);
-        let result = self.xattr_inode(ino).and_then(|i| {
-            let mut buf = vec![0u8; size.min(MAX_XATTR_BYTES) as usize];
-            let n = crate::xattr::list(i.fd(), &mut buf)?;
-            Ok((n, buf))
-        });
-        reply_xattr(reply, size, result);
+        reply_xattr(reply, self.op_listxattr(ino, size));
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _served = self.requests.start(Opcode::Removexattr);
-        let result = self
-            .xattr_inode(ino)
-            .and_then(|i| crate::xattr::remove(i.fd(), name));
-        reply_empty(reply, result);
+        reply_empty(reply, self.op_removexattr(ino, name));
     }
 
     fn create(
@@ -840,16 +639,7 @@ impl Filesystem for WbFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let _served = self.requests.start(Opcode::Create);
-        crate::sys::exact_modes();
-        let result = self.backing_parent(parent).and_then(|p| {
-            let name = self.backing_name(&p, name)?;
-            let owner = self.owner_in(&p, req.uid(), req.gid())?;
-            let (inode, st, fh) =
-                self.create_regular(&p, name, mode & !umask, owner, flags, req.pid())?;
-            Ok((self.attr_of(&inode, &st), fh))
-        });
-        match result {
+        match self.op_create(caller(req), parent, name, mode & !umask, flags) {
             Ok((attr, fh)) => reply.created(
                 &self.ttl(),
                 &attr,
@@ -871,8 +661,7 @@ impl Filesystem for WbFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Fallocate);
-        reply_empty(reply, WbFs::fallocate(self, fh.0, offset, length, mode));
+        reply_empty(reply, self.op_fallocate(fh.0, offset, length, mode));
     }
 
     fn lseek(
@@ -884,23 +673,16 @@ impl Filesystem for WbFs {
         whence: i32,
         reply: fuser::ReplyLseek,
     ) {
-        let _served = self.requests.start(Opcode::Lseek);
-        match WbFs::seek_data(self, fh.0, offset, whence) {
+        match self.op_lseek(fh.0, offset, whence) {
             Ok(pos) => reply.offset(pos),
             Err(e) => reply.error(err(e)),
         }
     }
 
-    // What fuser's defaults do (ENOSYS: the kernel does without, most
-    // often for good), counted, and without their warning on the log.
-
-    fn destroy(&mut self) {
-        let _served = self.requests.start(Opcode::Destroy);
-    }
+    // What fuser's defaults do (ENOSYS), counted, without their warning.
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        let _served = self.requests.start(Opcode::Access);
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_unsupported(Opcode::Access)));
     }
 
     fn getlk(
@@ -915,8 +697,7 @@ impl Filesystem for WbFs {
         _pid: u32,
         reply: fuser::ReplyLock,
     ) {
-        let _served = self.requests.start(Opcode::Getlk);
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_unsupported(Opcode::Getlk)));
     }
 
     fn setlk(
@@ -932,13 +713,11 @@ impl Filesystem for WbFs {
         _sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let _served = self.requests.start(Opcode::Setlk);
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_unsupported(Opcode::Setlk)));
     }
 
     fn bmap(&self, _req: &Request, _ino: INodeNo, _bs: u32, _idx: u64, reply: fuser::ReplyBmap) {
-        let _served = self.requests.start(Opcode::Bmap);
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_unsupported(Opcode::Bmap)));
     }
 
     fn ioctl(
@@ -952,8 +731,7 @@ impl Filesystem for WbFs {
         _out_size: u32,
         reply: fuser::ReplyIoctl,
     ) {
-        let _served = self.requests.start(Opcode::Ioctl);
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_unsupported(Opcode::Ioctl)));
     }
 
     fn poll(
@@ -966,8 +744,7 @@ impl Filesystem for WbFs {
         _flags: fuser::PollFlags,
         reply: fuser::ReplyPoll,
     ) {
-        let _served = self.requests.start(Opcode::Poll);
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_unsupported(Opcode::Poll)));
     }
 
     fn readdirplus(
@@ -978,8 +755,7 @@ impl Filesystem for WbFs {
         _offset: u64,
         reply: fuser::ReplyDirectoryPlus,
     ) {
-        let _served = self.requests.start(Opcode::Readdirplus);
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_unsupported(Opcode::Readdirplus)));
     }
 
     fn copy_file_range(
@@ -995,7 +771,23 @@ impl Filesystem for WbFs {
         _flags: fuser::CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        let _served = self.requests.start(Opcode::CopyFileRange);
-        reply.error(err(libc::ENOSYS));
+        reply.error(err(self.op_unsupported(Opcode::CopyFileRange)));
+    }
+}
+
+/// The request's sender, for the transport-neutral operations (ops.rs).
+fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+        pid: req.pid(),
+    }
+}
+
+fn reply_xattr(reply: ReplyXattr, result: Result<Xattr, Errno>) {
+    match result {
+        Ok(Xattr::Size(n)) => reply.size(n),
+        Ok(Xattr::Data(bytes)) => reply.data(&bytes),
+        Err(e) => reply.error(err(e)),
     }
 }

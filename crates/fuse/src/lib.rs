@@ -47,6 +47,7 @@ mod lifecycle;
 mod meta;
 mod mount;
 mod mount_error;
+mod ops;
 mod orphans;
 mod prune;
 mod requests;
