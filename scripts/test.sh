@@ -6,6 +6,22 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --profile release-test
+# The mount's tests again over FUSE over io_uring (crates/fuse/src/uring):
+# the kernel's switch on for the run, put back as it was after.
+uring=/sys/module/fuse/parameters/enable_uring
+if [ -w "$uring" ]; then
+  was=$(cat "$uring")
+  trap 'echo "$was" > "$uring"' EXIT
+  echo Y > "$uring"
+  WB_FUSE_TRANSPORT=uring cargo test -p wb-fuse --profile release-test
+  echo "$was" > "$uring"
+  trap - EXIT
+elif [ -n "${WB_REQUIRE_ALL_TESTS:-}" ]; then
+  echo "test.sh: cannot switch on FUSE over io_uring ($uring not writable): the mount's tests over io_uring cannot run" >&2
+  exit 1
+else
+  echo "test.sh: skipping the mount's tests over io_uring ($uring not writable; run as root)" >&2
+fi
 # The simulator's oracle catches each planted bug of the engine.
 for bug in planted-clean-on-error planted-skip-flush planted-early-ack planted-whole-pages; do
   cargo test --profile release-test -p wb-sim --features "$bug" --test planted

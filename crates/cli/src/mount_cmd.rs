@@ -104,6 +104,22 @@ pub struct MountArgs {
     /// file fails its next COUNT write-backs (the attribute is not stored).
     #[arg(long, hide = true)]
     pub fault_seam: bool,
+    /// Which transport carries the kernel's requests: FUSE over io_uring
+    /// (a request served on the CPU that issued it, answered with one
+    /// submission; Linux 6.14+ with /sys/module/fuse/parameters/enable_uring
+    /// set to Y) or /dev/fuse. auto: io_uring when the kernel has it on;
+    /// on: io_uring or fail saying why; off: /dev/fuse.
+    #[arg(long, value_name = "auto|on|off", default_value = "auto", value_parser = parse_uring)]
+    pub uring: wb_fuse::Uring,
+}
+
+fn parse_uring(text: &str) -> Result<wb_fuse::Uring, String> {
+    match text {
+        "auto" => Ok(wb_fuse::Uring::Auto),
+        "on" => Ok(wb_fuse::Uring::On),
+        "off" => Ok(wb_fuse::Uring::Off),
+        _ => Err(format!("'{text}' is not auto, on or off")),
+    }
 }
 
 fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
@@ -137,6 +153,7 @@ fn options(args: MountArgs, lifecycle: Lifecycle) -> MountOptions {
         fault_seam: args.fault_seam,
         raise_fd_limit: true,
         signals: Some(lifecycle),
+        uring: args.uring,
         ..MountOptions::new(args.backing_dir, args.mountpoint)
     }
 }

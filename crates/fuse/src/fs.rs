@@ -50,7 +50,7 @@ pub const MAX_WRITE_BYTES: u32 = 256 << 10;
 /// kernel asks for at most `MAX_WRITE_BYTES`, max_pages being derived from it).
 const READ_BUF_KEEP_BYTES: usize = 2 * MAX_WRITE_BYTES as usize;
 
-fn open_flags_for_data() -> FopenFlags {
+pub(crate) fn open_flags_for_data() -> FopenFlags {
     // Direct I/O: the kernel's page cache is bypassed, ours is the only
     // one. Parallel direct writes: writes to one file are not serialised
     // by the kernel (the engine orders them).
@@ -82,6 +82,8 @@ pub struct WbFs {
     pub(crate) trace: Option<crate::control::TraceTarget>,
     /// The kernel's requests by opcode (`.writeback/stats`).
     pub(crate) requests: Requests,
+    /// Ask the kernel for FUSE over io_uring in INIT (uring/).
+    pub(crate) uring: bool,
 }
 
 /// Who changes the backing directory.
@@ -136,12 +138,19 @@ impl WbFs {
             backing_use: Backing::Exclusive,
             trace: None,
             requests: Requests::default(),
+            uring: false,
         })
     }
 
     /// Lets `.writeback/trace` start and stop traces written to `target`.
     pub fn with_trace(mut self, target: Option<crate::control::TraceTarget>) -> WbFs {
         self.trace = target;
+        self
+    }
+
+    /// Asks for FUSE over io_uring in INIT (the kernel must have it on).
+    pub fn with_uring(mut self, uring: bool) -> WbFs {
+        self.uring = uring;
         self
     }
 
@@ -305,9 +314,28 @@ fn reply_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
     }
 }
 
-impl Filesystem for WbFs {
+/// The filesystem as fuser serves it over /dev/fuse; the io_uring queues
+/// (uring/) serve the same `WbFs`.
+pub(crate) struct Fuser(pub Arc<WbFs>);
+
+impl std::ops::Deref for Fuser {
+    type Target = WbFs;
+
+    fn deref(&self) -> &WbFs {
+        &self.0
+    }
+}
+
+impl Filesystem for Fuser {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _served = self.requests.start(Opcode::Init);
+        if self.uring {
+            // Offered by a kernel with it on (checked before mounting);
+            // the queues register once this INIT is answered.
+            if let Err(missing) = config.add_capabilities(InitFlags::FUSE_OVER_IO_URING) {
+                eprintln!("wb-fuse: the kernel did not offer FUSE over io_uring ({missing:?}); serving over /dev/fuse");
+            }
+        }
         // Limits the kernel will not accept are left at its defaults.
         let _ = config.set_max_write(MAX_WRITE_BYTES);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);

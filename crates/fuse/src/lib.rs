@@ -54,6 +54,7 @@ mod requests;
 mod session;
 mod stats_text;
 mod sys;
+mod uring;
 mod xattr;
 
 pub use control::{write_trace, TraceTarget, CONTROL_DIR};
@@ -62,8 +63,9 @@ pub use lifecycle::{
     check_paths, fd_limit, raise_fd_limit, Event, Lifecycle, BACKING_FILES_PERCENT, INODES_PERCENT,
     PROGRESS_INTERVAL, SERVE_END_TIMEOUT, SERVE_THREADS,
 };
-pub use mount::{mount, MountOptions};
+pub use mount::{mount, MountOptions, Uring};
 pub use mount_error::{MountError, TraceWritten};
 pub use orphans::{remove_orphan_dir, ORPHAN_DIR};
 pub use session::{MountSession, Unmounted};
+pub use uring::available as uring_available;
 pub use xattr::DONTCACHE_XATTR;

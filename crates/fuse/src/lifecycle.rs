@@ -21,7 +21,7 @@
 //!    end, so that a process that goes on (a test) keeps no thread or
 //!    descriptor of the mount.
 
-use crate::fs::{StopHandle, WbFs};
+use crate::fs::{Fuser, StopHandle, WbFs};
 use fuser::{MountOption, SessionACL};
 use nix::sys::signal::{SigSet, Signal};
 use std::os::fd::{AsFd, OwnedFd};
@@ -36,6 +36,10 @@ use writeback::Cache;
 /// request that waits (a throttled write, an fsync) holds up only its
 /// thread; 8 keeps the machine's 2 cores busy while some wait.
 pub const SERVE_THREADS: usize = 8;
+/// Room per ring entry for a request's or a reply's data: at least the
+/// largest the kernel sends (max_pages of `MAX_WRITE_BYTES`), with room
+/// to spare for a larger readahead.
+const RING_PAYLOAD_BYTES: usize = 1 << 20;
 /// How often the write-back at shutdown reports progress.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 /// How long the end of serving waits for the serving threads once the
@@ -66,6 +70,9 @@ pub(crate) struct Mounted {
     /// The thread running the session; it ends when the kernel ends the
     /// connection (an unmount of a mount no file is open on).
     serving: Option<JoinHandle<()>>,
+    /// The io_uring queues' threads (uring/), if requests come that way;
+    /// they end with the connection too.
+    rings: Vec<JoinHandle<std::io::Result<()>>>,
     /// Dropped to end the thread that keeps the inode table in its budget.
     prune_stop: Option<Sender<()>>,
     prune: Option<JoinHandle<()>>,
@@ -140,7 +147,8 @@ impl Lifecycle {
         };
         config.n_threads = Some(SERVE_THREADS);
         config.clone_fd = true;
-        let session = fuser::Session::new(fs, mountpoint, &config)?;
+        let fs = Arc::new(fs);
+        let session = fuser::Session::new(Fuser(Arc::clone(&fs)), mountpoint, &config)?;
         let device = session.as_fd().try_clone_to_owned()?;
         let _ = notifier.set(session.notifier());
         let budget = crate::prune::inode_budget(nofile, INODES_PERCENT);
@@ -153,7 +161,15 @@ impl Lifecycle {
                 let result = session.run();
                 let _ = tx.send(Event::Unmounted(result));
             })?;
+        let rings = if fs.uring {
+            // They register once the session has answered INIT.
+            let ring_device = Arc::new(device.try_clone()?);
+            crate::uring::spawn(fs, ring_device, RING_PAYLOAD_BYTES)?
+        } else {
+            Vec::new()
+        };
         Ok(Mounted {
+            rings,
             mountpoint: mountpoint.to_path_buf(),
             stop,
             serving: Some(serving),
@@ -233,6 +249,17 @@ impl Mounted {
             }
             None => true,
         };
+        for ring in self.rings.drain(..) {
+            if ring.is_finished() || !connected(&self.device) {
+                let start = Instant::now();
+                while !ring.is_finished() && start.elapsed() < SERVE_END_TIMEOUT {
+                    std::thread::sleep(SERVE_END_POLL);
+                }
+                if ring.is_finished() {
+                    let _ = ring.join();
+                }
+            }
+        }
         // It looks every prune::INTERVAL whether it should stop.
         if let Some(prune) = self.prune.take() {
             join_bounded(prune, SERVE_END_TIMEOUT);

@@ -62,6 +62,20 @@ pub struct MountOptions {
     /// setup stops it, and [`MountSession::wait`] returns one. None: the
     /// session waits only for its end.
     pub signals: Option<Lifecycle>,
+    /// Which transport carries the kernel's requests.
+    pub uring: Uring,
+}
+
+/// Whether requests come over io_uring (uring/) or /dev/fuse.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Uring {
+    /// io_uring when the kernel has it switched on, else /dev/fuse.
+    #[default]
+    Auto,
+    /// io_uring; mounting fails with the reason if the kernel has it off.
+    On,
+    /// /dev/fuse only.
+    Off,
 }
 
 impl MountOptions {
@@ -81,6 +95,7 @@ impl MountOptions {
             fault_seam: false,
             raise_fd_limit: true,
             signals: None,
+            uring: Uring::Auto,
         }
     }
 
@@ -102,6 +117,11 @@ pub fn mount(mut options: MountOptions) -> Result<MountSession, MountError> {
         check_paths(&options.backing_dir, &options.mountpoint).map_err(MountError::Paths)?;
     knobs(&options.knobs)?;
     preflight(&backing)?;
+    let uring = match (options.uring, crate::uring::available()) {
+        (Uring::Off, _) | (Uring::Auto, Err(_)) => false,
+        (Uring::On | Uring::Auto, Ok(())) => true,
+        (Uring::On, Err(why)) => return Err(MountError::NoUring(why)),
+    };
     let (nofile, built) = build_cache(&options, &backing)?;
     if let Some(signal) = lifecycle.pending_signal() {
         return Err(MountError::Interrupted(signal));
@@ -121,7 +141,8 @@ pub fn mount(mut options: MountOptions) -> Result<MountSession, MountError> {
         })?
         .with_fault_seam(built.faults.clone())
         .with_backing(options.backing)
-        .with_trace(options.trace.clone());
+        .with_trace(options.trace.clone())
+        .with_uring(uring);
     // Files an earlier mount was removing when it died: released in the
     // background while this one serves.
     fs.remove_leftover_orphans();

@@ -63,6 +63,9 @@ pub enum MountError {
         source: std::io::Error,
         trace: Option<TraceWritten>,
     },
+    /// FUSE over io_uring was asked for (`wb mount --uring on`) and the
+    /// kernel does not offer it: why, and how to switch it on.
+    NoUring(String),
     /// Writing back the dirty data at the unmount failed.
     WriteBack(writeback::Error),
     /// Writing the trace at the unmount failed.
@@ -122,6 +125,7 @@ impl fmt::Display for MountError {
             MountError::Mount {
                 mountpoint, source, ..
             } => write!(f, "mounting at {}: {source}", mountpoint.display()),
+            MountError::NoUring(why) => write!(f, "--uring on: {why}"),
             MountError::WriteBack(e) => write!(f, "writing back failed: {e}"),
             MountError::TraceWrite { path, source } => write!(
                 f,

@@ -60,11 +60,13 @@ pub(crate) enum Opcode {
     Readdirplus,
     Lseek,
     CopyFileRange,
+    /// Any other opcode (answered ENOSYS).
+    Other,
 }
 
 impl Opcode {
-    /// Every opcode, in the kernel's numbering order.
-    pub const ALL: [Opcode; 40] = [
+    /// Every opcode, in the kernel's numbering order, then the rest.
+    pub const ALL: [Opcode; 41] = [
         Opcode::Lookup,
         Opcode::Forget,
         Opcode::Getattr,
@@ -105,6 +107,7 @@ impl Opcode {
         Opcode::Readdirplus,
         Opcode::Lseek,
         Opcode::CopyFileRange,
+        Opcode::Other,
     ];
 
     /// The kernel's name without its `FUSE_` prefix, in lower case.
@@ -150,6 +153,7 @@ impl Opcode {
             Opcode::Readdirplus => "readdirplus",
             Opcode::Lseek => "lseek",
             Opcode::CopyFileRange => "copy_file_range",
+            Opcode::Other => "other",
         }
     }
 
@@ -171,6 +175,8 @@ pub(crate) struct Served {
 /// The figures of every opcode, shared by the serving threads.
 #[derive(Debug)]
 pub(crate) struct Requests {
+    /// Of all, those that came over io_uring (uring/).
+    over_uring: AtomicU64,
     count: [AtomicU64; Opcode::ALL.len()],
     total_ns: [AtomicU64; Opcode::ALL.len()],
     max_ns: [AtomicU64; Opcode::ALL.len()],
@@ -179,6 +185,7 @@ pub(crate) struct Requests {
 impl Default for Requests {
     fn default() -> Requests {
         Requests {
+            over_uring: AtomicU64::new(0),
             count: std::array::from_fn(|_| AtomicU64::new(0)),
             total_ns: std::array::from_fn(|_| AtomicU64::new(0)),
             max_ns: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -202,6 +209,16 @@ impl Requests {
         self.count[i].fetch_add(1, Ordering::Relaxed);
         self.total_ns[i].fetch_add(ns, Ordering::Relaxed);
         self.max_ns[i].fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// A request came over io_uring.
+    pub fn count_over_uring(&self) {
+        self.over_uring.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many requests came over io_uring so far.
+    pub fn over_uring(&self) -> u64 {
+        self.over_uring.load(Ordering::Relaxed)
     }
 
     /// The figures of `op` so far (each figure read on its own: a request

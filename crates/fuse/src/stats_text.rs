@@ -306,7 +306,7 @@ fn stall_histogram(out: &mut String, name: &str, s: &wb_engine::StallStats) {
 }
 
 /// The server's own lines: what the kernel holds open through it, and
-/// the requests it sent, in all and by opcode (every opcode, served or
+/// the requests it sent, in all, over io_uring, and by opcode (every opcode, served or
 /// not: how many, the time spent serving them, the longest).
 pub(crate) fn render_server(counts: &ServerCounts, requests: &Requests) -> String {
     let mut out = String::new();
@@ -318,6 +318,11 @@ pub(crate) fn render_server(counts: &ServerCounts, requests: &Requests) -> Strin
         &mut out,
         "fuse_requests_count",
         served.iter().map(|s| s.count).sum(),
+    );
+    line(
+        &mut out,
+        "fuse_requests_over_uring_count",
+        requests.over_uring(),
     );
     for (op, s) in Opcode::ALL.iter().zip(served) {
         let name = op.name();

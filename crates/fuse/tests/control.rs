@@ -274,6 +274,35 @@ fn requests_are_counted_by_opcode_with_their_time() {
     stop_ok(mount);
 }
 
+/// Requests come over the transport the mount was asked for: all of them
+/// but INIT (always over /dev/fuse, before the rings exist) over io_uring
+/// with `WB_FUSE_TRANSPORT=uring`, none otherwise.
+#[test]
+fn requests_come_over_the_transport_asked_for() {
+    require!(false);
+    let _serial = serial();
+    let root = TempRoot::new("transport");
+    let mount = Mount::start(&root.dir("backing"), &root.dir("mnt"));
+    let path = mount.mnt.join("f");
+    fs::write(&path, vec![1u8; 64 << 10]).expect("write");
+    assert_eq!(fs::read(&path).expect("read").len(), 64 << 10);
+    let stats = mount.stats();
+    let (all, over_uring) = (
+        stats["fuse_requests_count"],
+        stats["fuse_requests_over_uring_count"],
+    );
+    match transport() {
+        wb_fuse::Uring::On => {
+            // INIT came over /dev/fuse; so may the odd request sent before
+            // every queue had its entries registered.
+            assert!(over_uring > 0, "{over_uring} of {all} over io_uring");
+            assert!(all - over_uring <= 3, "{over_uring} of {all} over io_uring");
+        }
+        _ => assert_eq!(over_uring, 0, "{all} requests"),
+    }
+    stop_ok(mount);
+}
+
 fn flip_knobs(values: Vec<(PathBuf, String)>, stop: Arc<AtomicBool>) -> u64 {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {

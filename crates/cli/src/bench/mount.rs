@@ -71,6 +71,15 @@ impl Mount {
     /// Mounts `backing` through the engine with `sets` (KNOB=VALUE) on a
     /// new directory under the system's temporary directory.
     pub fn start(backing: &Path, sets: &[(String, String)]) -> Result<Mount, BenchError> {
+        Mount::start_args(backing, sets, &[])
+    }
+
+    /// As `start`, with more arguments for `wb mount` (`--uring on`).
+    pub fn start_args(
+        backing: &Path,
+        sets: &[(String, String)],
+        args: &[&str],
+    ) -> Result<Mount, BenchError> {
         // This very binary, even if a rebuild has replaced the file since it
         // started (current_exe() would name the new file, or none).
         let exe = PathBuf::from("/proc/self/exe");
@@ -89,6 +98,7 @@ impl Mount {
         for (knob, value) in sets {
             cmd.arg("--set").arg(format!("{knob}={value}"));
         }
+        cmd.args(args);
         cmd.stdin(Stdio::null()).stdout(log_file).stderr(log_err);
         let registry_id = global().add_change(Stage::Mount, Box::new(Detach(mountpoint.clone())));
         let child =

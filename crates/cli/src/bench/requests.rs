@@ -16,6 +16,10 @@
 //!   opens, closes and stats need none (the kernel may keep attributes,
 //!   and needs no OPEN or RELEASE from a server without open state).
 //!
+//! The mount runs with its default transport (FUSE over io_uring when the
+//! kernel has it on: /sys/module/fuse/parameters/enable_uring); the
+//! report says what share of the requests came that way.
+//!
 //! The requests are the mount's `.writeback/stats` counts by opcode,
 //! taken before and after the workload; what reading the stats file
 //! itself costs (measured by reading it twice in a row) is taken off.
@@ -46,7 +50,9 @@ const SMALL_FILE_BYTES: usize = 16 << 10;
 
 #[derive(Args)]
 #[command(after_help = "\
-Workloads (each on files of its own, in --dir directly and through `wb mount --dir`):
+Configurations: kernel (in --dir directly), mount (through `wb mount --dir --uring off`) and,
+when the kernel has FUSE over io_uring on, mount-uring (`--uring on`).
+Workloads (each on files of its own):
   read4k   4 KiB preads at random pages of a cached 64 MiB file            fewest requests: 1
   db       2 reads, 2 writes of 4 KiB, a 4 KiB log append, fdatasync(log)  fewest requests: 6
   files    create+write 16 KiB, close, stat, open+pread, close, rename, unlink
@@ -131,7 +137,7 @@ struct Bench<'a> {
 }
 
 impl Experiment for Bench<'_> {
-    /// "kernel" or "mount".
+    /// "kernel", "mount" (over /dev/fuse) or "mount-uring".
     type Setup = &'static str;
     type Run = Vec<Done>;
 
@@ -148,8 +154,9 @@ impl Experiment for Bench<'_> {
         let name = format!("wb-requests-{config}");
         let files = super::cleanup::TempFile::new(self.dir.join(&name));
         let _ = std::fs::remove_dir_all(files.path());
-        if config == "mount" {
-            let mount = Mount::start(&self.dir, &[])?;
+        if config != "kernel" {
+            let uring = if config == "mount-uring" { "on" } else { "off" };
+            let mount = Mount::start_args(&self.dir, &[], &["--uring", uring])?;
             let stats = mount.path().join(".writeback/stats");
             let result = run_all(&mount.path().join(&name), self.args, Some(&stats));
             mount.stop()?;
@@ -174,40 +181,57 @@ pub fn run(args: RequestsArgs, html: Option<HtmlFile>) -> Result<(), BenchError>
         dir.display()
     );
     let mut exp = Bench { args: &args, dir };
-    let measured = harness::run(
-        &mut exp,
-        vec!["kernel", "mount"],
-        args.repeat,
-        &mut Notes::new(),
-    )?;
-    let [kernel, mount] = measured.as_slice() else {
-        return Err(BenchError::Failed("a configuration did not run".into()));
+    let mut configs = vec!["kernel", "mount"];
+    match wb_fuse::uring_available() {
+        Ok(()) => configs.push("mount-uring"),
+        Err(why) => progress!("the mount over /dev/fuse only: {why}"),
+    }
+    let measured = harness::run(&mut exp, configs, args.repeat, &mut Notes::new())?;
+    let Some((kernel, mounts)) = measured.split_first() else {
+        return Err(BenchError::Failed("no configuration ran".into()));
     };
-    let rows: Vec<Row> = Workload::ALL
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| Row {
-            workload: w,
-            kernel_ops_per_s: median_of(&kernel.runs, |r| r[i].ops_per_s),
-            mount_ops_per_s: median_of(&mount.runs, |r| r[i].ops_per_s),
-            // The last run's counts (they hardly vary from run to run).
-            per_op: mount
-                .runs
-                .last()
-                .map_or_else(BTreeMap::new, |r| per_op(&r[i])),
-        })
-        .collect();
+    let mut rows = Vec::new();
+    for mount in mounts {
+        for (i, &w) in Workload::ALL.iter().enumerate() {
+            let last = mount.runs.last();
+            rows.push(Row {
+                config: mount.setup,
+                workload: w,
+                kernel_ops_per_s: median_of(&kernel.runs, |r| r[i].ops_per_s),
+                mount_ops_per_s: median_of(&mount.runs, |r| r[i].ops_per_s),
+                // The last run's counts (they hardly vary from run to run).
+                per_op: last.map_or_else(BTreeMap::new, |r| per_op(&r[i])),
+                over_uring: last.map_or(0.0, |r| over_uring(&r[i])),
+            });
+        }
+    }
     let report = Report::new(render(&rows), to_json(&rows));
     Output::new("wb bench requests", args.json, html).publish(report)
 }
 
 /// A workload's figures for the report.
 struct Row {
+    /// "mount" or "mount-uring".
+    config: &'static str,
     workload: Workload,
     kernel_ops_per_s: f64,
     mount_ops_per_s: f64,
     /// Requests per operation by opcode, without the zeros.
     per_op: BTreeMap<String, f64>,
+    /// The share of the requests that came over io_uring.
+    over_uring: f64,
+}
+
+fn over_uring(done: &Done) -> f64 {
+    let all: u64 = done
+        .requests
+        .iter()
+        .filter(|(op, _)| op.as_str() != OVER_URING)
+        .map(|(_, n)| n)
+        .sum();
+    done.requests
+        .get(OVER_URING)
+        .map_or(0.0, |&n| n as f64 / all.max(1) as f64)
 }
 
 impl Row {
@@ -219,7 +243,7 @@ impl Row {
 fn per_op(done: &Done) -> BTreeMap<String, f64> {
     done.requests
         .iter()
-        .filter(|(_, &n)| n > 0)
+        .filter(|(op, &n)| n > 0 && op.as_str() != OVER_URING)
         .map(|(op, &n)| (op.clone(), n as f64 / done.ops.max(1) as f64))
         .collect()
 }
@@ -247,7 +271,11 @@ fn run_all(dir: &Path, args: &RequestsArgs, stats: Option<&Path>) -> Result<Vec<
     Ok(done)
 }
 
-/// `.writeback/stats`' request counts by opcode.
+/// The key under which the counts keep how many came over io_uring.
+const OVER_URING: &str = "(over io_uring)";
+
+/// `.writeback/stats`' request counts by opcode, and under `OVER_URING`
+/// how many came over io_uring.
 fn request_counts(stats: &Path) -> Result<BTreeMap<String, u64>, BenchError> {
     let text =
         std::fs::read_to_string(stats).map_err(|e| BenchError::failed(stats.display(), e))?;
@@ -255,7 +283,10 @@ fn request_counts(stats: &Path) -> Result<BTreeMap<String, u64>, BenchError> {
         .lines()
         .filter_map(|l| l.split_once(' '))
         .filter_map(|(k, v)| {
-            let op = k.strip_prefix("fuse_request_")?.strip_suffix("_count")?;
+            let op = match k {
+                "fuse_requests_over_uring_count" => OVER_URING,
+                _ => k.strip_prefix("fuse_request_")?.strip_suffix("_count")?,
+            };
             Some((op.to_string(), v.parse().ok()?))
         })
         .collect())
@@ -415,16 +446,25 @@ fn fill(path: &Path, rng: &mut SplitMix64) -> Result<File, BenchError> {
 }
 
 fn render(rows: &[Row]) -> Doc {
-    let mut rates = Table::new(&["workload", "kernel ops/s", "mount ops/s", "mount/kernel"]);
+    let mut rates = Table::new(&[
+        "config",
+        "workload",
+        "kernel ops/s",
+        "mount ops/s",
+        "mount/kernel",
+    ]);
     let mut requests = Table::new(&[
+        "config",
         "workload",
         "requests/op",
         "fewest",
         "over fewest",
+        "over io_uring",
         "by opcode",
     ]);
     for r in rows {
         rates.row(vec![
+            r.config.to_string(),
             r.workload.name().to_string(),
             rate(r.kernel_ops_per_s),
             rate(r.mount_ops_per_s),
@@ -436,10 +476,12 @@ fn render(rows: &[Row]) -> Doc {
             .map(|(op, n)| format!("{op} {n:.2}"))
             .collect();
         requests.row(vec![
+            r.config.to_string(),
             r.workload.name().to_string(),
             format!("{:.2}", r.total()),
             r.workload.fewest().to_string(),
             ratio(Some(r.total()), Some(r.workload.fewest() as f64)),
+            format!("{:.0}%", 100.0 * r.over_uring),
             by_op.join(", "),
         ]);
     }
@@ -456,12 +498,14 @@ fn to_json(rows: &[Row]) -> serde_json::Value {
         .iter()
         .map(|r| {
             json!({
+                "config": r.config,
                 "workload": r.workload.name(),
                 "kernel_ops_per_s": r.kernel_ops_per_s,
                 "mount_ops_per_s": r.mount_ops_per_s,
                 "requests_per_op": r.total(),
                 "fewest_requests_per_op": r.workload.fewest(),
                 "requests_per_op_by_opcode": r.per_op,
+                "share_over_uring": r.over_uring,
             })
         })
         .collect();

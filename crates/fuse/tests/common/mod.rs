@@ -52,6 +52,17 @@ pub fn tool_missing(tool: &str, arg: &str) -> bool {
     true
 }
 
+/// The transport the tests' mounts use: `WB_FUSE_TRANSPORT=uring` for FUSE
+/// over io_uring (mounting fails if the kernel has it off), /dev/fuse
+/// otherwise, whatever the kernel offers. scripts/test.sh runs this
+/// crate's tests over both.
+pub fn transport() -> wb_fuse::Uring {
+    match std::env::var("WB_FUSE_TRANSPORT").as_deref() {
+        Ok("uring") => wb_fuse::Uring::On,
+        _ => wb_fuse::Uring::Off,
+    }
+}
+
 /// A mount served by this process, unmounted on drop.
 pub struct Mount {
     session: Option<MountSession>,
@@ -70,6 +81,7 @@ impl Mount {
         MountOptions {
             calibrate: false,
             data_dir: data,
+            uring: transport(),
             ..MountOptions::new(backing, mnt)
         }
         .knob("memory", TEST_MEMORY)
