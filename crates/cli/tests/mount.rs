@@ -58,6 +58,8 @@ fn help_explains_every_option() {
         ".writeback/stats",
         "SIGTERM",
         "wbt_lat_usec",
+        "--uring",
+        "enable_uring",
     ] {
         assert!(
             text.contains(word),
@@ -376,6 +378,47 @@ fn fsx_on_the_mount_matches_its_model() {
     }
     let (status, err) = mount.stop();
     assert!(status.success(), "{status}: {err}");
+}
+
+/// `--uring on` with FUSE over io_uring switched off in the kernel: exit
+/// 1, saying why and how to switch it on, nothing mounted. (The kernel's
+/// switch is set off for the test and put back after.)
+#[test]
+fn uring_on_without_the_kernels_switch_is_a_clear_error() {
+    require!(false);
+    let _serial = serial();
+    let switch = Path::new("/sys/module/fuse/parameters/enable_uring");
+    let was = match fs::read_to_string(switch) {
+        Ok(v) => v,
+        Err(e) => return wb_testkit::skip(&format!("{}: {e}", switch.display())),
+    };
+    struct Restore<'a>(&'a Path, String);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = fs::write(self.0, self.1.trim());
+        }
+    }
+    let _restore = Restore(switch, was);
+    fs::write(switch, "N").expect("switch FUSE over io_uring off");
+    let root = TempRoot::new("nouring");
+    let mnt = root.dir("mnt");
+    let out = Command::new(WB)
+        .arg("mount")
+        .arg(root.dir("backing"))
+        .arg(&mnt)
+        .args(["--no-calibrate", "--uring", "on", "--data-dir"])
+        .arg(root.dir("wb-data"))
+        .output()
+        .expect("run wb mount");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "wb mount: --uring on: FUSE over io_uring is off in this kernel \
+         (/sys/module/fuse/parameters/enable_uring is N); \
+         as root: echo Y > /sys/module/fuse/parameters/enable_uring"
+    );
+    assert!(!is_mounted(&mnt), "nothing mounted");
 }
 
 #[test]
