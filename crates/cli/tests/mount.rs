@@ -380,6 +380,21 @@ fn fsx_on_the_mount_matches_its_model() {
     assert!(status.success(), "{status}: {err}");
 }
 
+/// Runs `command` (`wb`, or a wrapper that runs it) with `mount BACKING
+/// MNT --no-calibrate --data-dir DATA` and `extra` in `root`, expecting it
+/// to end without mounting; its output.
+fn mount_failing(mut command: Command, root: &TempRoot, extra: &[&str]) -> std::process::Output {
+    command
+        .arg("mount")
+        .arg(root.dir("backing"))
+        .arg(root.dir("mnt"))
+        .args(["--no-calibrate", "--data-dir"])
+        .arg(root.dir("wb-data"))
+        .args(extra)
+        .output()
+        .expect("run wb mount")
+}
+
 /// `--uring on` with FUSE over io_uring switched off in the kernel: exit
 /// 1, saying why and how to switch it on, nothing mounted. (The kernel's
 /// switch is set off for the test and put back after.)
@@ -402,14 +417,7 @@ fn uring_on_without_the_kernels_switch_is_a_clear_error() {
     fs::write(switch, "N").expect("switch FUSE over io_uring off");
     let root = TempRoot::new("nouring");
     let mnt = root.dir("mnt");
-    let out = Command::new(WB)
-        .arg("mount")
-        .arg(root.dir("backing"))
-        .arg(&mnt)
-        .args(["--no-calibrate", "--uring", "on", "--data-dir"])
-        .arg(root.dir("wb-data"))
-        .output()
-        .expect("run wb mount");
+    let out = mount_failing(Command::new(WB), &root, &["--uring", "on"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(
@@ -431,16 +439,9 @@ fn a_budget_the_system_cannot_map_is_a_clear_error() {
     let root = TempRoot::new("nomem");
     let mnt = root.dir("mnt");
     // 4 GiB of address space for a 16 GiB cache.
-    let out = Command::new("prlimit")
-        .arg("--as=4294967296")
-        .arg(WB)
-        .arg("mount")
-        .arg(root.dir("backing"))
-        .arg(&mnt)
-        .args(["--no-calibrate", "--set", "memory=16GiB", "--data-dir"])
-        .arg(root.dir("wb-data"))
-        .output()
-        .expect("run wb mount");
+    let mut prlimit = Command::new("prlimit");
+    prlimit.arg("--as=4294967296").arg(WB);
+    let out = mount_failing(prlimit, &root, &["--set", "memory=16GiB"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(

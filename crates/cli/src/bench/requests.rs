@@ -345,11 +345,11 @@ struct Prepared {
 
 impl Prepared {
     fn new(workload: Workload, dir: &Path) -> Result<Prepared, BenchError> {
-        let mut rng = SplitMix64::seed_from_u64(1);
+        let rng = SplitMix64::seed_from_u64(1);
         let (mut data, mut log) = (None, None);
         if workload != Workload::Files {
             let path = dir.join(format!("{}.data", workload.name()));
-            let file = fill(&path, &mut rng)?;
+            let file = fill(&path)?;
             data = Some(file);
         }
         if workload == Workload::Db {
@@ -425,24 +425,15 @@ impl Prepared {
     }
 }
 
-/// A file of `FILE_BYTES` of random data, written and synced, opened for
-/// reading and writing.
-fn fill(path: &Path, rng: &mut SplitMix64) -> Result<File, BenchError> {
-    let fail = |e: std::io::Error| BenchError::failed(path.display(), e);
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
+/// A file of `FILE_BYTES` of random data, written, synced and read twice
+/// (cached), opened for reading and writing.
+fn fill(path: &Path) -> Result<File, BenchError> {
+    super::db_copy::files::make_hot(path, FILE_BYTES)?;
+    OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(fail)?;
-    let mut chunk = vec![0u8; 1 << 20];
-    for _ in 0..FILE_BYTES / chunk.len() as u64 {
-        rng.fill_bytes(&mut chunk);
-        file.write_all(&chunk).map_err(fail)?;
-    }
-    file.sync_all().map_err(fail)?;
-    Ok(file)
+        .map_err(|e| BenchError::failed(path.display(), e))
 }
 
 fn render(rows: &[Row]) -> Doc {

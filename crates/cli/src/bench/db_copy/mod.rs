@@ -18,7 +18,7 @@
 //! its cache four times); the kernel has the machine's memory.
 
 mod clients;
-mod files;
+pub(super) mod files;
 mod report;
 
 use super::cleanup::TempFile;
