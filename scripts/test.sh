@@ -13,7 +13,15 @@ if [ -w "$uring" ]; then
   was=$(cat "$uring")
   trap 'echo "$was" > "$uring"' EXIT
   echo Y > "$uring"
-  WB_FUSE_TRANSPORT=uring cargo test -p wb-fuse --profile release-test
+  # Every test file of crates/fuse, and those of `wb mount` itself
+  # (signals, crashes, memory limits, remounts), which picks io_uring by
+  # default now and is checked to have done so; one cargo call for both
+  # crates, so the workspace's build serves (no rebuild).
+  targets=()
+  for f in crates/fuse/tests/*.rs crates/cli/tests/mount*.rs; do
+    targets+=(--test "$(basename "$f" .rs)")
+  done
+  WB_FUSE_TRANSPORT=uring cargo test -p wb-fuse -p wb-cli --profile release-test "${targets[@]}"
   echo "$was" > "$uring"
   trap - EXIT
 elif [ -n "${WB_REQUIRE_ALL_TESTS:-}" ]; then

@@ -158,7 +158,7 @@ pub fn mount(mut options: MountOptions) -> Result<MountSession, MountError> {
             });
         }
     };
-    let description = describe(&built, (&backing, &mountpoint), options.fixed_memory);
+    let description = describe(&built, (&backing, &mountpoint), options.fixed_memory, uring);
     Ok(MountSession::new(crate::session::Parts {
         lifecycle,
         mounted,
@@ -171,8 +171,14 @@ pub fn mount(mut options: MountOptions) -> Result<MountSession, MountError> {
     }))
 }
 
-/// What `wb mount` says once serving: "serving B at M (engine: ...)".
-fn describe(built: &Built, (backing, mountpoint): (&Path, &Path), fixed: bool) -> String {
+/// What `wb mount` says once serving: "serving B at M (engine: ...,
+/// requests over io_uring)".
+fn describe(
+    built: &Built,
+    (backing, mountpoint): (&Path, &Path),
+    fixed: bool,
+    uring: bool,
+) -> String {
     let cache = &built.cache;
     let memory = cache
         .knob("memory")
@@ -188,9 +194,13 @@ fn describe(built: &Built, (backing, mountpoint): (&Path, &Path), fixed: bool) -
         true => "fixed",
         false => "follows memory pressure",
     };
+    let transport = match uring {
+        true => "io_uring",
+        false => "/dev/fuse",
+    };
     format!(
         "serving {} at {} (engine: {}, memory {}: {}, {follows}, device {}, \
-         stable_writes {stable})",
+         stable_writes {stable}, requests over {transport})",
         backing.display(),
         mountpoint.display(),
         cache.io_backend(),

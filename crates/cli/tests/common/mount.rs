@@ -86,6 +86,15 @@ impl Mount {
             line.starts_with("wb: serving "),
             "unexpected first line: {line}"
         );
+        // `wb mount` picks FUSE over io_uring when the kernel has it on
+        // (scripts/test.sh runs these tests both ways).
+        let uring = fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+            .is_ok_and(|v| v.trim() == "Y");
+        let transport = if uring { "io_uring" } else { "/dev/fuse" };
+        assert!(
+            line.ends_with(&format!("requests over {transport})")),
+            "not over {transport}: {line}"
+        );
         mount.serving = line;
         assert!(
             is_mounted(mnt),
