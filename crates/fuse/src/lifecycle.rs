@@ -249,15 +249,13 @@ impl Mounted {
             }
             None => true,
         };
-        for ring in self.rings.drain(..) {
-            if ring.is_finished() || !connected(&self.device) {
-                let start = Instant::now();
-                while !ring.is_finished() && start.elapsed() < SERVE_END_TIMEOUT {
-                    std::thread::sleep(SERVE_END_POLL);
-                }
-                if ring.is_finished() {
-                    let _ = ring.join();
-                }
+        // The queues end with the connection: once it is gone, all within
+        // one SERVE_END_TIMEOUT (a still connected mount leaves them to
+        // end with it, as the serving thread).
+        if !connected(&self.device) {
+            let deadline = Instant::now() + SERVE_END_TIMEOUT;
+            for ring in self.rings.drain(..) {
+                join_bounded(ring, deadline.saturating_duration_since(Instant::now()));
             }
         }
         // It looks every prune::INTERVAL whether it should stop.
@@ -269,7 +267,7 @@ impl Mounted {
 }
 
 /// Joins `thread` if it ends within `limit`; otherwise leaves it running.
-fn join_bounded(thread: JoinHandle<()>, limit: Duration) -> bool {
+fn join_bounded<T>(thread: JoinHandle<T>, limit: Duration) -> bool {
     let start = Instant::now();
     while !thread.is_finished() {
         if start.elapsed() >= limit {

@@ -46,93 +46,78 @@ pub fn call(
         gid: h.gid,
         pid: h.pid,
     };
-    let name = || names(payload, 1).map(|(n, _)| n[0]).ok_or(libc::EINVAL);
+    let name = || names::<1>(payload).map(|([n], _)| n).ok_or(libc::EINVAL);
     Ok(match h.opcode {
         FUSE_LOOKUP => Reply::Entry(fs.op_lookup(ino, name()?)?),
         FUSE_GETATTR => Reply::Attr(fs.op_getattr(ino)?),
-        FUSE_SETATTR => Reply::Attr(fs.op_setattr(ino, set_attr(f).ok_or_else(bad)?)?),
+        FUSE_SETATTR => Reply::Attr(fs.op_setattr(ino, set_attr(f)?)?),
         FUSE_READLINK => Reply::Bytes(fs.op_readlink(ino)?),
         FUSE_SYMLINK => {
-            let (n, _) = names(payload, 2).ok_or_else(bad)?;
-            Reply::Entry(fs.op_symlink(caller, ino, n[0], n[1])?)
+            let ([a, b], _) = names::<2>(payload).ok_or_else(bad)?;
+            Reply::Entry(fs.op_symlink(caller, ino, a, b)?)
         }
         FUSE_MKNOD => {
-            let (mode, rdev, umask) = (f.u32(0), f.u32(4), f.u32(8));
-            let (mode, rdev, umask) = (
-                mode.ok_or_else(bad)?,
-                rdev.ok_or_else(bad)?,
-                umask.ok_or_else(bad)?,
-            );
+            let (mode, rdev, umask) = (f.u32(0)?, f.u32(4)?, f.u32(8)?);
             Reply::Entry(fs.op_mknod(caller, ino, name()?, mode & !umask, rdev)?)
         }
         FUSE_MKDIR => {
-            let mode = f.u32(0).ok_or_else(bad)? & !f.u32(4).ok_or_else(bad)?;
+            let mode = f.u32(0)? & !f.u32(4)?;
             Reply::Entry(fs.op_mkdir(caller, ino, name()?, mode)?)
         }
         FUSE_UNLINK => fs.op_unlink(ino, name()?).map(|()| Reply::Empty)?,
         FUSE_RMDIR => fs.op_rmdir(ino, name()?).map(|()| Reply::Empty)?,
         FUSE_RENAME | FUSE_RENAME2 => {
-            let newdir = INodeNo(f.u64(0).ok_or_else(bad)?);
+            let newdir = INodeNo(f.u64(0)?);
             let flags = match h.opcode {
-                FUSE_RENAME2 => f.u32(8).ok_or_else(bad)?,
+                FUSE_RENAME2 => f.u32(8)?,
                 _ => 0,
             };
-            let (n, _) = names(payload, 2).ok_or_else(bad)?;
-            fs.op_rename(ino, n[0], newdir, n[1], flags)
+            let ([a, b], _) = names::<2>(payload).ok_or_else(bad)?;
+            fs.op_rename(ino, a, newdir, b, flags)
                 .map(|()| Reply::Empty)?
         }
         FUSE_LINK => {
-            let old = INodeNo(f.u64(0).ok_or_else(bad)?);
+            let old = INodeNo(f.u64(0)?);
             Reply::Entry(fs.op_link(old, ino, name()?)?)
         }
         FUSE_OPEN => {
-            let fh = fs.op_open(caller, ino, f.i32(0).ok_or_else(bad)?)?;
+            let fh = fs.op_open(caller, ino, f.i32(0)?)?;
             Reply::Open(fh, open_flags_for_data().bits())
         }
         FUSE_READ => {
-            let (fh, offset, size) = (f.u64(0), f.u64(8), f.u32(16));
-            let (fh, offset, size) = (
-                fh.ok_or_else(bad)?,
-                offset.ok_or_else(bad)?,
-                size.ok_or_else(bad)?,
-            );
+            let (fh, offset, size) = (f.u64(0)?, f.u64(8)?, f.u32(16)?);
             fs.op_read(caller, fh, offset, size, read_buf)?;
             Reply::Read
         }
         FUSE_WRITE => {
-            let (fh, offset, size) = (f.u64(0), f.u64(8), f.u32(16));
-            let (fh, offset, size) = (
-                fh.ok_or_else(bad)?,
-                offset.ok_or_else(bad)?,
-                size.ok_or_else(bad)?,
-            );
+            let (fh, offset, size) = (f.u64(0)?, f.u64(8)?, f.u32(16)?);
             let data = payload.get(..size as usize).ok_or_else(bad)?;
             Reply::Written(fs.op_write(caller, fh, offset, data)?)
         }
         FUSE_STATFS => Reply::Statfs(fs.op_statfs()?),
         FUSE_RELEASE => {
-            fs.op_release(f.u64(0).ok_or_else(bad)?);
+            fs.op_release(f.u64(0)?);
             Reply::Empty
         }
         FUSE_FSYNC => {
-            let fh = f.u64(0).ok_or_else(bad)?;
-            let datasync = f.u32(8).ok_or_else(bad)? & FUSE_FSYNC_FDATASYNC != 0;
+            let fh = f.u64(0)?;
+            let datasync = f.u32(8)? & FUSE_FSYNC_FDATASYNC != 0;
             fs.op_fsync(caller, fh, datasync).map(|()| Reply::Empty)?
         }
         FUSE_SETXATTR => {
-            let (size, flags) = (f.u32(0).ok_or_else(bad)?, f.i32(4).ok_or_else(bad)?);
-            let (n, rest) = names(payload, 1).ok_or_else(bad)?;
+            let (size, flags) = (f.u32(0)?, f.i32(4)?);
+            let ([n], rest) = names::<1>(payload).ok_or_else(bad)?;
             let value = rest.get(..size as usize).ok_or_else(bad)?;
-            fs.op_setxattr(ino, n[0], value, flags)
+            fs.op_setxattr(ino, n, value, flags)
                 .map(|()| Reply::Empty)?
         }
-        FUSE_GETXATTR => xattr(fs.op_getxattr(ino, name()?, f.u32(0).ok_or_else(bad)?)?),
-        FUSE_LISTXATTR => xattr(fs.op_listxattr(ino, f.u32(0).ok_or_else(bad)?)?),
+        FUSE_GETXATTR => xattr(fs.op_getxattr(ino, name()?, f.u32(0)?)?),
+        FUSE_LISTXATTR => xattr(fs.op_listxattr(ino, f.u32(0)?)?),
         FUSE_REMOVEXATTR => fs.op_removexattr(ino, name()?).map(|()| Reply::Empty)?,
         FUSE_FLUSH => return Err(fs.op_flush()),
         FUSE_OPENDIR => fs.op_opendir(ino).map(|()| Reply::Open(0, 0))?,
         FUSE_READDIR => {
-            let (offset, size) = (f.u64(8).ok_or_else(bad)?, f.u32(16).ok_or_else(bad)?);
+            let (offset, size) = (f.u64(8)?, f.u32(16)?);
             Reply::Dir(fs.op_readdir(ino, offset)?, size)
         }
         FUSE_RELEASEDIR => {
@@ -141,26 +126,18 @@ pub fn call(
         }
         FUSE_FSYNCDIR => fs.op_fsyncdir(ino).map(|()| Reply::Empty)?,
         FUSE_CREATE => {
-            let (flags, mode, umask) = (f.i32(0), f.u32(4), f.u32(8));
-            let (flags, mode, umask) = (
-                flags.ok_or_else(bad)?,
-                mode.ok_or_else(bad)?,
-                umask.ok_or_else(bad)?,
-            );
+            let (flags, mode, umask) = (f.i32(0)?, f.u32(4)?, f.u32(8)?);
             let (attr, fh) = fs.op_create(caller, ino, name()?, mode & !umask, flags)?;
             Reply::Create(attr, fh)
         }
         FUSE_FALLOCATE => {
-            let (fh, offset, len, mode) = (f.u64(0), f.u64(8), f.u64(16), f.i32(24));
-            let (fh, offset) = (fh.ok_or_else(bad)?, offset.ok_or_else(bad)?);
-            let (len, mode) = (len.ok_or_else(bad)?, mode.ok_or_else(bad)?);
+            let (fh, offset, len, mode) = (f.u64(0)?, f.u64(8)?, f.u64(16)?, f.i32(24)?);
             fs.op_fallocate(fh, offset, len, mode)
                 .map(|()| Reply::Empty)?
         }
         FUSE_LSEEK => {
-            let (fh, offset, whence) = (f.u64(0), f.u64(8), f.i32(16));
-            let (fh, whence) = (fh.ok_or_else(bad)?, whence.ok_or_else(bad)?);
-            Reply::Offset(fs.op_lseek(fh, offset.ok_or_else(bad)? as i64, whence)?)
+            let (fh, offset, whence) = (f.u64(0)?, f.u64(8)?, f.i32(16)?);
+            Reply::Offset(fs.op_lseek(fh, offset as i64, whence)?)
         }
         FUSE_DESTROY => {
             fs.op_destroy();
@@ -193,7 +170,7 @@ fn xattr(x: Xattr) -> Reply {
 }
 
 /// A SETATTR's changes (`struct fuse_setattr_in`).
-fn set_attr(f: Fields<'_>) -> Option<SetAttr> {
+fn set_attr(f: Fields<'_>) -> Result<SetAttr, Errno> {
     let valid = f.u32(0)?;
     let has = |bit: u32| valid & bit != 0;
     let when = |set: u32, now: u32, sec: u64, nsec: u32| {
@@ -205,7 +182,7 @@ fn set_attr(f: Fields<'_>) -> Option<SetAttr> {
             None
         }
     };
-    Some(SetAttr {
+    Ok(SetAttr {
         mode: has(FATTR_MODE).then_some(f.u32(68)?),
         uid: has(FATTR_UID).then_some(f.u32(76)?),
         gid: has(FATTR_GID).then_some(f.u32(80)?),

@@ -8,6 +8,7 @@
 //! Decoding reads little-endian fields at the kernel's offsets, checking
 //! every length; a request too short for its opcode is answered EINVAL.
 
+use crate::sys::Errno;
 use fuser::{FileAttr, FileType};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -76,23 +77,27 @@ pub const FATTR_CTIME: u32 = 1 << 10;
 /// `fuse_fsync_in.fsync_flags`: data only.
 pub const FUSE_FSYNC_FDATASYNC: u32 = 1;
 
-/// Little-endian fields of a byte slice, each checked against its length.
+/// Little-endian fields of a byte slice, each checked against its length:
+/// a field the slice is too short to hold is EINVAL (a malformed request).
 #[derive(Clone, Copy)]
 pub struct Fields<'a>(pub &'a [u8]);
 
 impl Fields<'_> {
-    pub fn u32(self, at: usize) -> Option<u32> {
-        let b = self.0.get(at..at + 4)?;
-        Some(u32::from_le_bytes(b.try_into().ok()?))
+    fn bytes<const N: usize>(self, at: usize) -> Result<[u8; N], Errno> {
+        let b = self.0.get(at..at + N).ok_or(libc::EINVAL)?;
+        b.try_into().map_err(|_| libc::EINVAL)
     }
 
-    pub fn u64(self, at: usize) -> Option<u64> {
-        let b = self.0.get(at..at + 8)?;
-        Some(u64::from_le_bytes(b.try_into().ok()?))
+    pub fn u32(self, at: usize) -> Result<u32, Errno> {
+        self.bytes(at).map(u32::from_le_bytes)
     }
 
-    pub fn i32(self, at: usize) -> Option<i32> {
-        self.u32(at).map(|v| v as i32)
+    pub fn u64(self, at: usize) -> Result<u64, Errno> {
+        self.bytes(at).map(u64::from_le_bytes)
+    }
+
+    pub fn i32(self, at: usize) -> Result<i32, Errno> {
+        self.bytes(at).map(i32::from_le_bytes)
     }
 }
 
@@ -112,12 +117,12 @@ impl InHeader {
     pub fn parse(b: &[u8]) -> Option<InHeader> {
         let f = Fields(b.get(..40)?);
         Some(InHeader {
-            opcode: f.u32(4)?,
-            unique: f.u64(8)?,
-            nodeid: f.u64(16)?,
-            uid: f.u32(24)?,
-            gid: f.u32(28)?,
-            pid: f.u32(32)?,
+            opcode: f.u32(4).ok()?,
+            unique: f.u64(8).ok()?,
+            nodeid: f.u64(16).ok()?,
+            uid: f.u32(24).ok()?,
+            gid: f.u32(28).ok()?,
+            pid: f.u32(32).ok()?,
         })
     }
 }
@@ -125,12 +130,12 @@ impl InHeader {
 /// The NUL-terminated strings at the start of a payload, in order: a
 /// name, or two (RENAME's old and new, SYMLINK's name and target); the
 /// rest after the last one (SETXATTR's value).
-pub fn names(payload: &[u8], count: usize) -> Option<(Vec<&OsStr>, &[u8])> {
+pub fn names<const N: usize>(payload: &[u8]) -> Option<([&OsStr; N], &[u8])> {
     let mut rest = payload;
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
+    let mut out = [OsStr::new(""); N];
+    for name in &mut out {
         let end = rest.iter().position(|&b| b == 0)?;
-        out.push(OsStr::from_bytes(&rest[..end]));
+        *name = OsStr::from_bytes(&rest[..end]);
         rest = &rest[end + 1..];
     }
     Some((out, rest))
@@ -320,13 +325,13 @@ mod tests {
         assert!(out.entry(&attr(), Duration::new(60, 7)));
         assert_eq!(out.len(), 128);
         let f = Fields(&buf);
-        assert_eq!(f.u64(0), Some(7), "nodeid");
-        assert_eq!(f.u64(16), Some(60), "entry_valid");
-        assert_eq!(f.u32(36), Some(7), "attr_valid_nsec");
+        assert_eq!(f.u64(0), Ok(7), "nodeid");
+        assert_eq!(f.u64(16), Ok(60), "entry_valid");
+        assert_eq!(f.u32(36), Ok(7), "attr_valid_nsec");
         // The attributes start at 40: mtime 1.5 s before the epoch.
-        assert_eq!(f.u64(40 + 32), Some((-2i64) as u64));
-        assert_eq!(f.u32(40 + 52), Some(500_000_000));
-        assert_eq!(f.u32(40 + 60), Some(libc::S_IFREG | 0o644), "mode");
+        assert_eq!(f.u64(40 + 32), Ok((-2i64) as u64));
+        assert_eq!(f.u32(40 + 52), Ok(500_000_000));
+        assert_eq!(f.u32(40 + 60), Ok(libc::S_IFREG | 0o644), "mode");
         let mut buf = [0u8; 512];
         let mut out = Out::new(&mut buf);
         assert!(out.attr_out(&attr(), Duration::ZERO));
@@ -342,15 +347,15 @@ mod tests {
         assert_eq!(out.len(), 32);
         assert!(!out.dirent(6, 2, FileType::RegularFile, OsStr::new("d")));
         assert_eq!(out.len(), 32, "nothing of the second");
-        assert_eq!(Fields(&buf).u32(20), Some(4), "DT_DIR");
+        assert_eq!(Fields(&buf).u32(20), Ok(4), "DT_DIR");
     }
 
     #[test]
     fn names_split_at_nuls_and_a_missing_nul_is_refused() {
-        let (n, rest) = names(b"old\0new\0value", 2).expect("two names");
+        let (n, rest) = names::<2>(b"old\0new\0value").expect("two names");
         assert_eq!(n, [OsStr::new("old"), OsStr::new("new")]);
         assert_eq!(rest, b"value");
-        assert!(names(b"no-nul", 1).is_none());
+        assert!(names::<1>(b"no-nul").is_none());
         assert!(InHeader::parse(&[0u8; 39]).is_none(), "a short header");
     }
 }
