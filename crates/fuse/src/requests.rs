@@ -1,5 +1,6 @@
 //! The kernel's requests by opcode: how many the mount served and how
-//! long serving them took, from the call into the filesystem to its reply
+//! long serving them took, from the call into the filesystem's operation
+//! until its answer is ready (sending the reply is not included)
 //! (`.writeback/stats`, lines `fuse_request_<opcode>_…`).
 //!
 //! Every request the filesystem sees is counted once, under the kernel's

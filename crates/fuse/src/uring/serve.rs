@@ -139,10 +139,9 @@ pub fn call(
             let (fh, offset, whence) = (f.u64(0)?, f.u64(8)?, f.i32(16)?);
             Reply::Offset(fs.op_lseek(fh, offset as i64, whence)?)
         }
-        FUSE_DESTROY => {
-            fs.op_destroy();
-            Reply::Empty
-        }
+        // Counted by fuser's `destroy`, which it calls once as its session
+        // ends, also when the request came over a ring.
+        FUSE_DESTROY => Reply::Empty,
         other => return Err(fs.op_unsupported(unsupported(other))),
     })
 }
