@@ -2,6 +2,7 @@
 
 mod bench;
 mod compare;
+mod docs_cmd;
 mod fsx_cmd;
 mod html_file;
 mod human;
@@ -67,6 +68,10 @@ enum Command {
     Fsx(fsx_cmd::FsxArgs),
     /// An HTML report with plots of results saved with --json (`wb sim`, `wb sim --compare`, `wb run`).
     Report(report_cmd::ReportArgs),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(docs_cmd::CompletionsArgs),
+    /// Write the man pages of wb and each subcommand into a directory.
+    Man(docs_cmd::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +87,8 @@ fn main() -> ExitCode {
         Command::Vopr(args) => vopr_cmd::run(args),
         Command::Fsx(args) => fsx_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
+        Command::Completions(args) => docs_cmd::completions(args),
+        Command::Man(args) => docs_cmd::man(args),
     }
 }
 

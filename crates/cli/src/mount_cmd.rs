@@ -5,12 +5,12 @@
 //! session; here are the arguments, the signals, the messages and the
 //! exit codes.
 
-use crate::bench::human_bytes;
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use wb_engine::units::format_bytes as human_bytes;
 use wb_fuse::{Event, Lifecycle, MountError, MountOptions, TraceWritten};
 
 #[derive(Args)]

@@ -97,7 +97,7 @@ pub fn run(args: SimArgs) -> ExitCode {
         .as_ref()
         .map(|_| wb_trace::Trace::new(args.trace.events()));
     let limit_s = scenario.duration_ns as f64 / 1e9;
-    let mut progress = Progress::new(&format!("simulating {}", scenario.name), limit_s);
+    let progress = Progress::simulated(&format!("simulating {}", scenario.name), limit_s);
     let mut tick = |f: f64| progress.update(f);
     let options = SimOptions {
         check_invariants: args.check,
@@ -164,7 +164,7 @@ fn compare(args: &SimArgs, scenario: &wb_scenario::Scenario, spec: &str) -> Exit
         };
         let limit_s = s.duration_ns as f64 / 1e9;
         let what = format!("simulating {} with {}={value}", s.name, compare.knob);
-        let mut progress = Progress::new(&what, limit_s);
+        let progress = Progress::simulated(&what, limit_s);
         let mut tick = |f: f64| progress.update(f);
         let options = SimOptions {
             check_invariants: args.check,

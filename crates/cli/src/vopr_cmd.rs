@@ -3,11 +3,11 @@
 //! and vopr.rs). A violation prints its seed and the command that replays
 //! it.
 
+use crate::progress::Progress;
 use crate::EXIT_FAILURE;
 use clap::Args;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use wb_sim::faults::{FaultProfile, CHECK_KINDS, FAULT_KINDS};
 
@@ -89,7 +89,7 @@ pub fn run(args: VoprArgs) -> ExitCode {
     }
     let (first, end) = args.seeds;
     let total = end - first;
-    let show = std::io::stderr().is_terminal() && !args.json;
+    let progress = Progress::counted("wb vopr", total, "seeds", !args.json);
     let mut faults: BTreeMap<&str, u64> = FAULT_KINDS.iter().map(|&k| (k, 0)).collect();
     let mut checks: BTreeMap<&str, u64> = CHECK_KINDS.iter().map(|&k| (k, 0)).collect();
     let mut failures = Vec::new();
@@ -105,19 +105,9 @@ pub fn run(args: VoprArgs) -> ExitCode {
         if let Some((check, what)) = run.outcome.violation {
             failures.push((seed, check, what));
         }
-        if show && (i % 10 == 0 || i as u64 + 1 == total) {
-            let done = i as u64 + 1;
-            let _ = write!(
-                std::io::stderr(),
-                "\rwb vopr: {done}/{total} seeds, {} violations, {:.0} s",
-                failures.len(),
-                started.elapsed().as_secs_f64()
-            );
-        }
+        progress.set(i as u64 + 1, format!("{} violations", failures.len()));
     }
-    if show {
-        eprintln!();
-    }
+    progress.finish();
     if args.json {
         let list: Vec<_> = failures
             .iter()

@@ -98,7 +98,7 @@ fn dontcache_bad_input_exits_2_with_a_message() {
     let out = wb(&["bench", "dontcache", "--size", "1MiB"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--size 1048576 (1 MiB)"), "{stderr}");
+    assert!(stderr.contains("--size 1048576 (1.0MiB)"), "{stderr}");
     assert!(stderr.contains("64 MiB"), "{stderr}");
     assert!(out.stdout.is_empty());
 

@@ -172,6 +172,10 @@ fn human_report_shows_jobs_and_engine() {
     let path = write_temp("small3.toml", SMALL);
     let out = wb(&["sim", path.to_str().unwrap()]);
     assert!(out.status.success());
+    // The progress bar is drawn on a terminal only: a pipe or a log gets
+    // no escape codes.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "{stderr}");
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in [
         "x real time",

@@ -130,6 +130,22 @@ mod tests {
     }
 
     #[test]
+    fn sizes_format_for_people_and_parse_back() {
+        assert_eq!(format_bytes(0), "0B");
+        assert_eq!(format_bytes(1023), "1023B");
+        assert_eq!(format_bytes(128 << 10), "128.0KiB");
+        assert_eq!(format_bytes(1 << 20), "1.0MiB");
+        assert_eq!(format_bytes(3 << 29), "1.5GiB");
+        assert_eq!(format_bytes(5 << 40), "5.0TiB");
+        assert_eq!(format_bytes(5000 << 40), "5000.0TiB");
+        // What `wb` prints, a person can type back in (to a tenth of the unit).
+        for bytes in [4096, 100_000_000, (3 << 29) + 12_345] {
+            let back = parse_bytes(&format_bytes(bytes)).expect("parses back");
+            assert!(back.abs_diff(bytes) * 20 <= bytes, "{bytes} -> {back}");
+        }
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration_ns("200ms"), Ok(200_000_000));
         assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));

@@ -305,9 +305,9 @@ pub fn check_room(dir: &Path, size: u64, margin: u64) -> Result<(), BenchError> 
             "--dir {}: not enough free space: {} available, a run needs --size {} plus {} \
              to spare; pick a smaller --size or another --dir",
             dir.display(),
-            human_bytes(free),
-            human_bytes(size),
-            human_bytes(margin)
+            wb_engine::units::format_bytes(free),
+            wb_engine::units::format_bytes(size),
+            wb_engine::units::format_bytes(margin)
         )));
     }
     Ok(())
@@ -350,16 +350,6 @@ pub fn median(values: &[f64]) -> f64 {
 pub use rand_xoshiro::SplitMix64;
 
 pub const MIB: f64 = 1024.0 * 1024.0;
-
-/// "1.5 GiB" style rendering of a byte count, for messages.
-pub fn human_bytes(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b >= 1024.0 * MIB {
-        format!("{:.1} GiB", b / (1024.0 * MIB))
-    } else {
-        format!("{:.0} MiB", b / MIB)
-    }
-}
 
 /// KNOB=VALUE, checked against the engine's knobs.
 pub(crate) fn parse_engine_set(text: &str) -> Result<(String, String), String> {

@@ -15,13 +15,14 @@ use super::harness::{self, median_of, Experiment, Notes, Output, Report, Turn};
 use super::mount::Mount;
 use super::table::{self, Table};
 use super::{
-    drop_caches, free_bytes, human_bytes, parse_repeat, parse_seconds, parse_size, prepare_dir,
-    progress, BenchError, MIB,
+    drop_caches, free_bytes, parse_repeat, parse_seconds, parse_size, prepare_dir, progress,
+    BenchError, MIB,
 };
 use crate::html_file::HtmlFile;
 use clap::Args;
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use wb_engine::units::format_bytes;
 
 /// Free space left untouched on the filesystem.
 const SPACE_MARGIN: u64 = 1 << 30;
@@ -165,9 +166,9 @@ pub fn run(args: ThroughputArgs, html: Option<HtmlFile>) -> Result<(), BenchErro
             "not enough free space in {}: {} available, need {} (two files of --size and {} \
              margin); lower --size or pick another --dir",
             dir.display(),
-            human_bytes(free),
-            human_bytes(2 * args.size + SPACE_MARGIN),
-            human_bytes(SPACE_MARGIN)
+            format_bytes(free),
+            format_bytes(2 * args.size + SPACE_MARGIN),
+            format_bytes(SPACE_MARGIN)
         )));
     }
     progress!("{}; files in {}", fio.version, dir.display());
@@ -242,9 +243,9 @@ fn render(medians: &[(String, f64)], exp: &Throughput, repeat: usize) -> Doc {
     let mut out = Doc::from(format!(
         "fio, 1 MiB sequential writes and reads of {}, 4 KiB random reads for {} s; \
          mount memory {}; medians of {repeat} run{}.\n\n",
-        human_bytes(exp.size),
+        format_bytes(exp.size),
         exp.seconds,
-        human_bytes(exp.memory),
+        format_bytes(exp.memory),
         if repeat == 1 { "" } else { "s" },
     ));
     let get = |n: String| medians.iter().find(|(m, _)| *m == n).map(|(_, v)| *v);

@@ -23,14 +23,13 @@ mod report;
 pub use child::own_cpu;
 
 use super::harness::{self, Experiment, Notes, Output, Report, Turn};
-use super::{
-    check_room, human_bytes, parse_repeat, parse_size, prepare_dir, progress, BenchError, MIB,
-};
+use super::{check_room, parse_repeat, parse_size, prepare_dir, progress, BenchError, MIB};
 use crate::html_file::HtmlFile;
 use child::ChildReport;
 use clap::Args;
 use report::exact_bytes;
 use std::path::PathBuf;
+use wb_engine::units::format_bytes;
 use writeback::Writeout;
 
 const GIB: f64 = 1024.0 * MIB;
@@ -172,7 +171,7 @@ impl Experiment for Cpu<'_> {
     fn announce(&self, _: &(), label: &str) -> Option<String> {
         Some(format!(
             "{label}: writing {} in {} writes through a {} cache, then sync_data",
-            human_bytes(self.sizes.size),
+            format_bytes(self.sizes.size),
             exact_bytes(self.sizes.block_size),
             exact_bytes(self.sizes.memory)
         ))
@@ -193,7 +192,7 @@ impl Experiment for Cpu<'_> {
             run.cpu_s_per_gib(size),
             run.wall_s,
             run.mib_s(size),
-            human_bytes(report.written_bytes),
+            format_bytes(report.written_bytes),
             report.io_backend
         )];
         if report.written_bytes < size {

@@ -3,9 +3,9 @@
 use super::{writeout_name, Run, Sizes};
 use crate::bench::doc::Doc;
 use crate::bench::harness::median_of;
-use crate::bench::human_bytes;
 use crate::bench::table::Table;
 use serde_json::json;
+use wb_engine::units::format_bytes;
 use writeback::Writeout;
 
 pub fn to_json(sizes: Sizes, runs: &[Run], writeout: Writeout) -> serde_json::Value {
@@ -67,7 +67,7 @@ pub fn render(sizes: Sizes, runs: &[Run], backend: &str, writeout: Writeout) -> 
         "Sequential write of {} in {} write_at calls into one new file, then sync_data, \
          through a cache of {} ({backend} backend, {} writeout); CPU time (user + sys) of the child process \
          doing it, {} run{} (medians of each column).\n\n",
-        human_bytes(sizes.size),
+        format_bytes(sizes.size),
         exact_bytes(sizes.block_size),
         exact_bytes(sizes.memory),
         writeout_name(writeout),

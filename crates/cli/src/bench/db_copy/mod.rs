@@ -27,8 +27,7 @@ use super::mount::Mount;
 use super::pagecache::resident_bytes;
 use super::table;
 use super::{
-    free_bytes, human_bytes, parse_seconds, parse_size, prepare_dir, progress, quiesce, BenchError,
-    MIB,
+    free_bytes, parse_seconds, parse_size, prepare_dir, progress, quiesce, BenchError, MIB,
 };
 use crate::html_file::HtmlFile;
 use clap::Args;
@@ -36,6 +35,7 @@ use clients::{clients_during_copy, clients_for, Phase};
 use files::{make_hot, mount_cached_bytes};
 use std::path::PathBuf;
 use std::time::Duration;
+use wb_engine::units::format_bytes;
 
 /// The database's page.
 const PAGE_BYTES: u64 = 8 << 10;
@@ -151,8 +151,8 @@ pub fn run(args: DbCopyArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
         return Err(BenchError::Failed(format!(
             "not enough free space in {}: {} available, need {}; lower --copy-size or pick another --dir",
             dir.display(),
-            human_bytes(free),
-            human_bytes(need)
+            format_bytes(free),
+            format_bytes(need)
         )));
     }
     let mut exp = DbCopy {
@@ -184,8 +184,8 @@ fn check(args: &DbCopyArgs) -> Result<(), BenchError> {
     if args.hot_size < PAGE_BYTES * 16 {
         return Err(BenchError::BadInput(format!(
             "--hot-size {}: must be at least {}",
-            human_bytes(args.hot_size),
-            human_bytes(PAGE_BYTES * 16)
+            format_bytes(args.hot_size),
+            format_bytes(PAGE_BYTES * 16)
         )));
     }
     for c in &args.configs {
@@ -214,7 +214,7 @@ fn run_config(exp: &DbCopy, name: &str) -> Result<Outcome, BenchError> {
     let (hot_path, copy_path) = (at(&hot), at(&copy));
     progress!(
         "{name}: writing and reading the hot file ({})",
-        human_bytes(exp.hot_size)
+        format_bytes(exp.hot_size)
     );
     make_hot(&hot_path, exp.hot_size)?;
     quiesce()?;
@@ -225,7 +225,7 @@ fn run_config(exp: &DbCopy, name: &str) -> Result<Outcome, BenchError> {
         quiet.tps(),
         table::ms(quiet.p99_us()),
         quiet.parts_us.p99s(),
-        human_bytes(exp.copy_size)
+        format_bytes(exp.copy_size)
     );
     let (during, copy_s) = clients_during_copy(exp, &hot_path, &copy_path)?;
     let copy_mib_s = exp.copy_size as f64 / MIB / copy_s;
@@ -241,7 +241,7 @@ fn run_config(exp: &DbCopy, name: &str) -> Result<Outcome, BenchError> {
         table::ms(during.lat_us.max() as f64),
         during.parts_us.p99s(),
         copy_mib_s,
-        human_bytes(hot_cached_bytes)
+        format_bytes(hot_cached_bytes)
     );
     if let Some(m) = mount {
         show_waits(&m, name);

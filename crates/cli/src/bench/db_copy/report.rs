@@ -4,18 +4,19 @@
 use super::{DbCopy, Outcome};
 use crate::bench::doc::Doc;
 use crate::bench::table::{self, Table};
-use crate::bench::{human_bytes, MIB};
+use crate::bench::MIB;
 use serde_json::json;
+use wb_engine::units::format_bytes;
 
 pub fn render(outcomes: &[Outcome], exp: &DbCopy) -> Doc {
     let mut out = Doc::from(format!(
         "{} clients: 3 random 8 KiB reads + 1 write + fdatasync per transaction, over a {} hot \
          file; quiet for {} s, then during a {} copy (1 MiB writes, fsync); mount memory {}{}.\n\n",
         exp.clients,
-        human_bytes(exp.hot_size),
+        format_bytes(exp.hot_size),
         exp.seconds,
-        human_bytes(exp.copy_size),
-        human_bytes(exp.memory),
+        format_bytes(exp.copy_size),
+        format_bytes(exp.memory),
         exp.mount_sets
             .iter()
             .map(|(k, v)| format!(", {k}={v}"))

@@ -39,13 +39,14 @@ use super::kernel_write::{self, Mode};
 use super::pagecache::read_meminfo_level;
 use super::sysctl::{self, engine_dirty_limits, DirtyLimitsGuard};
 use super::table;
-use super::{check_room, human_bytes, parse_repeat, parse_size, prepare_dir, progress, BenchError};
+use super::{check_room, parse_repeat, parse_size, prepare_dir, progress, BenchError};
 use crate::html_file::HtmlFile;
 use clap::Args;
 use report::RunResult;
 use runs::EngineMode;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use wb_engine::units::format_bytes;
 
 /// Bytes per write call.
 const CHUNK: u64 = 1 << 20;
@@ -295,8 +296,8 @@ fn introduce(
         "files in {} ({fs}, kernel {}); {} per run in 1 MiB writes; engine memory {}",
         dir.display(),
         kernel_write::kernel_release(),
-        human_bytes(args.size),
-        human_bytes(args.memory)
+        format_bytes(args.size),
+        format_bytes(args.memory)
     );
     progress!(
         "vm.dirty_bytes={} vm.dirty_background_bytes={} (the engine's limits, 20% / 10%) \
@@ -321,7 +322,7 @@ fn validate_size(size: u64) -> Result<(), BenchError> {
         return Err(BenchError::BadInput(format!(
             "--size {size} ({}): must be a multiple of 1 MiB (the writes are 1 MiB each) \
              and at least {} MiB",
-            human_bytes(size),
+            format_bytes(size),
             MIN_SIZE >> 20
         )));
     }

@@ -4,11 +4,11 @@
 use super::{BenchConfig, Dontcache};
 use crate::bench::doc::Doc;
 use crate::bench::harness::{median_of, Notes};
-use crate::bench::human_bytes;
 use crate::bench::kernel_write;
 use crate::bench::table::{self, Table};
 use hdrhistogram::Histogram;
 use serde_json::json;
+use wb_engine::units::format_bytes;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Latency {
@@ -114,16 +114,16 @@ pub fn render(
          MiB/s includes the fdatasync; latencies are per write call. Kernel dirty limits for \
          the bench: vm.dirty_bytes={} ({}) / vm.dirty_background_bytes={} ({}), the engine's \
          (20% / 10% of its {}; {io_backend} backend).\n\n",
-        human_bytes(exp.size),
+        format_bytes(exp.size),
         exp.dir.display(),
         exp.fs,
         kernel_write::kernel_release(),
         if repeat == 1 { "" } else { "s" },
         exp.dirty_limits.0,
-        human_bytes(exp.dirty_limits.0),
+        format_bytes(exp.dirty_limits.0),
         exp.dirty_limits.1,
-        human_bytes(exp.dirty_limits.1),
-        human_bytes(exp.memory),
+        format_bytes(exp.dirty_limits.1),
+        format_bytes(exp.memory),
     ));
     let mut t = Table::new(&[
         "config",

@@ -6,11 +6,11 @@
 //! charged to the root cgroup.
 
 use crate::bench::cleanup::{self, RestoreGuard};
-use crate::bench::human_bytes;
 use crate::bench::scheduler::Queue;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use wb_engine::units::format_bytes;
 
 /// Where the cgroup v1 blkio hierarchy is mounted.
 pub const BLKIO_ROOT: &str = "/sys/fs/cgroup/blkio";
@@ -91,9 +91,9 @@ impl BlkioCgroup {
         Some(format!(
             "{} of writes to {} charged to the blkio cgroup (limit {}/s); the rest \
              of the writer's data was written back by the flusher, outside it",
-            human_bytes(bytes),
+            format_bytes(bytes),
             self.device,
-            human_bytes(limit)
+            format_bytes(limit)
         ))
     }
 

@@ -6,12 +6,13 @@
 use super::sweep::SweepPoint;
 use super::{Interference, CHUNK};
 use crate::bench::kernel_write::WriteSpan;
-use crate::bench::{human_bytes, BenchError, SplitMix64, MIB};
+use crate::bench::{BenchError, SplitMix64, MIB};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wb_engine::units::format_bytes;
 use writeback::{Cache, CacheBuilder, OpenOptions, WriteFlags};
 
 /// What the engine writer did.
@@ -50,7 +51,7 @@ impl EngineOutcome {
             d.map_or(0.0, |d| (d.pages_written * wb_engine::PAGE_SIZE) as f64
                 / 1024.0
                 / d.writes.max(1) as f64),
-            human_bytes(self.stats.dirty_peak_pages * wb_engine::PAGE_SIZE)
+            format_bytes(self.stats.dirty_peak_pages * wb_engine::PAGE_SIZE)
         )
     }
 }

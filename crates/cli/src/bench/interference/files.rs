@@ -3,9 +3,10 @@
 //! kernel's own wbt.
 
 use super::{CHUNK, MIN_WRITER, SPACE_MARGIN};
-use crate::bench::{free_bytes, human_bytes, progress, BenchError, SplitMix64};
+use crate::bench::{free_bytes, progress, BenchError, SplitMix64};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use std::path::{Path, PathBuf};
+use wb_engine::units::format_bytes;
 
 /// The writer size that fits on the disk next to the reader's file.
 pub fn fit_writer(dir: &Path, reader_size: u64, wanted: u64) -> Result<u64, BenchError> {
@@ -16,21 +17,21 @@ pub fn fit_writer(dir: &Path, reader_size: u64, wanted: u64) -> Result<u64, Benc
             "not enough free space in {}: {} available, the benchmark needs at least {} \
              (reader file {} + writer {} + {} margin); free some space or pick another --dir",
             dir.display(),
-            human_bytes(free),
-            human_bytes(reader_size + MIN_WRITER + SPACE_MARGIN),
-            human_bytes(reader_size),
-            human_bytes(MIN_WRITER),
-            human_bytes(SPACE_MARGIN)
+            format_bytes(free),
+            format_bytes(reader_size + MIN_WRITER + SPACE_MARGIN),
+            format_bytes(reader_size),
+            format_bytes(MIN_WRITER),
+            format_bytes(SPACE_MARGIN)
         )));
     }
     if wanted > room {
         let size = room / CHUNK as u64 * CHUNK as u64;
         progress!(
             "note: only {} free in {}: writing {} per writer instead of {}",
-            human_bytes(free),
+            format_bytes(free),
             dir.display(),
-            human_bytes(size),
-            human_bytes(wanted)
+            format_bytes(size),
+            format_bytes(wanted)
         );
         return Ok(size);
     }

@@ -59,7 +59,7 @@ use super::fio::{self, Fio};
 use super::harness::{self, Experiment, Notes, Output, Report, Turn};
 use super::sysctl::{self, engine_dirty_limits};
 use super::table;
-use super::{human_bytes, prepare_dir, progress, BenchError};
+use super::{prepare_dir, progress, BenchError};
 use crate::html_file::HtmlFile;
 use configs::ConfigSummary;
 use kernel_configs::Machine;
@@ -67,6 +67,7 @@ use one_run::RunResult;
 use rows::Row;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use wb_engine::units::format_bytes;
 
 /// Chunk of the writers (fio's bs=1M, the engine writer's write_at size).
 const CHUNK: usize = 1 << 20;
@@ -207,9 +208,9 @@ impl Interference {
             "{}; files in {}; engine memory {}: dirty limits {} / background {}",
             fio.version,
             dir.display(),
-            human_bytes(args.memory),
-            human_bytes(dirty_limits.0),
-            human_bytes(dirty_limits.1)
+            format_bytes(args.memory),
+            format_bytes(dirty_limits.0),
+            format_bytes(dirty_limits.1)
         );
         if let Some((dev, wbt)) = files::kernel_wbt(&dir) {
             progress!("kernel wbt on {dev}: wbt_lat_usec={wbt} (left as it is)");
@@ -227,7 +228,7 @@ impl Interference {
         let reader = TempFile::new(dir.join("wb-bench-reader.dat"));
         progress!(
             "writing the reader's file ({}) with O_DIRECT",
-            human_bytes(reader_size)
+            format_bytes(reader_size)
         );
         files::write_direct_file(reader.path(), reader_size)?;
         let writer = TempFile::new(dir.join("wb-bench-writer.dat"));

@@ -11,9 +11,9 @@ use super::Interference;
 use crate::bench::doc::Doc;
 use crate::bench::fio::ReaderResult;
 use crate::bench::harness::{median_of, median_some, ratio_table, Notes, Values};
-use crate::bench::human_bytes;
 use crate::bench::table::{self, Table};
 use serde_json::json;
+use wb_engine::units::format_bytes;
 
 /// The medians of a row's runs.
 pub fn summarize(row: Row, runs: &[RunResult]) -> ConfigSummary {
@@ -80,19 +80,19 @@ fn header(summaries: &[ConfigSummary], exp: &Interference, repeat: usize) -> Str
          Kernel dirty limits for the kernel runs: {} / background {} (20% / 10% of the \
          engine's {}){}.\n\n",
         exp.seconds,
-        human_bytes(exp.writer_size),
+        format_bytes(exp.writer_size),
         if repeat == 1 { "" } else { "s" },
-        human_bytes(exp.dirty_limits.0),
-        human_bytes(exp.dirty_limits.1),
-        human_bytes(exp.memory),
+        format_bytes(exp.dirty_limits.0),
+        format_bytes(exp.dirty_limits.1),
+        format_bytes(exp.memory),
         match summaries
             .iter()
             .any(|s| s.config == BenchConfig::KernelDirty64m)
         {
             true => format!(
                 "; kernel-dirty64m's: {} / background {}",
-                human_bytes(kernel_configs::DIRTY64M_LIMITS.0),
-                human_bytes(kernel_configs::DIRTY64M_LIMITS.1)
+                format_bytes(kernel_configs::DIRTY64M_LIMITS.0),
+                format_bytes(kernel_configs::DIRTY64M_LIMITS.1)
             ),
             false => String::new(),
         },

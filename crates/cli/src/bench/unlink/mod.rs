@@ -29,9 +29,7 @@ mod walk;
 use super::cleanup::TempFile;
 use super::harness::{self, Experiment, Notes, Output, Report, Turn};
 use super::mount::Mount;
-use super::{
-    drop_caches, free_bytes, human_bytes, parse_size, prepare_dir, progress, quiesce, BenchError,
-};
+use super::{drop_caches, free_bytes, parse_size, prepare_dir, progress, quiesce, BenchError};
 use crate::html_file::HtmlFile;
 use backlog::{read_backlog_pauses, wait_backlogs_empty};
 use clap::Args;
@@ -40,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tree::{build_tree, syncfs};
 use walk::{remove_tree, Walk};
+use wb_engine::units::format_bytes;
 
 /// Free space left untouched on the filesystem.
 const SPACE_MARGIN: u64 = 1 << 30;
@@ -220,7 +219,7 @@ pub fn run(args: UnlinkArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
         args.files,
         wb_engine::units::format_bytes(args.file_size),
         args.big_files,
-        human_bytes(args.big_file_size),
+        format_bytes(args.big_file_size),
         dir.display()
     );
     let configs = if args.configs.is_empty() {
@@ -246,9 +245,9 @@ fn check_room(args: &UnlinkArgs, dir: &Path) -> Result<(), BenchError> {
             "not enough free space in {}: {} available, need {} (the tree) and {} margin; \
              lower --files, --big-files or --big-file-size, or pick another --dir",
             dir.display(),
-            human_bytes(free),
-            human_bytes(tree_bytes),
-            human_bytes(SPACE_MARGIN)
+            format_bytes(free),
+            format_bytes(tree_bytes),
+            format_bytes(SPACE_MARGIN)
         )));
     }
     Ok(())
