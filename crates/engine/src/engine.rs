@@ -210,8 +210,9 @@ impl Engine {
         }
     }
 
-    /// The file the task's operation is on, if it is on one file.
-    fn op_file(&self, task: TaskId) -> Option<FileId> {
+    /// The file the task's operation is on, if it is on one file (a
+    /// runtime names it in what it reports of the task's waits).
+    pub fn op_file(&self, task: TaskId) -> Option<FileId> {
         let handle = match self.tasks[task.index()].op {
             Op::Write(WriteOp { handle, .. })
             | Op::Read { handle, .. }
