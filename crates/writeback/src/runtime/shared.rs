@@ -298,7 +298,7 @@ impl Shared {
                 trace.slept(task.index(), &stall, planned_ns, || track_name(task));
             }
             #[cfg(any(feature = "metrics", feature = "tracing"))]
-            let file = core.engine.op_file(task);
+            let file = core.engine.stall_file(task);
             drop(core);
             #[cfg(any(feature = "metrics", feature = "tracing"))]
             let waiting = crate::telemetry::Wait::begin(stall.reason, file);

@@ -2,7 +2,7 @@
 //! engine `Stall`: dirty throttle, stable page, memory, read, sync, …) is
 //! a `wb.stall` span at INFO level around the wait, on the caller's
 //! thread, with fields `reason` (`StallReason::name`), `file` (the
-//! engine's file id, -1 for an operation on no one file such as `sync`)
+//! engine's file id, `Engine::stall_file`; -1 for a cache-wide sync)
 //! and `duration_ns` (recorded when the wait ends). A subscriber that
 //! times spans sees the wait as the span's life; one that only reads
 //! fields has the duration as a field. Without a subscriber, a span costs
