@@ -6,7 +6,6 @@
 //! pause histogram has one value per pause.
 //!
 //! One test in this binary: the recorder is the process's.
-#![cfg(feature = "metrics")]
 
 mod common;
 

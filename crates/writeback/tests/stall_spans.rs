@@ -1,7 +1,6 @@
 //! Feature `tracing`: each wait the library imposes on a caller is a
 //! `wb.stall` span with its reason, file and duration, seen here by a
 //! minimal subscriber that keeps every span's fields.
-#![cfg(feature = "tracing")]
 
 mod common;
 
