@@ -15,10 +15,11 @@ fi
 # (setpriv: writes as another user in the mount's POSIX tests), git (a
 # clone, fsck and gc on the mount), python3 (POSIX locks from a second
 # process), nocache (an LD_PRELOAD wrapper that drops a program's pages
-# with fadvise DONTNEED: the kernel-nocache writer of wb bench interference).
+# with fadvise DONTNEED: the kernel-nocache writer of wb bench interference),
+# prometheus (its promtool checks the mount's .writeback/metrics).
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
-  for pkg in fio dbench e2fsprogs sqlite3 util-linux git python3 nocache; do
+  for pkg in fio dbench e2fsprogs sqlite3 util-linux git python3 nocache prometheus; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then

@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --profile release-test
+# The library's optional features: the `metrics` facade and `tracing`
+# spans (crates/writeback/src/telemetry), with their own tests.
+cargo clippy -p writeback --all-targets --features metrics,tracing -- -D warnings
+cargo test -p writeback --profile release-test --features metrics,tracing --test metrics_facade --test stall_spans
 # The mount's tests again over FUSE over io_uring (crates/fuse/src/uring):
 # the kernel's switch on for the run, put back as it was after.
 uring=/sys/module/fuse/parameters/enable_uring

@@ -210,6 +210,23 @@ impl Engine {
         }
     }
 
+    /// The file a task's wait is for, for a runtime's reports of it: the
+    /// file of its read or write, of its fsync (a handle's; None for a
+    /// cache-wide sync), truncation, invalidation or unlink.
+    pub fn stall_file(&self, task: TaskId) -> Option<FileId> {
+        let op = &self.tasks.get(task.index())?.op;
+        match *op {
+            Op::Sync { op } => {
+                let handle = self.syncs.ops.get(&op)?.handle?;
+                self.handle(handle).ok().map(|h| h.file)
+            }
+            Op::Truncate { file, .. } | Op::Invalidate { file, .. } | Op::Unlink { file, .. } => {
+                Some(file)
+            }
+            _ => self.op_file(task),
+        }
+    }
+
     /// The file the task's operation is on, if it is on one file.
     fn op_file(&self, task: TaskId) -> Option<FileId> {
         let handle = match self.tasks[task.index()].op {

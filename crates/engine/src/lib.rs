@@ -216,7 +216,9 @@ pub use memory_pressure::{
 };
 pub use page_cache::PageRun;
 pub use page_map::{Overwritable, PageMap};
-pub use stats::counters::{DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats};
+pub use stats::counters::{
+    DeviceGauges, DeviceStats, DomainStats, Gauges, StallStats, Stats, STALL_BUCKETS,
+};
 pub use time::Instant;
 pub use wbt::{auto_target_ns, COMMIT_WRITE_MAX_PAGES};
 pub use wbt_pace::MAX_PACE_STEP;

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! .writeback/stats                 statistics, one `name value` a line (read-only)
+//! .writeback/metrics               the same in the Prometheus text format (read-only)
 //! .writeback/<cache knob>          e.g. dirty_ratio, dirty_expire_centisecs
 //! .writeback/<device>/<knob>       e.g. vda/wbt_lat_usec, vda/max_ratio
 //! .writeback/trace                 1 while a trace is recorded (with `wb mount --trace FILE`)
@@ -50,6 +51,7 @@ pub(crate) const MAX_VALUE_BYTES: usize = 4096;
 pub(crate) enum Node {
     Dir,
     Stats,
+    Metrics,
     Knob(usize),
     DeviceDir(usize),
     DeviceKnob(usize, usize),
@@ -58,6 +60,8 @@ pub(crate) enum Node {
 
 /// The inode slot of `trace` among the root's files (after the knobs).
 const TRACE_SLOT: u64 = PER_DEVICE - 1;
+/// The inode slot of `metrics` (after the knobs, before `trace`).
+const METRICS_SLOT: u64 = PER_DEVICE - 2;
 
 /// Where `.writeback/trace` writes a trace, and how many events it keeps.
 #[derive(Clone, Debug)]
@@ -76,6 +80,7 @@ impl Node {
                 Node::DeviceDir(d) => PER_DEVICE * (d as u64 + 1),
                 Node::DeviceKnob(d, k) => PER_DEVICE * (d as u64 + 1) + 1 + k as u64,
                 Node::Trace => TRACE_SLOT,
+                Node::Metrics => METRICS_SLOT,
             }
     }
 
@@ -85,6 +90,7 @@ impl Node {
             (0, 0) => Node::Dir,
             (0, 1) => Node::Stats,
             (0, TRACE_SLOT) => Node::Trace,
+            (0, METRICS_SLOT) => Node::Metrics,
             (0, k) => Node::Knob(k as usize - 2),
             (d, 0) => Node::DeviceDir(d as usize - 1),
             (d, k) => Node::DeviceKnob(d as usize - 1, k as usize - 1),
@@ -107,7 +113,7 @@ impl Node {
     fn kind(self) -> VirtualKind {
         match self {
             Node::Dir | Node::DeviceDir(_) => VirtualKind::Dir,
-            Node::Stats => VirtualKind::ReadOnly,
+            Node::Stats | Node::Metrics => VirtualKind::ReadOnly,
             _ => VirtualKind::Writable,
         }
     }
@@ -156,7 +162,10 @@ impl Control<'_> {
     pub fn list(&self, dir: Node) -> Result<Vec<(String, Node)>, Errno> {
         match dir {
             Node::Dir => {
-                let mut entries = vec![("stats".to_string(), Node::Stats)];
+                let mut entries = vec![
+                    ("stats".to_string(), Node::Stats),
+                    ("metrics".to_string(), Node::Metrics),
+                ];
                 if self.trace.is_some() {
                     entries.push(("trace".to_string(), Node::Trace));
                 }
@@ -194,6 +203,11 @@ impl Control<'_> {
                 crate::stats_text::render(&self.cache.stats(), self.cache.oldest_dirty_age())
                     + &crate::stats_text::render_server(&self.server, self.requests)
             }
+            Node::Metrics => crate::metrics_text::render(
+                self.cache.metric_families(),
+                &self.server,
+                self.requests,
+            ),
             Node::Knob(k) => self.cache.knob(Config::KNOBS[k]).ok_or(libc::ENOENT)? + "\n",
             Node::DeviceKnob(d, k) => {
                 let device = self.devices().get(d).cloned().ok_or(libc::ENOENT)?;
@@ -223,7 +237,7 @@ impl Control<'_> {
                     .set_device_knob(&device, DeviceConfig::KNOBS[k], value)
             }
             Node::Trace => return self.switch_trace(value),
-            Node::Stats => return Err(libc::EACCES),
+            Node::Stats | Node::Metrics => return Err(libc::EACCES),
             Node::Dir | Node::DeviceDir(_) => return Err(libc::EISDIR),
         };
         result.map_err(|e| e.errno())
@@ -277,6 +291,7 @@ mod tests {
             Node::DeviceKnob(3, 0),
             Node::DeviceKnob(3, DeviceConfig::KNOBS.len() - 1),
             Node::Trace,
+            Node::Metrics,
         ];
         for node in nodes {
             assert_eq!(Node::from_ino(node.ino()), Some(node), "{node:?}");

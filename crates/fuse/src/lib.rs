@@ -28,8 +28,8 @@
 //! One concept per file: `fs.rs` (request routing), `inode.rs` (inode
 //! table), `handles.rs` (open handles), `data.rs` (file data through the
 //! engine), `meta.rs` (metadata), `dir.rs` (listings), `xattr.rs`
-//! (extended attributes), `control.rs` and `stats_text.rs` (the
-//! `.writeback` tree), `attr.rs` (attributes), `orphans.rs` (removed files), `sys.rs` (system calls),
+//! (extended attributes), `control.rs`, `stats_text.rs` and
+//! `metrics_text.rs` (the `.writeback` tree), `attr.rs` (attributes), `orphans.rs` (removed files), `sys.rs` (system calls),
 //! `lifecycle.rs` (mount and shutdown), `mount.rs` (the library call:
 //! checks, the cache, the mount), `session.rs` (a mount being served and
 //! its end), `mount_error.rs` (why mounting failed).
@@ -45,6 +45,7 @@ mod handles;
 mod inode;
 mod lifecycle;
 mod meta;
+mod metrics_text;
 mod mount;
 mod mount_error;
 mod ops;

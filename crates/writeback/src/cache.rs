@@ -487,6 +487,23 @@ impl Cache {
         self.shared.lock().engine.stats()
     }
 
+    /// The cache's figures as metric families (counters, gauges,
+    /// histograms with labels), from one snapshot of [`Cache::stats`]:
+    /// render them with [`crate::telemetry::render_prometheus`].
+    pub fn metric_families(&self) -> Vec<crate::telemetry::Family> {
+        let (stats, age) = self.shared.snapshot(&self.shared.lock());
+        crate::telemetry::families(&stats, age)
+    }
+
+    /// Publishes the cache's counters and gauges to the `metrics` facade
+    /// now (the timer thread does every second; see telemetry/). Without
+    /// a recorder installed, nothing happens.
+    #[cfg(feature = "metrics")]
+    pub fn publish_metrics(&self) {
+        let families = self.metric_families();
+        crate::telemetry::facade::publish(&families);
+    }
+
     /// Bytes of the cache's memory backed ahead of use or in use, as its
     /// populating thread last saw them: at most 32 MiB beyond the highest
     /// frame in use, never beyond the budget (runtime/populate.rs).

@@ -30,6 +30,7 @@ mod fallocate;
 mod file;
 pub mod io;
 mod runtime;
+pub mod telemetry;
 
 pub use cache::{
     Cache, CacheBuilder, Domain, OpenOptions, Writeout, CALIBRATION_BUDGET,

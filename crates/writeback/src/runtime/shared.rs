@@ -297,9 +297,15 @@ impl Shared {
                 let planned_ns = stall.until.since_ns(self.clock.now());
                 trace.slept(task.index(), &stall, planned_ns, || track_name(task));
             }
+            #[cfg(any(feature = "metrics", feature = "tracing"))]
+            let file = core.engine.stall_file(task);
             drop(core);
+            #[cfg(any(feature = "metrics", feature = "tracing"))]
+            let waiting = crate::telemetry::Wait::begin(stall.reason, file);
             self.carry_out_while_waiting(task, stall.reason, out);
             core = self.wait(task, self.clock.at(stall.until), stall.wakeable);
+            #[cfg(any(feature = "metrics", feature = "tracing"))]
+            waiting.end();
             if let Some(trace) = core.trace.as_mut() {
                 trace.woke(task.index());
             }

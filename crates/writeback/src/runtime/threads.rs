@@ -1,6 +1,7 @@
 //! The runtime's own threads: the completion thread (finished I/O to the
 //! engine), the timer thread (the engine's deadlines, the devices' read
-//! statistics, memory given back) and the release thread (unlinked files'
+//! statistics, memory given back, with feature `metrics` the metrics
+//! published every second) and the release thread (unlinked files'
 //! release steps, one at a time).
 
 use super::core::Core;
@@ -90,12 +91,34 @@ impl Shared {
         }
     }
 
+    /// The engine's statistics and the age of the oldest dirty data:
+    /// what the metric families are built from (telemetry/).
+    pub fn snapshot(&self, core: &Core) -> (wb_engine::Stats, Option<Duration>) {
+        let age = core
+            .engine
+            .oldest_dirtied_at()
+            .map(|since| Duration::from_nanos(self.clock.now().since_ns(since)));
+        (core.engine.stats(), age)
+    }
+
     /// The timer thread: calls the engine at its deadlines until closed.
     pub fn timer_loop(&self) {
         let mut core = self.lock();
         let mut next_sample = std::time::Instant::now();
         let mut next_release = std::time::Instant::now();
+        #[cfg(feature = "metrics")]
+        let mut next_publish = std::time::Instant::now();
         while !core.closed {
+            #[cfg(feature = "metrics")]
+            if std::time::Instant::now() >= next_publish {
+                // The snapshot under the lock, the rest outside it.
+                let (stats, age) = self.snapshot(&core);
+                drop(core);
+                crate::telemetry::facade::publish(&crate::telemetry::families(&stats, age));
+                next_publish = std::time::Instant::now() + crate::telemetry::facade::PUBLISH_EVERY;
+                core = self.lock();
+                continue;
+            }
             let now = self.clock.now();
             if std::time::Instant::now() >= next_sample {
                 Self::sample_diskstats(&mut core, now);
