@@ -6,11 +6,13 @@
 //! exit codes.
 
 use crate::bench::human_bytes;
+use crate::notify::Notifier;
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 use wb_fuse::{Event, Lifecycle, MountError, MountOptions, TraceWritten};
 
 #[derive(Args)]
@@ -19,6 +21,18 @@ Runs in the foreground. Prints `wb: serving BACKING_DIR at MOUNTPOINT (...)` onc
 ready. SIGINT, SIGTERM, SIGHUP or `umount MOUNTPOINT` end it: data changes are refused from then
 on, the mount is detached, all dirty data is written back to BACKING_DIR (progress on stderr),
 and wb exits 0. Needs root and /dev/fuse (no libfuse or fusermount needed).
+
+How long the end takes: no more than the dirty limit is ever dirty (dirty_threshold_bytes in
+.writeback/stats: dirty_bytes, or dirty_ratio, 20%, of the memory budget), so writing back takes
+at most that at the device's write speed (20% of 4 GiB at 100 MiB/s: about 8 s), plus up to 10 s
+for the serving threads to end. Progress every 0.5 s: bytes left of those at the start, the rate
+and the time left. Give a service manager at least that long (systemd: TimeoutStopSec).
+
+As a service: with NOTIFY_SOCKET set (systemd's Type=notify), wb sends READY=1 once serving,
+STOPPING=1 when the end begins and STATUS= lines with the write-back's progress; an unusable
+NOTIFY_SOCKET is said once on stderr and ignored. Installed as /sbin/mount.fuse.wb (a symlink to
+wb; scripts/install.sh), `mount -t fuse.wb BACKING_DIR MOUNTPOINT -o memory=4GiB,...` and
+/etc/fstab lines work: see docs/service.md.
 
 File data goes through the engine and the kernel's page cache is bypassed, so there is one cache
 (mapped files excepted: a mapping uses the kernel's page cache, kept coherent with reads and
@@ -84,8 +98,10 @@ pub struct MountArgs {
     /// through the mount makes stale.
     #[arg(long)]
     pub shared_backing: bool,
-    /// Where device calibrations are remembered.
-    #[arg(long, value_name = "DIR", default_value = "wb-data")]
+    /// State directory: where device calibrations are remembered (made if
+    /// missing). Default: $STATE_DIRECTORY (its first path), else /var/lib/wb
+    /// as root, else $XDG_STATE_HOME/wb, else $HOME/.local/state/wb.
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::state_dir::clap_default().into())]
     pub data_dir: PathBuf,
     /// Do not measure the device; assume 1 ms idle reads for the automatic wbt target.
     #[arg(long)]
@@ -164,6 +180,10 @@ pub fn run(args: MountArgs) -> ExitCode {
         Ok(l) => l,
         Err(e) => return failure(format!("taking over signals: {e}")),
     };
+    let notifier = Notifier::from_env(WHO);
+    if let Err(e) = crate::state_dir::ensure(&args.data_dir) {
+        return failure(e);
+    }
     let session = match wb_fuse::mount(options(args, lifecycle)) {
         Ok(session) => session,
         Err(e) => return mount_failed(e),
@@ -173,31 +193,110 @@ pub fn run(args: MountArgs) -> ExitCode {
     nix::sys::stat::umask(nix::sys::stat::Mode::empty());
     println!("wb: {}", session.description());
     let _ = std::io::stdout().flush();
+    notifier.ready(WHO, session.description());
     let why = match session.wait() {
         Event::Signal(s) => format!("{s}"),
         Event::Unmounted(Ok(())) => "unmounted".to_string(),
         Event::Unmounted(Err(e)) => format!("serving failed: {e}"),
     };
-    eprintln!(
-        "wb: {why}; writing back all dirty data to {}",
+    let mut progress = Progress::start(&session.cache().stats());
+    let start = format!(
+        "{why}; writing back {} to {}",
+        progress.start_text(),
         session.backing_dir().display()
     );
+    eprintln!("wb: {start}");
+    notifier.stopping(WHO, &start);
     let ended = session.unmount_with(|dirty, writeback| {
-        eprintln!(
-            "wb: writing back: {} dirty, {} under writeback",
-            human_bytes(dirty),
-            human_bytes(writeback)
-        );
+        let line = progress.line(dirty + writeback, Instant::now());
+        eprintln!("wb: {line}");
+        notifier.status(WHO, &line);
     });
     let code = match ended.written_back {
         Ok(()) => {
             eprintln!("wb: all data written back; exiting");
+            notifier.status(WHO, "all data written back; exiting");
             ExitCode::SUCCESS
         }
-        Err(e) => failure(e),
+        Err(e) => {
+            notifier.status(WHO, &format!("writing back failed: {e}"));
+            failure(e)
+        }
     };
     report_trace(ended.trace);
     code
+}
+
+/// Who says what `wb mount` says.
+const WHO: &str = "wb mount";
+
+/// The write-back at the end, as progress lines: bytes left of those at
+/// the start, the rate since the start and the time left at that rate.
+struct Progress {
+    /// Dirty and under writeback when the end began.
+    start_bytes: u64,
+    /// The dirty limit then (the bound on what is dirty).
+    limit_bytes: u64,
+    /// The device's estimated write bandwidth then (0: not measured yet).
+    bandwidth_bytes_s: u64,
+    started: Instant,
+}
+
+impl Progress {
+    fn start(stats: &wb_engine::Stats) -> Progress {
+        let page = wb_engine::PAGE_SIZE;
+        Progress {
+            start_bytes: (stats.dirty_pages + stats.writeback_pages) * page,
+            limit_bytes: stats.thresh_pages * page,
+            bandwidth_bytes_s: stats
+                .devices
+                .iter()
+                .map(|d| d.write_bw_pages_s)
+                .sum::<u64>()
+                * page,
+            started: Instant::now(),
+        }
+    }
+
+    /// "123 MiB (dirty limit 800 MiB; about 2 s at 60 MiB/s)".
+    fn start_text(&self) -> String {
+        let mut text = format!(
+            "{} (dirty limit {}",
+            human_bytes(self.start_bytes),
+            human_bytes(self.limit_bytes)
+        );
+        if self.bandwidth_bytes_s > 0 && self.start_bytes > 0 {
+            let secs = self.start_bytes.div_ceil(self.bandwidth_bytes_s);
+            text.push_str(&format!(
+                "; about {secs} s at {}/s",
+                human_bytes(self.bandwidth_bytes_s)
+            ));
+        }
+        text.push(')');
+        text
+    }
+
+    /// "writing back: 123 MiB left of 456 MiB (40 MiB/s, about 3 s left)".
+    fn line(&mut self, left_bytes: u64, now: Instant) -> String {
+        // Writes under way when the end began may add a little.
+        self.start_bytes = self.start_bytes.max(left_bytes);
+        let done = self.start_bytes - left_bytes;
+        let elapsed = now.saturating_duration_since(self.started).as_secs_f64();
+        let mut text = format!(
+            "writing back: {} left of {}",
+            human_bytes(left_bytes),
+            human_bytes(self.start_bytes)
+        );
+        if done > 0 && elapsed > 0.0 {
+            let rate = done as f64 / elapsed;
+            text.push_str(&format!(
+                " ({}/s, about {:.0} s left)",
+                human_bytes(rate as u64),
+                (left_bytes as f64 / rate).ceil()
+            ));
+        }
+        text
+    }
 }
 
 /// Says why mounting failed, in `wb mount`'s words; bad input exits 2,
