@@ -17,8 +17,9 @@
 //!    a log file in the state directory.
 //! 4. The helper waits (at most [`READY_TIMEOUT`]) for the server's
 //!    `READY=1`, sent over sd_notify to a socket the helper binds in the
-//!    abstract namespace and names in the server's NOTIFY_SOCKET: exit 0
-//!    once serving. If the server exits first, its messages are copied
+//!    abstract namespace and names in the server's NOTIFY_SOCKET (with
+//!    WB_NOTIFY_READY_ONLY=1: nothing else is sent there): exit 0 once
+//!    serving. If the server exits first, its messages are copied
 //!    from the log to stderr and the helper exits 32 (mount(8)'s "mount
 //!    failure").
 //!
@@ -26,7 +27,7 @@
 //! dirty data back and exits; umount(8) returns once the mount is
 //! detached, before that write-back ends.
 
-use crate::notify::{address, NOTIFY_SOCKET};
+use crate::notify::{address, NOTIFY_READY_ONLY, NOTIFY_SOCKET};
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -318,6 +319,7 @@ fn mount(args: &[OsString]) -> Result<(), HelperError> {
     let (ready, name) = ready_socket()?;
     command
         .env(NOTIFY_SOCKET, &name)
+        .env(NOTIFY_READY_ONLY, "1")
         .stdin(Stdio::null())
         .stdout(
             log.try_clone()

@@ -19,6 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The variable naming the socket.
 pub const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
+/// Set (to 1) by mount.fuse.wb for the server it starts: its socket
+/// listens only until READY=1 (the helper then exits), so nothing more
+/// is sent to it.
+pub const NOTIFY_READY_ONLY: &str = "WB_NOTIFY_READY_ONLY";
 
 /// Where notifications go, if anywhere.
 #[derive(Debug)]
@@ -26,6 +30,8 @@ pub struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
     /// Set at the first failed send: later ones are not tried (nor said).
     failed: AtomicBool,
+    /// Only READY=1 is sent ([`NOTIFY_READY_ONLY`]).
+    ready_only: bool,
 }
 
 impl Notifier {
@@ -45,6 +51,7 @@ impl Notifier {
         Notifier {
             target,
             failed: AtomicBool::new(false),
+            ready_only: std::env::var_os(NOTIFY_READY_ONLY).is_some_and(|v| v == "1"),
         }
     }
 
@@ -73,12 +80,16 @@ impl Notifier {
 
     /// Stopping: `STOPPING=1` with `status` as STATUS.
     pub fn stopping(&self, who: &str, status: &str) {
-        self.send(who, &format!("STOPPING=1\nSTATUS={}", one_line(status)));
+        if !self.ready_only {
+            self.send(who, &format!("STOPPING=1\nSTATUS={}", one_line(status)));
+        }
     }
 
     /// What is being done now.
     pub fn status(&self, who: &str, status: &str) {
-        self.send(who, &format!("STATUS={}", one_line(status)));
+        if !self.ready_only {
+            self.send(who, &format!("STATUS={}", one_line(status)));
+        }
     }
 }
 
@@ -124,6 +135,7 @@ mod tests {
         Notifier {
             target: Some(open(OsStr::new(value)).expect("a usable address")),
             failed: AtomicBool::new(false),
+            ready_only: false,
         }
     }
 

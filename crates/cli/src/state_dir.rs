@@ -39,7 +39,7 @@ impl std::fmt::Display for StateDirError {
             ),
             StateDirError::Create { path, source } => write!(
                 f,
-                "cannot create the state directory {}: {source} (pass --data-dir DIR)",
+                "cannot create the state directory {}: {source}",
                 path.display()
             ),
         }

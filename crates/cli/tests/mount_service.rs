@@ -214,6 +214,16 @@ fn gone(pid: u32) -> bool {
     }
 }
 
+/// The filesystem type of the mount at `mnt`, from /proc/self/mountinfo.
+fn mount_type(mnt: &Path) -> Option<String> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = mnt.to_string_lossy();
+    info.lines()
+        .filter(|l| l.split(' ').nth(4) == Some(want.as_ref()))
+        .filter_map(|l| l.split_once(" - ")?.1.split(' ').next().map(String::from))
+        .next_back()
+}
+
 /// Unmounts `mnt` and ends its server, if the test did not.
 struct MountedByHelper {
     mnt: PathBuf,
@@ -289,16 +299,25 @@ fn mount_t_fuse_wb_serves_and_umount_writes_back() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {err}", out.status);
-    // Mounted and serving by the time mount(8) returned.
-    assert!(is_mounted(&mnt), "{} not mounted", mnt.display());
-    let log = fs::read_to_string(data_dir.join(format!(
+    // Mounted and serving by the time mount(8) returned, as type fuse.wb.
+    assert_eq!(mount_type(&mnt).as_deref(), Some("fuse.wb"));
+    let log_path = data_dir.join(format!(
         "mount-{}.log",
         mnt.to_string_lossy().trim_matches('/').replace('/', "-")
-    )))
-    .expect("the server's log in the state directory");
+    ));
+    let log = fs::read_to_string(&log_path).expect("the server's log in the state directory");
     let serving = format!("wb: serving {} at {}", backing.display(), mnt.display());
     assert!(log.contains(&serving), "{log}");
     write_umount_and_check(&backing, &mnt, 1);
+    // The whole end in the log, and no complaint about the helper's
+    // readiness socket, gone since the helper exited.
+    let log = fs::read_to_string(&log_path).expect("the server's log");
+    assert!(log.contains("wb: unmounted; writing back "), "{log}");
+    assert!(
+        log.ends_with("wb: all data written back; exiting\n"),
+        "{log}"
+    );
+    assert!(!log.contains("notifying"), "{log}");
 
     // A knob value the server refuses: its error, mount(8)'s failure, nothing mounted.
     let out = mount_cmd(&[
@@ -395,6 +414,8 @@ fn an_unknown_option_is_refused_and_nothing_is_mounted() {
 
 #[test]
 fn help_states_the_stop_bound_and_the_state_directory_order() {
+    // The help, docs/service.md and the example unit say 10 s.
+    assert_eq!(wb_fuse::SERVE_END_TIMEOUT, Duration::from_secs(10));
     let out = common::wb(&["mount", "--help"]);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
@@ -409,4 +430,30 @@ fn help_states_the_stop_bound_and_the_state_directory_order() {
     ] {
         assert!(help.contains(said), "--help lacks {said:?}: {help}");
     }
+}
+
+#[test]
+fn a_state_directory_that_cannot_be_made_is_a_clear_error() {
+    let root = TempRoot::new("state-dir");
+    let (backing, mnt) = (root.dir("backing"), root.dir("mnt"));
+    let file = root.0.join("a-file");
+    fs::write(&file, b"").expect("make a file");
+    let data_dir = file.join("state");
+    let out = Command::new(WB)
+        .arg("mount")
+        .arg(&backing)
+        .arg(&mnt)
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .output()
+        .expect("run wb mount");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "wb mount: cannot create the state directory {}: Not a directory (os error 20)\n",
+            data_dir.display()
+        )
+    );
+    assert!(!is_mounted(&mnt));
 }

@@ -137,7 +137,10 @@ impl Lifecycle {
         let mut config = fuser::Config::default();
         config.mount_options = vec![
             MountOption::FSName(format!("wb:{}", fs.backing.display())),
-            MountOption::Subtype("wb".into()),
+            // The type `fuse.wb` in /proc/self/mountinfo (fuser gives
+            // Subtype to fusermount only): what mount(8) and umount(8)
+            // find the helpers /sbin/mount.fuse.wb and umount.fuse.wb by.
+            MountOption::CUSTOM("subtype=wb".into()),
             MountOption::DefaultPermissions,
         ];
         config.acl = if allow_other {
