@@ -22,11 +22,12 @@ ready. SIGINT, SIGTERM, SIGHUP or `umount MOUNTPOINT` end it: data changes are r
 on, the mount is detached, all dirty data is written back to BACKING_DIR (progress on stderr),
 and wb exits 0. Needs root and /dev/fuse (no libfuse or fusermount needed).
 
-How long the end takes: no more than the dirty limit is ever dirty (dirty_threshold_bytes in
-.writeback/stats: dirty_bytes, or dirty_ratio, 20%, of the memory budget), so writing back takes
-at most that at the device's write speed (20% of 4 GiB at 100 MiB/s: about 8 s), plus up to 10 s
-for the serving threads to end. Progress every 0.5 s: bytes left of those at the start, the rate
-and the time left. Give a service manager at least that long (systemd: TimeoutStopSec).
+How long the end takes: writers are throttled to keep what is dirty under the dirty limit
+(dirty_threshold_bytes in .writeback/stats: dirty_bytes, or dirty_ratio, 20%, of the memory
+budget; passed only briefly, the memory budget never), so writing back takes about that at the
+device's write speed (20% of 4 GiB at 100 MiB/s: about 8 s), plus up to 10 s for the serving
+threads to end. Progress every 0.5 s: bytes left of those at the start, the rate and the time
+left. Give a service manager longer than that (systemd: TimeoutStopSec).
 
 As a service: with NOTIFY_SOCKET set (systemd's Type=notify), wb sends READY=1 once serving,
 STOPPING=1 when the end begins and STATUS= lines with the write-back's progress; an unusable

@@ -29,7 +29,7 @@
 
 use crate::notify::{address, NOTIFY_READY_ONLY, NOTIFY_SOCKET};
 use std::ffi::{OsStr, OsString};
-use std::fs::{File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;
@@ -45,6 +45,9 @@ const FS_TYPE: &str = "fuse.wb";
 /// and calibrating a new device take seconds; a server that takes longer
 /// is stopped and the mount fails.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// A server's log past this size is moved to `.log.old` at the next mount
+/// of the same mountpoint, so that logs stay bounded.
+const LOG_KEEP_BYTES: u64 = 1 << 20;
 /// How often the helper looks whether the server exited meanwhile.
 const READY_POLL: Duration = Duration::from_millis(100);
 /// mount(8)'s exit codes: incorrect invocation, mount failure.
@@ -295,7 +298,7 @@ fn mount(args: &[OsString]) -> Result<(), HelperError> {
         Some(dir) => dir.clone(),
         None => crate::state_dir::default_dir().map_err(|e| HelperError::Failed(e.to_string()))?,
     };
-    let mut command = server_command(&inv, &mapped, &data_dir)?;
+    let command = server_command(&inv, &mapped, &data_dir)?;
     if inv.verbose || inv.fake {
         eprintln!(
             "{HELPER_NAME}: running {} in the background",
@@ -307,10 +310,43 @@ fn mount(args: &[OsString]) -> Result<(), HelperError> {
     }
     crate::state_dir::ensure(&data_dir).map_err(|e| HelperError::Failed(e.to_string()))?;
     let log_path = data_dir.join(log_name(Path::new(&inv.dir)));
+    let (mut child, ready, log_start) = start_server(command, &log_path)?;
+    match wait_ready(&ready, &mut child) {
+        Ok(()) => {
+            if inv.verbose {
+                eprintln!(
+                    "{HELPER_NAME}: serving (pid {}; log {})",
+                    child.id(),
+                    log_path.display()
+                );
+            }
+            Ok(())
+        }
+        Err(why) => {
+            copy_log(&log_path, log_start);
+            Err(HelperError::Failed(format!(
+                "{why} (its log: {})",
+                log_path.display()
+            )))
+        }
+    }
+}
+
+/// Starts the server `command` in a new session with its output appended
+/// to `log_path` (the previous log moved to `.old` once past
+/// [`LOG_KEEP_BYTES`]), told to notify a fresh readiness socket: the
+/// child, that socket, and where in the log its output begins.
+fn start_server(
+    mut command: Command,
+    log_path: &Path,
+) -> Result<(Child, UnixDatagram, u64), HelperError> {
+    if fs::metadata(log_path).is_ok_and(|m| m.len() > LOG_KEEP_BYTES) {
+        let _ = fs::rename(log_path, log_path.with_extension("log.old"));
+    }
     let log = OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&log_path)
+        .open(log_path)
         .map_err(|e| failed(format!("opening the log {}", log_path.display()), e))?;
     let log_start = log
         .metadata()
@@ -337,28 +373,10 @@ fn mount(args: &[OsString]) -> Result<(), HelperError> {
                 .map_err(std::io::Error::from)
         });
     }
-    let mut child = command
+    let child = command
         .spawn()
         .map_err(|e| failed("starting wb mount", e))?;
-    match wait_ready(&ready, &mut child) {
-        Ok(()) => {
-            if inv.verbose {
-                eprintln!(
-                    "{HELPER_NAME}: serving (pid {}; log {})",
-                    child.id(),
-                    log_path.display()
-                );
-            }
-            Ok(())
-        }
-        Err(why) => {
-            copy_log(&log_path, log_start);
-            Err(HelperError::Failed(format!(
-                "{why} (its log: {})",
-                log_path.display()
-            )))
-        }
-    }
+    Ok((child, ready, log_start))
 }
 
 fn failed(context: impl std::fmt::Display, e: impl std::fmt::Display) -> HelperError {

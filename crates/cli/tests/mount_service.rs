@@ -421,7 +421,7 @@ fn help_states_the_stop_bound_and_the_state_directory_order() {
     let help = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     for said in [
-        "no more than the dirty limit is ever dirty",
+        "writers are throttled to keep what is dirty under the dirty limit",
         "plus up to 10 s for the serving threads to end",
         "systemd: TimeoutStopSec",
         "READY=1 once serving, STOPPING=1 when the end begins and STATUS=",
