@@ -328,3 +328,53 @@ fn report_trace(trace: Option<TraceWritten>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const MIB: u64 = 1 << 20;
+
+    fn progress(start_bytes: u64, bandwidth_bytes_s: u64) -> Progress {
+        Progress {
+            start_bytes,
+            limit_bytes: 800 * MIB,
+            bandwidth_bytes_s,
+            started: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn the_start_says_how_much_the_bound_and_the_estimate() {
+        assert_eq!(
+            progress(456 * MIB, 100 * MIB).start_text(),
+            "456 MiB (dirty limit 800 MiB; about 5 s at 100 MiB/s)"
+        );
+        // No estimate before the device's speed is known.
+        assert_eq!(
+            progress(456 * MIB, 0).start_text(),
+            "456 MiB (dirty limit 800 MiB)"
+        );
+    }
+
+    #[test]
+    fn progress_lines_give_what_is_left_the_rate_and_the_time_left() {
+        let mut p = progress(456 * MIB, 0);
+        let at = |secs| p.started + Duration::from_secs(secs);
+        let (one, two) = (at(1), at(2));
+        assert_eq!(
+            p.line(456 * MIB, one),
+            "writing back: 456 MiB left of 456 MiB"
+        );
+        assert_eq!(
+            p.line(256 * MIB, two),
+            "writing back: 256 MiB left of 456 MiB (100 MiB/s, about 3 s left)"
+        );
+        // Writes under way at the start may add to it: the total grows.
+        assert_eq!(
+            p.line(500 * MIB, two),
+            "writing back: 500 MiB left of 500 MiB"
+        );
+    }
+}
