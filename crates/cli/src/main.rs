@@ -7,10 +7,13 @@ mod fsx_cmd;
 mod html_file;
 mod human;
 mod mount_cmd;
+mod mount_helper;
+mod notify;
 mod progress;
 mod report_cmd;
 mod run_cmd;
 mod sim_cmd;
+mod state_dir;
 mod trace_file;
 mod vopr_cmd;
 
@@ -75,7 +78,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Installed as /sbin/mount.fuse.wb, `wb` is mount(8)'s helper.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .first()
+        .is_some_and(|argv0| mount_helper::called_as_helper(argv0))
+    {
+        return mount_helper::run(&args[1..]);
+    }
+    let cli = Cli::parse_from(args);
     if !matches!(cli.command, Command::Mount(_)) {
         quiet_on_closed_pipe();
     }

@@ -5,12 +5,14 @@
 //! session; here are the arguments, the signals, the messages and the
 //! exit codes.
 
+use crate::notify::Notifier;
 use crate::{EXIT_BAD_INPUT, EXIT_FAILURE};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use wb_engine::units::format_bytes as human_bytes;
+use std::time::Instant;
+use wb_engine::units::format_bytes;
 use wb_fuse::{Event, Lifecycle, MountError, MountOptions, TraceWritten};
 
 #[derive(Args)]
@@ -19,6 +21,19 @@ Runs in the foreground. Prints `wb: serving BACKING_DIR at MOUNTPOINT (...)` onc
 ready. SIGINT, SIGTERM, SIGHUP or `umount MOUNTPOINT` end it: data changes are refused from then
 on, the mount is detached, all dirty data is written back to BACKING_DIR (progress on stderr),
 and wb exits 0. Needs root and /dev/fuse (no libfuse or fusermount needed).
+
+How long the end takes: writers are throttled to keep what is dirty under the dirty limit
+(dirty_threshold_bytes in .writeback/stats: dirty_bytes, or dirty_ratio, 20%, of the memory
+budget; passed only briefly, the memory budget never), so writing back takes about that at the
+device's write speed (20% of 4 GiB at 100 MiB/s: about 8 s), plus up to 10 s for the serving
+threads to end. Progress every 0.5 s: bytes left of those at the start, the rate and the time
+left. Give a service manager longer than that (systemd: TimeoutStopSec).
+
+As a service: with NOTIFY_SOCKET set (systemd's Type=notify), wb sends READY=1 once serving,
+STOPPING=1 when the end begins and STATUS= lines with the write-back's progress; an unusable
+NOTIFY_SOCKET is said once on stderr and ignored. Installed as /sbin/mount.fuse.wb (a symlink to
+wb; scripts/install.sh), `mount -t fuse.wb BACKING_DIR MOUNTPOINT -o memory=4GiB,...` and
+/etc/fstab lines work: see docs/service.md.
 
 File data goes through the engine and the kernel's page cache is bypassed, so there is one cache
 (mapped files excepted: a mapping uses the kernel's page cache, kept coherent with reads and
@@ -84,8 +99,10 @@ pub struct MountArgs {
     /// through the mount makes stale.
     #[arg(long)]
     pub shared_backing: bool,
-    /// Where device calibrations are remembered.
-    #[arg(long, value_name = "DIR", default_value = "wb-data")]
+    /// State directory: where device calibrations are remembered (made if
+    /// missing). Default: $STATE_DIRECTORY (its first path), else /var/lib/wb
+    /// as root, else $XDG_STATE_HOME/wb, else $HOME/.local/state/wb.
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::state_dir::clap_default().into())]
     pub data_dir: PathBuf,
     /// Do not measure the device; assume 1 ms idle reads for the automatic wbt target.
     #[arg(long)]
@@ -111,6 +128,16 @@ pub struct MountArgs {
     /// on: io_uring or fail saying why; off: /dev/fuse.
     #[arg(long, value_name = "auto|on|off", default_value = "auto", value_parser = parse_uring)]
     pub uring: wb_fuse::Uring,
+    /// A flag the kernel applies to the mount: nosuid (set-user-id bits not
+    /// honoured), nodev (device files not opened), noexec (no programs run
+    /// from it) or noatime. Repeatable; mount(8) passes an fstab line's.
+    #[arg(long = "flag", value_name = "nosuid|nodev|noexec|noatime", value_parser = parse_flag)]
+    pub flags: Vec<wb_fuse::MountFlag>,
+}
+
+fn parse_flag(text: &str) -> Result<wb_fuse::MountFlag, String> {
+    wb_fuse::MountFlag::named(text)
+        .ok_or_else(|| format!("{text:?} is not one of nosuid, nodev, noexec, noatime"))
 }
 
 fn parse_uring(text: &str) -> Result<wb_fuse::Uring, String> {
@@ -154,6 +181,7 @@ fn options(args: MountArgs, lifecycle: Lifecycle) -> MountOptions {
         raise_fd_limit: true,
         signals: Some(lifecycle),
         uring: args.uring,
+        flags: args.flags,
         ..MountOptions::new(args.backing_dir, args.mountpoint)
     }
 }
@@ -164,6 +192,10 @@ pub fn run(args: MountArgs) -> ExitCode {
         Ok(l) => l,
         Err(e) => return failure(format!("taking over signals: {e}")),
     };
+    let notifier = Notifier::from_env(WHO);
+    if let Err(e) = crate::state_dir::ensure(&args.data_dir) {
+        return failure(e);
+    }
     let session = match wb_fuse::mount(options(args, lifecycle)) {
         Ok(session) => session,
         Err(e) => return mount_failed(e),
@@ -173,31 +205,110 @@ pub fn run(args: MountArgs) -> ExitCode {
     nix::sys::stat::umask(nix::sys::stat::Mode::empty());
     println!("wb: {}", session.description());
     let _ = std::io::stdout().flush();
+    notifier.ready(WHO, session.description());
     let why = match session.wait() {
         Event::Signal(s) => format!("{s}"),
         Event::Unmounted(Ok(())) => "unmounted".to_string(),
         Event::Unmounted(Err(e)) => format!("serving failed: {e}"),
     };
-    eprintln!(
-        "wb: {why}; writing back all dirty data to {}",
+    let mut progress = Progress::start(&session.cache().stats());
+    let start = format!(
+        "{why}; writing back {} to {}",
+        progress.start_text(),
         session.backing_dir().display()
     );
+    eprintln!("wb: {start}");
+    notifier.stopping(WHO, &start);
     let ended = session.unmount_with(|dirty, writeback| {
-        eprintln!(
-            "wb: writing back: {} dirty, {} under writeback",
-            human_bytes(dirty),
-            human_bytes(writeback)
-        );
+        let line = progress.line(dirty + writeback, Instant::now());
+        eprintln!("wb: {line}");
+        notifier.status(WHO, &line);
     });
     let code = match ended.written_back {
         Ok(()) => {
             eprintln!("wb: all data written back; exiting");
+            notifier.status(WHO, "all data written back; exiting");
             ExitCode::SUCCESS
         }
-        Err(e) => failure(e),
+        Err(e) => {
+            notifier.status(WHO, &format!("writing back failed: {e}"));
+            failure(e)
+        }
     };
     report_trace(ended.trace);
     code
+}
+
+/// Who says what `wb mount` says.
+const WHO: &str = "wb mount";
+
+/// The write-back at the end, as progress lines: bytes left of those at
+/// the start, the rate since the start and the time left at that rate.
+struct Progress {
+    /// Dirty and under writeback when the end began.
+    start_bytes: u64,
+    /// The dirty limit then (the bound on what is dirty).
+    limit_bytes: u64,
+    /// The device's estimated write bandwidth then (0: not measured yet).
+    bandwidth_bytes_s: u64,
+    started: Instant,
+}
+
+impl Progress {
+    fn start(stats: &wb_engine::Stats) -> Progress {
+        let page = wb_engine::PAGE_SIZE;
+        Progress {
+            start_bytes: (stats.dirty_pages + stats.writeback_pages) * page,
+            limit_bytes: stats.thresh_pages * page,
+            bandwidth_bytes_s: stats
+                .devices
+                .iter()
+                .map(|d| d.write_bw_pages_s)
+                .sum::<u64>()
+                * page,
+            started: Instant::now(),
+        }
+    }
+
+    /// "123 MiB (dirty limit 800 MiB; about 2 s at 60 MiB/s)".
+    fn start_text(&self) -> String {
+        let mut text = format!(
+            "{} (dirty limit {}",
+            format_bytes(self.start_bytes),
+            format_bytes(self.limit_bytes)
+        );
+        if self.bandwidth_bytes_s > 0 && self.start_bytes > 0 {
+            let secs = self.start_bytes.div_ceil(self.bandwidth_bytes_s);
+            text.push_str(&format!(
+                "; about {secs} s at {}/s",
+                format_bytes(self.bandwidth_bytes_s)
+            ));
+        }
+        text.push(')');
+        text
+    }
+
+    /// "writing back: 123 MiB left of 456 MiB (40 MiB/s, about 3 s left)".
+    fn line(&mut self, left_bytes: u64, now: Instant) -> String {
+        // Writes under way when the end began may add a little.
+        self.start_bytes = self.start_bytes.max(left_bytes);
+        let done = self.start_bytes - left_bytes;
+        let elapsed = now.saturating_duration_since(self.started).as_secs_f64();
+        let mut text = format!(
+            "writing back: {} left of {}",
+            format_bytes(left_bytes),
+            format_bytes(self.start_bytes)
+        );
+        if done > 0 && elapsed > 0.0 {
+            let rate = done as f64 / elapsed;
+            text.push_str(&format!(
+                " ({}/s, about {:.0} s left)",
+                format_bytes(rate as u64),
+                (left_bytes as f64 / rate).ceil()
+            ));
+        }
+        text
+    }
 }
 
 /// Says why mounting failed, in `wb mount`'s words; bad input exits 2,
@@ -226,5 +337,55 @@ fn report_trace(trace: Option<TraceWritten>) {
             Ok(()) => eprintln!("wb: trace written to {}", path.display()),
             Err(e) => eprintln!("wb: writing the trace to {} failed: {e}", path.display()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const MIB: u64 = 1 << 20;
+
+    fn progress(start_bytes: u64, bandwidth_bytes_s: u64) -> Progress {
+        Progress {
+            start_bytes,
+            limit_bytes: 800 * MIB,
+            bandwidth_bytes_s,
+            started: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn the_start_says_how_much_the_bound_and_the_estimate() {
+        assert_eq!(
+            progress(456 * MIB, 100 * MIB).start_text(),
+            "456.0MiB (dirty limit 800.0MiB; about 5 s at 100.0MiB/s)"
+        );
+        // No estimate before the device's speed is known.
+        assert_eq!(
+            progress(456 * MIB, 0).start_text(),
+            "456.0MiB (dirty limit 800.0MiB)"
+        );
+    }
+
+    #[test]
+    fn progress_lines_give_what_is_left_the_rate_and_the_time_left() {
+        let mut p = progress(456 * MIB, 0);
+        let at = |secs| p.started + Duration::from_secs(secs);
+        let (one, two) = (at(1), at(2));
+        assert_eq!(
+            p.line(456 * MIB, one),
+            "writing back: 456.0MiB left of 456.0MiB"
+        );
+        assert_eq!(
+            p.line(256 * MIB, two),
+            "writing back: 256.0MiB left of 456.0MiB (100.0MiB/s, about 3 s left)"
+        );
+        // Writes under way at the start may add to it: the total grows.
+        assert_eq!(
+            p.line(500 * MIB, two),
+            "writing back: 500.0MiB left of 500.0MiB"
+        );
     }
 }

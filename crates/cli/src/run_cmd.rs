@@ -53,6 +53,11 @@ pub struct RunArgs {
     /// Do not measure devices; assume 1 ms idle reads for the automatic wbt target.
     #[arg(long)]
     pub no_calibrate: bool,
+    /// State directory: where device calibrations are remembered (made if
+    /// missing). Default: $STATE_DIRECTORY (its first path), else /var/lib/wb
+    /// as root, else $XDG_STATE_HOME/wb, else $HOME/.local/state/wb.
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::state_dir::clap_default().into())]
+    pub data_dir: PathBuf,
     #[command(flatten)]
     pub trace: crate::trace_file::TraceArgs,
     #[command(flatten)]
@@ -62,6 +67,11 @@ pub struct RunArgs {
 fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("wb run: {msg}");
     ExitCode::from(EXIT_BAD_INPUT)
+}
+
+fn failure(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("wb run: {msg}");
+    ExitCode::from(EXIT_FAILURE)
 }
 
 /// Directory of each device, from the --dir arguments.
@@ -130,7 +140,14 @@ pub fn run(args: RunArgs) -> ExitCode {
         Err(code) => return code,
     };
     let trace_events = trace_out.as_ref().map(|_| args.trace.events());
-    match execute(&scenario, &dirs, !args.no_calibrate, trace_events) {
+    // Calibrations are remembered there; without them nothing is written.
+    let calibrate = (!args.no_calibrate).then_some(args.data_dir.as_path());
+    if let Some(dir) = calibrate {
+        if let Err(e) = crate::state_dir::ensure(dir) {
+            return failure(e);
+        }
+    }
+    match execute(&scenario, &dirs, calibrate, trace_events) {
         Ok((report, trace)) => {
             if let (Some(out), Some(trace)) = (trace_out, trace.as_ref()) {
                 if let Err(code) = out.write(trace) {
@@ -152,10 +169,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("wb run: {e}");
-            ExitCode::from(EXIT_FAILURE)
-        }
+        Err(e) => failure(e),
     }
 }
 
@@ -370,16 +384,18 @@ fn sample_engine(cache: &Cache, run_start: StdInstant, jobs_done: &AtomicBool) -
 fn execute(
     scenario: &Scenario,
     dirs: &[PathBuf],
-    calibrate: bool,
+    calibrate: Option<&Path>,
     trace_events: Option<usize>,
 ) -> Result<(RunReport, Option<writeback::Trace>), String> {
     let wall = StdInstant::now();
     prepare_dirs(dirs)?;
-    let cache = Cache::builder()
+    let mut builder = Cache::builder()
         .config(scenario.cache.clone())
-        .calibrate(calibrate)
-        .build()
-        .map_err(|e| e.to_string())?;
+        .calibrate(calibrate.is_some());
+    if let Some(dir) = calibrate {
+        builder = builder.data_dir(dir);
+    }
+    let cache = builder.build().map_err(|e| e.to_string())?;
     let names = add_devices(&cache, scenario, dirs)?;
     let files: Vec<JobFiles> = (0..scenario.jobs.len())
         .map(|j| open_job_files(&cache, scenario, dirs, j))

@@ -64,7 +64,7 @@ pub use lifecycle::{
     check_paths, fd_limit, raise_fd_limit, Event, Lifecycle, BACKING_FILES_PERCENT, INODES_PERCENT,
     PROGRESS_INTERVAL, SERVE_END_TIMEOUT, SERVE_THREADS,
 };
-pub use mount::{mount, MountOptions, Uring};
+pub use mount::{mount, MountFlag, MountOptions, Uring};
 pub use mount_error::{MountError, TraceWritten};
 pub use orphans::{remove_orphan_dir, ORPHAN_DIR};
 pub use session::{MountSession, Unmounted};

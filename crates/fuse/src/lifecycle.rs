@@ -129,6 +129,7 @@ impl Lifecycle {
         fs: WbFs,
         mountpoint: &Path,
         allow_other: bool,
+        flags: &[crate::MountFlag],
         nofile: u64,
     ) -> std::io::Result<Mounted> {
         let stop = fs.stop_handle();
@@ -137,9 +138,20 @@ impl Lifecycle {
         let mut config = fuser::Config::default();
         config.mount_options = vec![
             MountOption::FSName(format!("wb:{}", fs.backing.display())),
-            MountOption::Subtype("wb".into()),
+            // The type `fuse.wb` in /proc/self/mountinfo (fuser gives
+            // Subtype to fusermount only): what mount(8) and umount(8)
+            // find the helpers /sbin/mount.fuse.wb and umount.fuse.wb by.
+            MountOption::CUSTOM("subtype=wb".into()),
             MountOption::DefaultPermissions,
         ];
+        config
+            .mount_options
+            .extend(flags.iter().map(|flag| match flag {
+                crate::MountFlag::NoSuid => MountOption::NoSuid,
+                crate::MountFlag::NoDev => MountOption::NoDev,
+                crate::MountFlag::NoExec => MountOption::NoExec,
+                crate::MountFlag::NoAtime => MountOption::NoAtime,
+            }));
         config.acl = if allow_other {
             SessionACL::All
         } else {

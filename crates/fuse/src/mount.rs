@@ -64,6 +64,38 @@ pub struct MountOptions {
     pub signals: Option<Lifecycle>,
     /// Which transport carries the kernel's requests.
     pub uring: Uring,
+    /// The kernel's mount flags asked for (`nosuid`, `nodev`, `noexec`,
+    /// `noatime`: mount(8)'s, from an fstab line).
+    pub flags: Vec<MountFlag>,
+}
+
+/// A flag the kernel applies to the mount itself (mount(2)'s MS_NOSUID,
+/// MS_NODEV, MS_NOEXEC, MS_NOATIME), as mount(8) and fstab name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MountFlag {
+    /// Set-user-id and set-group-id bits are not honoured.
+    NoSuid,
+    /// Device files are not opened.
+    NoDev,
+    /// Programs are not executed from the mount.
+    NoExec,
+    /// Access times are not updated.
+    NoAtime,
+}
+
+impl MountFlag {
+    /// Every flag with its mount(8) name.
+    pub const ALL: [(&'static str, MountFlag); 4] = [
+        ("nosuid", MountFlag::NoSuid),
+        ("nodev", MountFlag::NoDev),
+        ("noexec", MountFlag::NoExec),
+        ("noatime", MountFlag::NoAtime),
+    ];
+
+    /// The flag mount(8) calls `name`.
+    pub fn named(name: &str) -> Option<MountFlag> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+    }
 }
 
 /// Whether requests come over io_uring (uring/) or /dev/fuse.
@@ -96,6 +128,7 @@ impl MountOptions {
             raise_fd_limit: true,
             signals: None,
             uring: Uring::Auto,
+            flags: Vec::new(),
         }
     }
 
@@ -146,18 +179,19 @@ pub fn mount(mut options: MountOptions) -> Result<MountSession, MountError> {
     // Files an earlier mount was removing when it died: released in the
     // background while this one serves.
     fs.remove_leftover_orphans();
-    let mounted = match lifecycle.mount(fs, &mountpoint, options.allow_other, nofile) {
-        Ok(m) => m,
-        Err(source) => {
-            // A trace under way covers the failed mount too.
-            let trace = trace_written(&built.cache, &options.trace);
-            return Err(MountError::Mount {
-                mountpoint,
-                source,
-                trace,
-            });
-        }
-    };
+    let mounted =
+        match lifecycle.mount(fs, &mountpoint, options.allow_other, &options.flags, nofile) {
+            Ok(m) => m,
+            Err(source) => {
+                // A trace under way covers the failed mount too.
+                let trace = trace_written(&built.cache, &options.trace);
+                return Err(MountError::Mount {
+                    mountpoint,
+                    source,
+                    trace,
+                });
+            }
+        };
     let description = describe(&built, (&backing, &mountpoint), options.fixed_memory, uring);
     Ok(MountSession::new(crate::session::Parts {
         lifecycle,

@@ -91,8 +91,10 @@ pub struct CpuArgs {
     /// Runs, each in a new child process; each is reported, and the medians.
     #[arg(long, default_value = "3", value_parser = parse_repeat)]
     pub repeat: usize,
-    /// Where the engine remembers device calibrations.
-    #[arg(long, default_value = "wb-data", value_name = "DIR")]
+    /// State directory: where the engine remembers device calibrations.
+    /// Default: $STATE_DIRECTORY (its first path), else /var/lib/wb as root,
+    /// else $XDG_STATE_HOME/wb, else $HOME/.local/state/wb.
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::state_dir::clap_default().into())]
     pub data_dir: PathBuf,
     /// Do not measure the device; the automatic wbt target assumes 1 ms idle reads.
     #[arg(long)]
@@ -206,6 +208,7 @@ impl Experiment for Cpu<'_> {
 }
 
 pub fn run(args: CpuArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
+    crate::state_dir::ensure(&args.data_dir).map_err(|e| BenchError::BadInput(e.to_string()))?;
     let sizes = validate(args.size, args.block_size, args.memory)?;
     if let Some(file) = &args.child {
         return child::child(&args, sizes, file);

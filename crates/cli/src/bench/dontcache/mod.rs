@@ -112,8 +112,10 @@ pub struct DontcacheArgs {
     /// The engine's memory; the kernel's dirty limits are set to 20% / 10% of it.
     #[arg(long, default_value = "1GiB", value_parser = parse_size, value_name = "SIZE")]
     pub memory: u64,
-    /// Where the engine remembers device calibrations.
-    #[arg(long, default_value = "wb-data", value_name = "DIR")]
+    /// State directory: where the engine remembers device calibrations.
+    /// Default: $STATE_DIRECTORY (its first path), else /var/lib/wb as root,
+    /// else $XDG_STATE_HOME/wb, else $HOME/.local/state/wb.
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::state_dir::clap_default().into())]
     pub data_dir: PathBuf,
 }
 
@@ -218,6 +220,7 @@ impl Experiment for Dontcache {
 }
 
 pub fn run(args: DontcacheArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
+    crate::state_dir::ensure(&args.data_dir).map_err(|e| BenchError::BadInput(e.to_string()))?;
     let started = Instant::now();
     let dir = check(&args)?;
     let fs = kernel_write::fs_type(&dir).unwrap_or_else(|| "unknown".into());

@@ -97,8 +97,10 @@ pub struct InterferenceArgs {
     /// floor, kernel, kernel-bfq, mount); --engine-set knobs go to the mount.
     #[arg(long)]
     pub fuse: bool,
-    /// Where the engine remembers device calibrations.
-    #[arg(long, default_value = "wb-data", value_name = "DIR")]
+    /// State directory: where the engine remembers device calibrations.
+    /// Default: $STATE_DIRECTORY (its first path), else /var/lib/wb as root,
+    /// else $XDG_STATE_HOME/wb, else $HOME/.local/state/wb.
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::state_dir::clap_default().into())]
     pub data_dir: PathBuf,
     /// An engine knob for both engine configurations (cache or device knob,
     /// e.g. max_sectors_kb=128); wbt_lat_usec is set by the configuration. Repeatable.

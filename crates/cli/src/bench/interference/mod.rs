@@ -158,6 +158,7 @@ impl Experiment for Interference {
 }
 
 pub fn run(args: InterferenceArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
+    crate::state_dir::ensure(&args.data_dir).map_err(|e| BenchError::BadInput(e.to_string()))?;
     let started = Instant::now();
     check(&args)?;
     let mut notes = Notes::new();

@@ -80,8 +80,10 @@ pub struct StableArgs {
     /// The cache's memory budget.
     #[arg(long, default_value = "64MiB")]
     pub memory: String,
-    /// Where the engine remembers device calibrations.
-    #[arg(long, default_value = "wb-data")]
+    /// State directory: where the engine remembers device calibrations.
+    /// Default: $STATE_DIRECTORY (its first path), else /var/lib/wb as root,
+    /// else $XDG_STATE_HOME/wb, else $HOME/.local/state/wb.
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::state_dir::clap_default().into())]
     pub data_dir: PathBuf,
     /// Do not measure the device; the automatic wbt target assumes 1 ms reads.
     #[arg(long)]
@@ -152,6 +154,7 @@ impl Experiment for Stable<'_> {
 }
 
 pub fn run(args: StableArgs, html: Option<HtmlFile>) -> Result<(), BenchError> {
+    crate::state_dir::ensure(&args.data_dir).map_err(|e| BenchError::BadInput(e.to_string()))?;
     // A bad --memory is refused before anything is created.
     wb_engine::Config::default()
         .set("memory", &args.memory)
