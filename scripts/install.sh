@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs wb: `cargo install --path crates/cli --root PREFIX` (PREFIX
 # defaults to /usr/local), then, as root, mount(8)'s helper
-# /sbin/mount.fuse.wb as a symlink to PREFIX/bin/wb, so that
+# /sbin/mount.fuse.wb as a symlink to PREFIX/bin/wb, man pages and shell
+# completions under PREFIX/share, so that
 # `mount -t fuse.wb` and /etc/fstab lines work (docs/service.md).
 #
 # Usage: scripts/install.sh [PREFIX]
@@ -17,12 +18,14 @@ case "$wb" in
 *) wb="$(pwd)/$wb" ;;
 esac
 
-# --- man pages and shell completions ---------------------------------------
-# Reserved: `wb man` and `wb completions` come on another branch; install
-# their output here, e.g.
-#   "$wb" man --dir "$prefix/share/man/man1"
-#   "$wb" completions bash > "$prefix/share/bash-completion/completions/wb"
-# ----------------------------------------------------------------------------
+# Man pages and shell completions, generated from the command line's own
+# definition (`wb man`, `wb completions`).
+mkdir -p "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \
+	"$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
+"$wb" man --dir "$prefix/share/man/man1"
+"$wb" completions bash > "$prefix/share/bash-completion/completions/wb"
+"$wb" completions zsh > "$prefix/share/zsh/site-functions/_wb"
+"$wb" completions fish > "$prefix/share/fish/vendor_completions.d/wb.fish"
 
 helper=/sbin/mount.fuse.wb
 if [ "$(id -u)" -ne 0 ]; then
