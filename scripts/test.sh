@@ -5,11 +5,13 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace --profile release-test
-# The library's optional features: the `metrics` facade and `tracing`
-# spans (crates/writeback/src/telemetry), with their own tests.
+# The library's optional features (the `metrics` facade and `tracing`
+# spans, crates/writeback/src/telemetry) are on for the test run, so their
+# own tests run in it and one build serves every cargo call below; clippy
+# checks the library both ways.
 cargo clippy -p writeback --all-targets --features metrics,tracing -- -D warnings
-cargo test -p writeback --profile release-test --features metrics,tracing --test metrics_facade --test stall_spans
+features=writeback/metrics,writeback/tracing
+cargo test --workspace --profile release-test --features "$features"
 # The mount's tests again over FUSE over io_uring (crates/fuse/src/uring):
 # the kernel's switch on for the run, put back as it was after.
 uring=/sys/module/fuse/parameters/enable_uring
@@ -25,7 +27,7 @@ if [ -w "$uring" ]; then
   for f in crates/fuse/tests/*.rs crates/cli/tests/mount*.rs; do
     targets+=(--test "$(basename "$f" .rs)")
   done
-  WB_FUSE_TRANSPORT=uring cargo test -p wb-fuse -p wb-cli --profile release-test "${targets[@]}"
+  WB_FUSE_TRANSPORT=uring cargo test -p wb-fuse -p wb-cli --profile release-test --features "$features" "${targets[@]}"
   echo "$was" > "$uring"
   trap - EXIT
 elif [ -n "${WB_REQUIRE_ALL_TESTS:-}" ]; then
