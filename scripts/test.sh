@@ -21,13 +21,16 @@ if [ -w "$uring" ]; then
   echo Y > "$uring"
   # Every test file of crates/fuse, and those of `wb mount` itself
   # (signals, crashes, memory limits, remounts), which picks io_uring by
-  # default now and is checked to have done so; one cargo call for both
-  # crates, so the workspace's build serves (no rebuild).
+  # default now and is checked to have done so. --workspace, not -p: the
+  # same packages as the run above resolve the same features (other
+  # members' dev-dependencies unify into shared crates), so its build
+  # serves and nothing is compiled again; scenario's errors.rs, named like
+  # a mount test, runs again too (milliseconds).
   targets=()
   for f in crates/fuse/tests/*.rs crates/cli/tests/mount*.rs; do
     targets+=(--test "$(basename "$f" .rs)")
   done
-  WB_FUSE_TRANSPORT=uring cargo test -p wb-fuse -p wb-cli --profile release-test --features "$features" "${targets[@]}"
+  WB_FUSE_TRANSPORT=uring cargo test --workspace --profile release-test --features "$features" "${targets[@]}"
   echo "$was" > "$uring"
   trap - EXIT
 elif [ -n "${WB_REQUIRE_ALL_TESTS:-}" ]; then
