@@ -410,7 +410,7 @@ pub(crate) fn trace_written(cache: &Cache, target: &Option<TraceTarget>) -> Opti
 mod tests {
     use super::*;
 
-    /// The mount keeps 40% of the open-file limit for backing files
+    /// The mount keeps BACKING_FILES_PERCENT (35 %) of the open-file limit for backing files
     /// unless told otherwise.
     #[test]
     fn backing_files_percent_is_the_mounts_unless_set() {
