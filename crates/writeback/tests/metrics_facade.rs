@@ -14,7 +14,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use writeback::{Cache, OpenOptions};
+use writeback::OpenOptions;
 
 /// A snapshot's values by (kind, name, labels as `k=v,…`). Taking it
 /// drains the recorder's histograms.
@@ -55,13 +55,7 @@ fn counters_gauges_and_pauses_reach_the_programs_recorder() {
         .install()
         .expect("the only recorder of this process");
 
-    let cache = Cache::builder()
-        .knob("memory", "64MiB")
-        .and_then(|b| b.knob("dirty_background_bytes", "64MiB"))
-        .expect("knobs")
-        .calibrate(false)
-        .build()
-        .expect("cache");
+    let cache = common::small_cache_without_background_writeback();
     let file = cache
         .open(dir.join("f"), OpenOptions { create: true })
         .expect("open");

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
-use writeback::{Cache, OpenOptions};
+use writeback::OpenOptions;
 
 /// A span's name and fields (values as text).
 #[derive(Clone, Debug, Default)]
@@ -73,13 +73,7 @@ fn each_wait_is_a_span_with_its_reason_file_and_duration() {
     };
     let collector = Collector::default();
     let spans = collector.spans.clone();
-    let cache = Cache::builder()
-        .knob("memory", "64MiB")
-        .and_then(|b| b.knob("dirty_background_bytes", "64MiB"))
-        .expect("knobs")
-        .calibrate(false)
-        .build()
-        .expect("cache");
+    let cache = common::small_cache_without_background_writeback();
     let before = cache.stats().stall(writeback::StallReason::Sync).count;
     tracing::subscriber::with_default(collector, || {
         let file = cache

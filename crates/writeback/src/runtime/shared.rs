@@ -297,8 +297,11 @@ impl Shared {
                 let planned_ns = stall.until.since_ns(self.clock.now());
                 trace.slept(task.index(), &stall, planned_ns, || track_name(task));
             }
-            #[cfg(any(feature = "metrics", feature = "tracing"))]
+            // The file only names a tracing span; the metrics do not need it.
+            #[cfg(feature = "tracing")]
             let file = core.engine.stall_file(task);
+            #[cfg(all(feature = "metrics", not(feature = "tracing")))]
+            let file = None;
             drop(core);
             #[cfg(any(feature = "metrics", feature = "tracing"))]
             let waiting = crate::telemetry::Wait::begin(stall.reason, file);

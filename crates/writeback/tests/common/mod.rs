@@ -56,3 +56,17 @@ pub fn rss_bytes() -> u64 {
         .expect("resident pages");
     pages * 4096
 }
+
+/// A cache of 64 MiB that starts no background write-back below its
+/// budget (dirty_background_bytes = memory): a sync's waits are the
+/// caller's, not the flusher's. No calibration.
+#[allow(dead_code)]
+pub fn small_cache_without_background_writeback() -> Cache {
+    Cache::builder()
+        .knob("memory", "64MiB")
+        .and_then(|b| b.knob("dirty_background_bytes", "64MiB"))
+        .expect("knobs")
+        .calibrate(false)
+        .build()
+        .expect("cache")
+}
