@@ -273,21 +273,53 @@ fn mount_tool_missing() -> bool {
     Command::new("mount").arg("--version").output().is_err()
 }
 
+/// A test of mount(8) with /sbin/mount.fuse.wb: serialised with the other
+/// mount tests, the helper installed, a backing directory and a
+/// mountpoint, and whatever stays mounted unmounted at the end. Fields
+/// drop in order: the mount, the directories, the helper, the lock.
+struct HelperCase {
+    _mounted: MountedByHelper,
+    root: TempRoot,
+    backing: PathBuf,
+    mnt: PathBuf,
+    _helper: SbinHelper,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl HelperCase {
+    /// None (after skipping, with the reason) without root, /dev/fuse,
+    /// util-linux's mount or a free /sbin/mount.fuse.wb.
+    fn new(name: &str) -> Option<HelperCase> {
+        if let Some(reason) = skip_reason(false) {
+            wb_testkit::skip(&reason);
+            return None;
+        }
+        if mount_tool_missing() {
+            wb_testkit::skip("util-linux's mount is not installed");
+            return None;
+        }
+        let serial = serial();
+        let helper = SbinHelper::install()?;
+        let root = TempRoot::new(name);
+        let (backing, mnt) = (root.dir("backing"), root.dir("mnt"));
+        Some(HelperCase {
+            _mounted: MountedByHelper { mnt: mnt.clone() },
+            root,
+            backing,
+            mnt,
+            _helper: helper,
+            _serial: serial,
+        })
+    }
+}
+
 #[test]
 fn mount_t_fuse_wb_serves_and_umount_writes_back() {
-    require_mount!();
-    if mount_tool_missing() {
-        wb_testkit::skip("util-linux's mount is not installed");
-        return;
-    }
-    let _serial = serial();
-    let Some(_helper) = SbinHelper::install() else {
+    let Some(case) = HelperCase::new("mount-t") else {
         return;
     };
-    let root = TempRoot::new("mount-t");
-    let (backing, mnt) = (root.dir("backing"), root.dir("mnt"));
+    let (root, backing, mnt) = (&case.root, &case.backing, &case.mnt);
     let data_dir = root.0.join("state");
-    let _guard = MountedByHelper { mnt: mnt.clone() };
     let options = format!("memory=256MiB,no_calibrate,data_dir={}", data_dir.display());
     let out = mount_cmd(&[
         "-t".as_ref(),
@@ -300,7 +332,7 @@ fn mount_t_fuse_wb_serves_and_umount_writes_back() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {err}", out.status);
     // Mounted and serving by the time mount(8) returned, as type fuse.wb.
-    assert_eq!(mount_type(&mnt).as_deref(), Some("fuse.wb"));
+    assert_eq!(mount_type(mnt).as_deref(), Some("fuse.wb"));
     let log_path = data_dir.join(format!(
         "mount-{}.log",
         mnt.to_string_lossy().trim_matches('/').replace('/', "-")
@@ -308,7 +340,7 @@ fn mount_t_fuse_wb_serves_and_umount_writes_back() {
     let log = fs::read_to_string(&log_path).expect("the server's log in the state directory");
     let serving = format!("wb: serving {} at {}", backing.display(), mnt.display());
     assert!(log.contains(&serving), "{log}");
-    write_umount_and_check(&backing, &mnt, 1);
+    write_umount_and_check(backing, mnt, 1);
     // The whole end in the log, and no complaint about the helper's
     // readiness socket, gone since the helper exited.
     let log = fs::read_to_string(&log_path).expect("the server's log");
@@ -335,23 +367,15 @@ fn mount_t_fuse_wb_serves_and_umount_writes_back() {
         err.contains("mount.fuse.wb: wb mount exited (exit status: 2) before serving (its log: "),
         "{err}"
     );
-    assert!(!is_mounted(&mnt));
+    assert!(!is_mounted(mnt));
 }
 
 #[test]
 fn an_fstab_line_mounts_with_mount_big_t() {
-    require_mount!();
-    if mount_tool_missing() {
-        wb_testkit::skip("util-linux's mount is not installed");
-        return;
-    }
-    let _serial = serial();
-    let Some(_helper) = SbinHelper::install() else {
+    let Some(case) = HelperCase::new("fstab") else {
         return;
     };
-    let root = TempRoot::new("fstab");
-    let (backing, mnt) = (root.dir("backing"), root.dir("mnt"));
-    let _guard = MountedByHelper { mnt: mnt.clone() };
+    let (root, backing, mnt) = (&case.root, &case.backing, &case.mnt);
     let fstab = root.0.join("fstab");
     fs::write(
         &fstab,
@@ -371,7 +395,7 @@ fn an_fstab_line_mounts_with_mount_big_t() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(is_mounted(&mnt), "{} not mounted", mnt.display());
+    assert!(is_mounted(mnt), "{} not mounted", mnt.display());
     // The line's kernel flags reach the mount (mountinfo's per-mount
     // options, the sixth field).
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").expect("read mountinfo");
@@ -383,7 +407,7 @@ fn an_fstab_line_mounts_with_mount_big_t() {
     for flag in ["nosuid", "nodev", "noexec", "noatime"] {
         assert!(flags.contains(&flag), "{flag} missing: {line}");
     }
-    write_umount_and_check(&backing, &mnt, 2);
+    write_umount_and_check(backing, mnt, 2);
 }
 
 #[test]
